@@ -1,0 +1,1 @@
+//! Layer 2: the agent runtime.

@@ -1,0 +1,25 @@
+//! Layer 1: provider-agnostic LLM access.
+//!
+//! A provider turns an [`LlmRequest`] into one HTTP request and the response bytes into
+//! [`LlmEvent`]s, finishing with a [`Completion`]. Everything a caller touches is in this
+//! module's plain types; wire formats stay private to their provider file.
+
+pub mod error;
+pub mod event;
+pub mod models;
+mod partial;
+pub mod provider;
+pub mod providers;
+pub mod sse;
+pub mod transport;
+pub mod types;
+
+pub use error::LlmError;
+pub use event::LlmEvent;
+pub use models::ModelRef;
+pub use provider::{Completion, Provider};
+pub use transport::{ByteStream, HttpRequest, HttpResponse, HttpTransport};
+pub use types::{
+    AssistantMessage, ContentBlock, LlmRequest, Message, StopReason, ToolCall, ToolDef,
+    ToolResult, Usage,
+};

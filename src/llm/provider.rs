@@ -1,0 +1,209 @@
+//! The provider trait and the one driver that runs an SSE provider: send, check the status,
+//! frame the bytes, let the provider's decoder turn frames into events, assemble the message.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+
+use super::partial::PartialMessage;
+use super::sse::SseDecoder;
+use super::{
+    AssistantMessage, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, ModelRef,
+    StopReason,
+};
+
+/// How a streamed call ended. The message is always there: on failure it holds whatever
+/// arrived before it, with stop reason [`StopReason::Error`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub message: AssistantMessage,
+    pub error: Option<LlmError>,
+}
+
+/// One configured model of one provider.
+#[async_trait(?Send)]
+pub trait Provider {
+    fn model(&self) -> &ModelRef;
+
+    /// Streams one answer, calling `on_event` for each event as it arrives.
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion;
+}
+
+/// What a decoder says after a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    More,
+    /// The provider marked the answer complete.
+    Done,
+}
+
+/// A provider's wire decoder for SSE frames.
+pub(crate) trait SseDecode {
+    fn frame(
+        &mut self,
+        event: &str,
+        data: &str,
+        message: &mut PartialMessage,
+        out: &mut Vec<LlmEvent>,
+    ) -> Result<Flow, LlmError>;
+
+    /// The body ended without the provider's end marker. Some servers finish with a stop reason
+    /// but never send the marker; they answer [`Flow::Done`] here.
+    fn at_eof(&self) -> Flow {
+        Flow::More
+    }
+}
+
+/// Runs one streamed call through `transport`.
+pub(crate) async fn stream_sse(
+    transport: &dyn HttpTransport,
+    request: HttpRequest,
+    model: &ModelRef,
+    mut decoder: impl SseDecode,
+    on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+) -> Completion {
+    let provider = model.provider.as_str();
+    let mut message = PartialMessage::default();
+    let mut out = Vec::new();
+    let error = match transport.post(request).await {
+        Err(e) => Some(LlmError::Network {
+            provider: provider.to_string(),
+            message: e,
+        }),
+        Ok(response) if !(200..300).contains(&response.status) => {
+            Some(http_error(provider, response).await)
+        }
+        Ok(response) => {
+            let mut body = response.body;
+            let mut framer = SseDecoder::new();
+            let mut flow = Flow::More;
+            let mut failure = None;
+            while flow == Flow::More && failure.is_none() {
+                let result = match body.next().await {
+                    Some(Ok(bytes)) => framer.push(&bytes, &mut |event, data| {
+                        if flow == Flow::Done {
+                            return Ok(()); // trailing frames after the end (e.g. `[DONE]`)
+                        }
+                        flow = decoder.frame(event, data, &mut message, &mut out)?;
+                        Ok(())
+                    }),
+                    Some(Err(e)) => Err(LlmError::Network {
+                        provider: provider.to_string(),
+                        message: e,
+                    }),
+                    None => {
+                        let r = framer.finish(&mut |event, data| {
+                            if flow == Flow::Done {
+                                return Ok(());
+                            }
+                            flow = decoder.frame(event, data, &mut message, &mut out)?;
+                            Ok(())
+                        });
+                        if r.is_ok() && flow == Flow::More {
+                            flow = decoder.at_eof();
+                        }
+                        if r.is_ok() && flow == Flow::More {
+                            Err(LlmError::Truncated {
+                                provider: provider.to_string(),
+                            })
+                        } else {
+                            r
+                        }
+                    }
+                };
+                failure = result.err();
+                for event in out.drain(..) {
+                    on_event(&event);
+                }
+            }
+            failure
+        }
+    };
+    message.end_all(&mut out);
+    for event in out.drain(..) {
+        on_event(&event);
+    }
+    let fallback = if message.has_tool_calls() {
+        StopReason::ToolUse
+    } else {
+        StopReason::EndTurn
+    };
+    let mut message = message.into_message(provider, &model.model, fallback);
+    if error.is_some() {
+        message.stop_reason = StopReason::Error;
+    }
+    Completion { message, error }
+}
+
+/// Turns a non-2xx answer into an error carrying the provider's own message and its wait hint.
+async fn http_error(provider: &str, mut response: super::HttpResponse) -> LlmError {
+    let retry_after_ms = retry_after_ms(&response);
+    let mut body = Vec::new();
+    // An error body is small; cap it so a misbehaving server cannot make us buffer forever.
+    while let Some(Ok(chunk)) = response.body.next().await {
+        body.extend_from_slice(&chunk);
+        if body.len() > 16 * 1024 {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&body);
+    LlmError::Http {
+        provider: provider.to_string(),
+        status: response.status,
+        message: error_message(&text),
+        retry_after_ms,
+    }
+}
+
+/// The human part of a provider error body: `{"error": {"message": ...}}` (Anthropic, OpenAI,
+/// Gemini), `{"error": "..."}` (Ollama, llama.cpp), else the raw text.
+pub(crate) fn error_message(body: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        error: serde_json::Value,
+    }
+    if let Ok(Body { error }) = serde_json::from_str::<Body>(body) {
+        if let Some(m) = error.get("message").and_then(|m| m.as_str()) {
+            return m.to_string();
+        }
+        if let Some(m) = error.as_str() {
+            return m.to_string();
+        }
+    }
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        "(empty body)".to_string()
+    } else {
+        trimmed.chars().take(500).collect()
+    }
+}
+
+fn retry_after_ms(response: &super::HttpResponse) -> Option<u64> {
+    if let Some(ms) = response
+        .header("retry-after-ms")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+    {
+        return Some(ms.max(0.0) as u64);
+    }
+    response
+        .header("retry-after")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|s| (s.max(0.0) * 1000.0) as u64)
+}
+
+/// A call that failed before any request went out.
+pub(crate) fn failed(model: &ModelRef, error: LlmError) -> Completion {
+    Completion {
+        message: AssistantMessage {
+            content: Vec::new(),
+            stop_reason: StopReason::Error,
+            model: model.model.clone(),
+            provider: model.provider.clone(),
+            usage: Default::default(),
+        },
+        error: Some(error),
+    }
+}

@@ -1,0 +1,662 @@
+//! Anthropic Messages API, streaming (`POST /v1/messages`, `stream: true`).
+//! <https://docs.anthropic.com/en/api/messages-streaming>
+//!
+//! Quirks handled here:
+//! - `data:` payloads may be padded with spaces before the closing brace (length obfuscation),
+//!   so everything goes through a real JSON parser.
+//! - The first `input_json_delta` is always `""`; a tool without arguments sends only that.
+//! - `message_delta.usage` is cumulative and repeats the input counts.
+//! - `ping` may come anywhere; an `error` event may arrive mid-stream (`overloaded_error`).
+//! - Tool results travel in a user message, and roles must alternate, so consecutive results
+//!   and a steering message after them are merged into one user message.
+
+use std::borrow::Cow;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::join_url;
+use crate::llm::partial::PartialMessage;
+use crate::llm::provider::{failed, stream_sse, Flow, SseDecode};
+use crate::llm::{
+    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
+    Message, ModelRef, Provider, StopReason, Usage,
+};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+const API_VERSION: &str = "2023-06-01";
+
+pub struct Anthropic {
+    model: ModelRef,
+    base_url: String,
+    api_key: Option<String>,
+    transport: Rc<dyn HttpTransport>,
+}
+
+impl Anthropic {
+    pub fn new(
+        model: ModelRef,
+        base_url: Option<&str>,
+        api_key: Option<String>,
+        transport: Rc<dyn HttpTransport>,
+    ) -> Self {
+        Self {
+            model,
+            base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
+            api_key,
+            transport,
+        }
+    }
+
+    /// The HTTP request for one streamed call.
+    pub fn http_request(&self, request: &LlmRequest<'_>) -> Result<HttpRequest, LlmError> {
+        let body = wire::Request {
+            model: &self.model.model,
+            max_tokens: request.max_tokens,
+            system: request.system,
+            messages: encode_messages(request.messages),
+            tools: request
+                .tools
+                .iter()
+                .map(|t| wire::Tool {
+                    name: &t.name,
+                    description: &t.description,
+                    input_schema: &t.input_schema,
+                })
+                .collect(),
+            temperature: request.temperature,
+            stream: true,
+        };
+        let body = serde_json::to_string(&body)
+            .map_err(|e| LlmError::Config(format!("could not encode the request: {e}")))?;
+        let mut headers = vec![
+            ("content-type", "application/json".to_string()),
+            ("accept", "text/event-stream".to_string()),
+            ("anthropic-version", API_VERSION.to_string()),
+        ];
+        if let Some(key) = &self.api_key {
+            headers.push(("x-api-key", key.clone()));
+        }
+        Ok(HttpRequest {
+            url: join_url(&self.base_url, "v1/messages"),
+            headers,
+            body,
+        })
+    }
+}
+
+#[async_trait(?Send)]
+impl Provider for Anthropic {
+    fn model(&self) -> &ModelRef {
+        &self.model
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        match self.http_request(request) {
+            Ok(http) => {
+                stream_sse(
+                    self.transport.as_ref(),
+                    http,
+                    &self.model,
+                    Decoder::default(),
+                    on_event,
+                )
+                .await
+            }
+            Err(error) => failed(&self.model, error),
+        }
+    }
+}
+
+fn encode_messages(messages: &[Message]) -> Vec<wire::Message<'_>> {
+    let mut out: Vec<wire::Message<'_>> = Vec::with_capacity(messages.len());
+    for message in messages {
+        let (role, blocks): (&str, Vec<wire::Block<'_>>) = match message {
+            Message::User { content } => ("user", content.iter().filter_map(encode_block).collect()),
+            Message::Assistant(a) => (
+                "assistant",
+                a.content.iter().filter_map(encode_block).collect(),
+            ),
+            Message::ToolResult(r) => (
+                "user",
+                vec![wire::Block::ToolResult {
+                    tool_use_id: &r.tool_call_id,
+                    content: &r.content,
+                    is_error: r.is_error,
+                }],
+            ),
+        };
+        if blocks.is_empty() {
+            continue; // Anthropic rejects empty content (e.g. an answer that failed at once)
+        }
+        match out.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => out.push(wire::Message {
+                role,
+                content: blocks,
+            }),
+        }
+    }
+    out
+}
+
+fn encode_block(block: &ContentBlock) -> Option<wire::Block<'_>> {
+    match block {
+        ContentBlock::Text { text } if text.is_empty() => None,
+        ContentBlock::Text { text } => Some(wire::Block::Text { text }),
+        // Anthropic accepts thinking back only with its signature.
+        ContentBlock::Thinking {
+            thinking,
+            signature: Some(signature),
+        } => Some(wire::Block::Thinking {
+            thinking,
+            signature,
+        }),
+        ContentBlock::Thinking { .. } => None,
+        ContentBlock::ToolUse(call) => Some(wire::Block::ToolUse {
+            id: &call.id,
+            name: &call.name,
+            input: &call.input,
+        }),
+    }
+}
+
+pub(crate) fn map_stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "end_turn" => StopReason::EndTurn,
+        "max_tokens" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "tool_use" => StopReason::ToolUse,
+        "pause_turn" => StopReason::PauseTurn,
+        "refusal" => StopReason::Refusal,
+        other => StopReason::Other(other.to_string()),
+    }
+}
+
+/// Wire block index → our content index.
+#[derive(Default)]
+struct Decoder {
+    blocks: Vec<Option<usize>>,
+}
+
+impl Decoder {
+    fn ours(&self, wire_index: usize) -> Option<usize> {
+        self.blocks.get(wire_index).copied().flatten()
+    }
+
+    fn map(&mut self, wire_index: usize, ours: usize) {
+        if self.blocks.len() <= wire_index {
+            self.blocks.resize(wire_index + 1, None);
+        }
+        self.blocks[wire_index] = Some(ours);
+    }
+}
+
+impl SseDecode for Decoder {
+    fn frame(
+        &mut self,
+        _event: &str,
+        data: &str,
+        message: &mut PartialMessage,
+        out: &mut Vec<LlmEvent>,
+    ) -> Result<Flow, LlmError> {
+        let event: wire::Event<'_> =
+            serde_json::from_str(data).map_err(|e| LlmError::Decode {
+                provider: "anthropic".to_string(),
+                message: format!("{e} in {}", truncate(data)),
+            })?;
+        match event {
+            wire::Event::MessageStart { message: start } => {
+                let mut usage = Usage::default();
+                start.usage.apply(&mut usage);
+                message.set_usage(usage, out);
+            }
+            wire::Event::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                let ours = match content_block {
+                    wire::StartBlock::Text { text } => {
+                        let i = message.start_text(out);
+                        message.text_delta(i, &text, out);
+                        Some(i)
+                    }
+                    wire::StartBlock::Thinking { thinking } => {
+                        let i = message.start_thinking(out);
+                        message.thinking_delta(i, &thinking, out);
+                        Some(i)
+                    }
+                    wire::StartBlock::ToolUse { id, name } => {
+                        Some(message.start_tool_call(&id, &name, out))
+                    }
+                    wire::StartBlock::Unknown => None,
+                };
+                if let Some(ours) = ours {
+                    self.map(index, ours);
+                }
+            }
+            wire::Event::ContentBlockDelta { index, delta } => {
+                if let Some(i) = self.ours(index) {
+                    match delta {
+                        wire::Delta::TextDelta { text } => message.text_delta(i, &text, out),
+                        wire::Delta::InputJsonDelta { partial_json } => {
+                            message.tool_call_delta(i, &partial_json, out)
+                        }
+                        wire::Delta::ThinkingDelta { thinking } => {
+                            message.thinking_delta(i, &thinking, out)
+                        }
+                        wire::Delta::SignatureDelta { signature } => {
+                            message.thinking_signature(i, &signature)
+                        }
+                        wire::Delta::Unknown => {}
+                    }
+                }
+            }
+            wire::Event::ContentBlockStop { index } => {
+                if let Some(i) = self.ours(index) {
+                    message.end(i, out);
+                }
+            }
+            wire::Event::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason {
+                    message.stop_reason = Some(map_stop_reason(&reason));
+                }
+                if let Some(delta_usage) = usage {
+                    let mut total = message.usage;
+                    delta_usage.apply(&mut total);
+                    message.set_usage(total, out);
+                }
+            }
+            wire::Event::MessageStop => return Ok(Flow::Done),
+            wire::Event::Error { error } => {
+                return Err(LlmError::Stream {
+                    provider: "anthropic".to_string(),
+                    kind: error.kind.into_owned(),
+                    message: error.message.into_owned(),
+                })
+            }
+            wire::Event::Ping | wire::Event::Unknown => {}
+        }
+        Ok(Flow::More)
+    }
+}
+
+fn truncate(s: &str) -> &str {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Serde shapes of the wire format; private to this file.
+mod wire {
+    use super::*;
+
+    #[derive(Serialize)]
+    pub struct Request<'a> {
+        pub model: &'a str,
+        pub max_tokens: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub system: Option<&'a str>,
+        pub messages: Vec<Message<'a>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub tools: Vec<Tool<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub temperature: Option<f32>,
+        pub stream: bool,
+    }
+
+    #[derive(Serialize)]
+    pub struct Message<'a> {
+        pub role: &'a str,
+        pub content: Vec<Block<'a>>,
+    }
+
+    #[derive(Serialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Block<'a> {
+        Text {
+            text: &'a str,
+        },
+        Thinking {
+            thinking: &'a str,
+            signature: &'a str,
+        },
+        ToolUse {
+            id: &'a str,
+            name: &'a str,
+            input: &'a Value,
+        },
+        ToolResult {
+            tool_use_id: &'a str,
+            content: &'a str,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            is_error: bool,
+        },
+    }
+
+    #[derive(Serialize)]
+    pub struct Tool<'a> {
+        pub name: &'a str,
+        pub description: &'a str,
+        pub input_schema: &'a Value,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Event<'a> {
+        MessageStart {
+            message: MessageStart,
+        },
+        ContentBlockStart {
+            index: usize,
+            #[serde(borrow)]
+            content_block: StartBlock<'a>,
+        },
+        ContentBlockDelta {
+            index: usize,
+            #[serde(borrow)]
+            delta: Delta<'a>,
+        },
+        ContentBlockStop {
+            index: usize,
+        },
+        MessageDelta {
+            delta: MessageDeltaBody,
+            usage: Option<WireUsage>,
+        },
+        MessageStop,
+        Ping,
+        Error {
+            #[serde(borrow)]
+            error: ErrorBody<'a>,
+        },
+        #[serde(other)]
+        Unknown,
+    }
+
+    #[derive(Deserialize)]
+    pub struct MessageStart {
+        #[serde(default)]
+        pub usage: WireUsage,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum StartBlock<'a> {
+        Text {
+            #[serde(borrow, default)]
+            text: Cow<'a, str>,
+        },
+        Thinking {
+            #[serde(borrow, default)]
+            thinking: Cow<'a, str>,
+        },
+        ToolUse {
+            #[serde(borrow)]
+            id: Cow<'a, str>,
+            #[serde(borrow)]
+            name: Cow<'a, str>,
+        },
+        #[serde(other)]
+        Unknown,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Delta<'a> {
+        TextDelta {
+            #[serde(borrow)]
+            text: Cow<'a, str>,
+        },
+        InputJsonDelta {
+            #[serde(borrow)]
+            partial_json: Cow<'a, str>,
+        },
+        ThinkingDelta {
+            #[serde(borrow)]
+            thinking: Cow<'a, str>,
+        },
+        SignatureDelta {
+            #[serde(borrow)]
+            signature: Cow<'a, str>,
+        },
+        #[serde(other)]
+        Unknown,
+    }
+
+    #[derive(Deserialize)]
+    pub struct MessageDeltaBody {
+        pub stop_reason: Option<String>,
+    }
+
+    /// Counts as sent; absent fields leave the running total alone (`message_delta` repeats
+    /// some and omits others).
+    #[derive(Deserialize, Default)]
+    pub struct WireUsage {
+        pub input_tokens: Option<u64>,
+        pub output_tokens: Option<u64>,
+        pub cache_read_input_tokens: Option<u64>,
+        pub cache_creation_input_tokens: Option<u64>,
+    }
+
+    impl WireUsage {
+        pub fn apply(&self, usage: &mut Usage) {
+            if let Some(n) = self.input_tokens {
+                usage.input_tokens = n;
+            }
+            if let Some(n) = self.output_tokens {
+                usage.output_tokens = n;
+            }
+            if let Some(n) = self.cache_read_input_tokens {
+                usage.cache_read_tokens = n;
+            }
+            if let Some(n) = self.cache_creation_input_tokens {
+                usage.cache_write_tokens = n;
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub struct ErrorBody<'a> {
+        #[serde(rename = "type", borrow)]
+        pub kind: Cow<'a, str>,
+        #[serde(borrow)]
+        pub message: Cow<'a, str>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::providers::testing::{fixture, merged, run_at_every_split, ScriptedTransport};
+    use crate::llm::{ToolCall, ToolDef, ToolResult};
+    use serde_json::json;
+
+    fn make(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
+        Box::new(Anthropic::new(
+            ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
+            Some("http://127.0.0.1:1/"),
+            Some("sk-test".into()),
+            t,
+        ))
+    }
+
+    #[test]
+    fn text_stream_at_every_split() {
+        let (events, c) = run_at_every_split(&make, &fixture("anthropic/text-hello.chunks.txt"));
+        assert_eq!(c.error, None);
+        assert_eq!(
+            c.message.text(),
+            "Hello! I'm doing well, thank you for asking. How are you doing today? Is there anything I can help you with?"
+        );
+        assert_eq!(c.message.stop_reason, StopReason::EndTurn);
+        assert_eq!(c.message.usage.input_tokens, 12);
+        assert_eq!(c.message.usage.output_tokens, 30);
+        let merged = merged(&events);
+        assert_eq!(merged[0], LlmEvent::Usage(Usage { input_tokens: 12, output_tokens: 1, ..Default::default() }));
+        assert_eq!(merged[1], LlmEvent::TextStart { index: 0 });
+        assert!(matches!(merged[2], LlmEvent::TextDelta { index: 0, .. }));
+        assert_eq!(merged[3], LlmEvent::TextEnd { index: 0 });
+        assert_eq!(merged[4], LlmEvent::Usage(Usage { input_tokens: 12, output_tokens: 30, ..Default::default() }));
+        assert_eq!(merged.len(), 5);
+    }
+
+    #[test]
+    fn tool_arguments_split_across_deltas_are_joined_and_parsed() {
+        let (events, c) =
+            run_at_every_split(&make, &fixture("anthropic/tool-use-input-json-delta.chunks.txt"));
+        assert_eq!(c.error, None);
+        assert_eq!(c.message.stop_reason, StopReason::ToolUse);
+        let call = c.message.tool_calls().next().unwrap();
+        assert_eq!(call.id, "toolu_01KFbKqPYSuAKujiL6mTfzYA");
+        assert_eq!(call.name, "json");
+        assert_eq!(
+            call.input,
+            json!({"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]})
+        );
+        assert!(events.iter().any(|e| matches!(e, LlmEvent::ToolCallEnd { input, .. } if *input == call.input)));
+    }
+
+    #[test]
+    fn a_tool_without_arguments_gets_an_empty_object() {
+        let (_, c) =
+            run_at_every_split(&make, &fixture("anthropic/text-then-tool-use-no-args.chunks.txt"));
+        assert_eq!(c.message.text(), "I'll update the issue list for you.");
+        let call = c.message.tool_calls().next().unwrap();
+        assert_eq!(call.name, "updateIssueList");
+        assert_eq!(call.input, json!({}));
+        assert_eq!(c.message.content.len(), 2);
+    }
+
+    #[test]
+    fn thinking_keeps_its_signature_and_non_ascii_text() {
+        let (_, c) =
+            run_at_every_split(&make, &fixture("anthropic/thinking-signature-delta.chunks.txt"));
+        let ContentBlock::Thinking { thinking, signature } = &c.message.content[0] else {
+            panic!("first block is not thinking: {:?}", c.message.content[0]);
+        };
+        assert!(thinking.starts_with("The previous result was 925."));
+        assert!(thinking.ends_with("925 ÷ 5 = 185"));
+        assert!(signature.as_deref().unwrap().starts_with("EvQBCkYICxgCKkAx"));
+        assert_eq!(c.message.text(), "925 ÷ 5 = 185");
+    }
+
+    #[test]
+    fn a_mid_stream_error_keeps_the_partial_text() {
+        let (events, c) =
+            run_at_every_split(&make, &fixture("anthropic/overloaded-error-mid-stream.sse"));
+        assert_eq!(c.message.text(), "Partial answér");
+        assert_eq!(c.message.stop_reason, StopReason::Error);
+        let error = c.error.unwrap();
+        assert_eq!(
+            error,
+            LlmError::Stream {
+                provider: "anthropic".into(),
+                kind: "overloaded_error".into(),
+                message: "Overloaded".into()
+            }
+        );
+        assert!(error.is_retryable());
+        // Open blocks are closed so a consumer never sees a start without an end.
+        assert_eq!(events.last(), Some(&LlmEvent::TextEnd { index: 0 }));
+    }
+
+    #[test]
+    fn a_stream_cut_before_message_stop_is_truncated() {
+        let body = fixture("anthropic/text-hello.chunks.txt");
+        let cut = String::from_utf8(body).unwrap();
+        let cut = &cut[..cut.find("event: message_delta").unwrap()];
+        let (_, c) = crate::llm::providers::testing::run(&make, vec![cut.as_bytes().to_vec()]);
+        assert_eq!(c.error, Some(LlmError::Truncated { provider: "anthropic".into() }));
+        assert!(c.message.text().starts_with("Hello! I'm doing well"));
+    }
+
+    #[test]
+    fn http_errors_carry_the_providers_message_and_retry_after() {
+        let transport = Rc::new(ScriptedTransport {
+            status: 429,
+            headers: vec![("retry-after".into(), "7".into())],
+            chunks: vec![br#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}"#.to_vec()],
+            last_request: Default::default(),
+        });
+        let provider = make(transport);
+        let c = futures::executor::block_on(provider.stream(&crate::llm::providers::testing::request(), &mut |_| {}));
+        let error = c.error.unwrap();
+        assert_eq!(
+            error,
+            LlmError::Http {
+                provider: "anthropic".into(),
+                status: 429,
+                message: "Number of requests has exceeded your rate limit".into(),
+                retry_after_ms: Some(7000)
+            }
+        );
+        assert!(error.is_retryable());
+    }
+
+    #[test]
+    fn request_merges_tool_results_and_a_following_user_message_into_one_turn() {
+        let transport = ScriptedTransport::new(vec![]);
+        let provider = Anthropic::new(
+            ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
+            Some("http://127.0.0.1:1/"),
+            Some("sk-test".into()),
+            transport,
+        );
+        let assistant = crate::llm::AssistantMessage {
+            content: vec![
+                ContentBlock::Text { text: "Checking.".into() },
+                ContentBlock::ToolUse(ToolCall { id: "t1".into(), name: "a".into(), input: json!({}) }),
+                ContentBlock::ToolUse(ToolCall { id: "t2".into(), name: "b".into(), input: json!({"x": 1}) }),
+            ],
+            stop_reason: StopReason::ToolUse,
+            model: "m".into(),
+            provider: "anthropic".into(),
+            usage: Usage::default(),
+        };
+        let messages = vec![
+            Message::user_text("hi"),
+            Message::Assistant(assistant),
+            Message::ToolResult(ToolResult { tool_call_id: "t1".into(), tool_name: "a".into(), content: "1".into(), is_error: false }),
+            Message::ToolResult(ToolResult { tool_call_id: "t2".into(), tool_name: "b".into(), content: "skipped".into(), is_error: true }),
+            Message::user_text("actually, stop"),
+        ];
+        let tools = vec![ToolDef { name: "a".into(), description: "A".into(), input_schema: json!({"type": "object"}) }];
+        let request = LlmRequest { system: Some("be brief"), messages: &messages, tools: &tools, max_tokens: 100, temperature: None };
+        let http = provider.http_request(&request).unwrap();
+        assert_eq!(http.url, "http://127.0.0.1:1/v1/messages");
+        assert!(http.headers.contains(&("x-api-key", "sk-test".to_string())));
+        assert!(http.headers.contains(&("anthropic-version", "2023-06-01".to_string())));
+        let body: serde_json::Value = serde_json::from_str(&http.body).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 100,
+                "system": "be brief",
+                "stream": true,
+                "tools": [{"name": "a", "description": "A", "input_schema": {"type": "object"}}],
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "Checking."},
+                        {"type": "tool_use", "id": "t1", "name": "a", "input": {}},
+                        {"type": "tool_use", "id": "t2", "name": "b", "input": {"x": 1}}
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "t1", "content": "1"},
+                        {"type": "tool_result", "tool_use_id": "t2", "content": "skipped", "is_error": true},
+                        {"type": "text", "text": "actually, stop"}
+                    ]}
+                ]
+            })
+        );
+    }
+}

@@ -1,0 +1,602 @@
+//! OpenAI Chat Completions, streaming (`POST {base}/chat/completions`, `stream: true`), and every
+//! server that speaks it (llama.cpp, vLLM, Groq, DeepSeek, OpenRouter...).
+//! <https://platform.openai.com/docs/api-reference/chat-streaming>
+//!
+//! Quirks handled here:
+//! - Tool-call deltas are merged by `index`. Some servers (llama.cpp) repeat `id` and
+//!   `function.name` on every chunk: the first one wins, nothing is concatenated but arguments.
+//! - Usage comes in a last chunk with `choices: []` (`stream_options.include_usage`), or, for
+//!   DeepSeek, on the chunk that carries `finish_reason`.
+//! - Reasoning arrives as `delta.reasoning_content` (DeepSeek, llama.cpp, vLLM); refusals as
+//!   `delta.refusal`.
+//! - The end marker is `data: [DONE]`; a server that closes after `finish_reason` without it
+//!   is accepted.
+//! - An error may arrive as a chunk `{"error": {...}}` mid-stream.
+
+use std::borrow::Cow;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::join_url;
+use crate::llm::partial::PartialMessage;
+use crate::llm::provider::{failed, stream_sse, Flow, SseDecode};
+use crate::llm::{
+    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
+    Message, ModelRef, Provider, StopReason, Usage,
+};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+pub struct OpenAiChat {
+    model: ModelRef,
+    base_url: String,
+    api_key: Option<String>,
+    transport: Rc<dyn HttpTransport>,
+}
+
+impl OpenAiChat {
+    pub fn new(
+        model: ModelRef,
+        base_url: Option<&str>,
+        api_key: Option<String>,
+        transport: Rc<dyn HttpTransport>,
+    ) -> Self {
+        Self {
+            model,
+            base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
+            api_key,
+            transport,
+        }
+    }
+
+    /// The HTTP request for one streamed call.
+    pub fn http_request(&self, request: &LlmRequest<'_>) -> Result<HttpRequest, LlmError> {
+        let body = wire::Request {
+            model: &self.model.model,
+            messages: encode_messages(request.system, request.messages),
+            tools: request
+                .tools
+                .iter()
+                .map(|t| wire::Tool {
+                    kind: "function",
+                    function: wire::Function {
+                        name: &t.name,
+                        description: &t.description,
+                        parameters: &t.input_schema,
+                    },
+                })
+                .collect(),
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            stream: true,
+            stream_options: wire::StreamOptions {
+                include_usage: true,
+            },
+        };
+        let body = serde_json::to_string(&body)
+            .map_err(|e| LlmError::Config(format!("could not encode the request: {e}")))?;
+        let mut headers = vec![
+            ("content-type", "application/json".to_string()),
+            ("accept", "text/event-stream".to_string()),
+        ];
+        if let Some(key) = &self.api_key {
+            headers.push(("authorization", format!("Bearer {key}")));
+        }
+        Ok(HttpRequest {
+            url: join_url(&self.base_url, "chat/completions"),
+            headers,
+            body,
+        })
+    }
+}
+
+#[async_trait(?Send)]
+impl Provider for OpenAiChat {
+    fn model(&self) -> &ModelRef {
+        &self.model
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        match self.http_request(request) {
+            Ok(http) => {
+                stream_sse(
+                    self.transport.as_ref(),
+                    http,
+                    &self.model,
+                    Decoder::default(),
+                    on_event,
+                )
+                .await
+            }
+            Err(error) => failed(&self.model, error),
+        }
+    }
+}
+
+fn encode_messages<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<wire::Message<'a>> {
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    if let Some(system) = system {
+        out.push(wire::Message::System { content: system });
+    }
+    for message in messages {
+        match message {
+            Message::User { content } => out.push(wire::Message::User {
+                content: joined_text(content),
+            }),
+            Message::Assistant(a) => {
+                let tool_calls: Vec<_> = a
+                    .tool_calls()
+                    .map(|c| wire::ToolCallOut {
+                        id: &c.id,
+                        kind: "function",
+                        function: wire::FunctionCallOut {
+                            name: &c.name,
+                            // The wire wants the arguments as JSON text.
+                            arguments: match &c.input {
+                                Value::String(raw) => raw.clone(),
+                                other => other.to_string(),
+                            },
+                        },
+                    })
+                    .collect();
+                let text = joined_text(&a.content);
+                if text.is_empty() && tool_calls.is_empty() {
+                    continue; // an answer that failed before saying anything
+                }
+                out.push(wire::Message::Assistant {
+                    content: (!text.is_empty()).then_some(text),
+                    tool_calls,
+                });
+            }
+            Message::ToolResult(r) => out.push(wire::Message::Tool {
+                tool_call_id: &r.tool_call_id,
+                content: &r.content,
+            }),
+        }
+    }
+    out
+}
+
+fn joined_text(content: &[ContentBlock]) -> Cow<'_, str> {
+    let mut texts = content.iter().filter_map(|b| match b {
+        ContentBlock::Text { text } => Some(text.as_str()),
+        _ => None,
+    });
+    match (texts.next(), texts.next()) {
+        (None, _) => Cow::Borrowed(""),
+        (Some(only), None) => Cow::Borrowed(only),
+        (Some(first), Some(second)) => {
+            let mut all = format!("{first}\n\n{second}");
+            for t in texts {
+                all.push_str("\n\n");
+                all.push_str(t);
+            }
+            Cow::Owned(all)
+        }
+    }
+}
+
+pub(crate) fn map_finish_reason(reason: &str) -> StopReason {
+    match reason {
+        "stop" => StopReason::EndTurn,
+        "length" => StopReason::MaxTokens,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "content_filter" => StopReason::ContentFilter,
+        other => StopReason::Other(other.to_string()),
+    }
+}
+
+#[derive(Default)]
+struct Decoder {
+    text: Option<usize>,
+    thinking: Option<usize>,
+    /// (wire tool-call index, our content index)
+    tools: Vec<(u32, usize)>,
+    finished: bool,
+}
+
+impl SseDecode for Decoder {
+    fn frame(
+        &mut self,
+        _event: &str,
+        data: &str,
+        message: &mut PartialMessage,
+        out: &mut Vec<LlmEvent>,
+    ) -> Result<Flow, LlmError> {
+        if data.trim() == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        let chunk: wire::Chunk<'_> = serde_json::from_str(data).map_err(|e| LlmError::Decode {
+            provider: "openai".to_string(),
+            message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
+        })?;
+        if let Some(error) = chunk.error {
+            return Err(LlmError::Stream {
+                provider: "openai".to_string(),
+                kind: error
+                    .kind
+                    .or(error.code.map(|c| c.to_string()))
+                    .unwrap_or_else(|| "error".to_string()),
+                message: error.message.unwrap_or_default(),
+            });
+        }
+        // Only the first choice is used (we never ask for n > 1).
+        if let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) {
+            let delta = choice.delta;
+            if let Some(reasoning) = delta.reasoning_content.filter(|r| !r.is_empty()) {
+                let i = match self.thinking {
+                    Some(i) => i,
+                    None => *self.thinking.insert(message.start_thinking(out)),
+                };
+                message.thinking_delta(i, &reasoning, out);
+            }
+            for text in [delta.content, delta.refusal].into_iter().flatten() {
+                if text.is_empty() {
+                    continue;
+                }
+                if let Some(i) = self.thinking.take() {
+                    message.end(i, out);
+                }
+                let i = match self.text {
+                    Some(i) => i,
+                    None => *self.text.insert(message.start_text(out)),
+                };
+                message.text_delta(i, &text, out);
+            }
+            for call in delta.tool_calls.into_iter().flatten() {
+                let wire_index = call.index.unwrap_or(0);
+                let ours = match self.tools.iter().find(|(w, _)| *w == wire_index) {
+                    Some((_, ours)) => *ours,
+                    None => {
+                        for open in [self.text.take(), self.thinking.take()].into_iter().flatten()
+                        {
+                            message.end(open, out);
+                        }
+                        let id = call
+                            .id
+                            .as_deref()
+                            .filter(|id| !id.is_empty())
+                            .map(str::to_string)
+                            .unwrap_or_else(|| format!("call_{}", self.tools.len()));
+                        let name = call
+                            .function
+                            .as_ref()
+                            .and_then(|f| f.name.as_deref())
+                            .unwrap_or_default();
+                        let ours = message.start_tool_call(&id, name, out);
+                        self.tools.push((wire_index, ours));
+                        ours
+                    }
+                };
+                if let Some(arguments) = call.function.and_then(|f| f.arguments) {
+                    message.tool_call_delta(ours, &arguments, out);
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                message.stop_reason = Some(map_finish_reason(&reason));
+                message.end_all(out);
+                self.finished = true;
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            message.set_usage(usage.into(), out);
+        }
+        Ok(Flow::More)
+    }
+
+    fn at_eof(&self) -> Flow {
+        if self.finished {
+            Flow::Done
+        } else {
+            Flow::More
+        }
+    }
+}
+
+/// Serde shapes of the wire format; private to this file.
+mod wire {
+    use super::*;
+
+    #[derive(Serialize)]
+    pub struct Request<'a> {
+        pub model: &'a str,
+        pub messages: Vec<Message<'a>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub tools: Vec<Tool<'a>>,
+        pub max_tokens: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub temperature: Option<f32>,
+        pub stream: bool,
+        pub stream_options: StreamOptions,
+    }
+
+    #[derive(Serialize)]
+    pub struct StreamOptions {
+        pub include_usage: bool,
+    }
+
+    #[derive(Serialize)]
+    #[serde(tag = "role", rename_all = "lowercase")]
+    pub enum Message<'a> {
+        System {
+            content: &'a str,
+        },
+        User {
+            content: Cow<'a, str>,
+        },
+        Assistant {
+            content: Option<Cow<'a, str>>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            tool_calls: Vec<ToolCallOut<'a>>,
+        },
+        Tool {
+            tool_call_id: &'a str,
+            content: &'a str,
+        },
+    }
+
+    #[derive(Serialize)]
+    pub struct ToolCallOut<'a> {
+        pub id: &'a str,
+        #[serde(rename = "type")]
+        pub kind: &'a str,
+        pub function: FunctionCallOut<'a>,
+    }
+
+    #[derive(Serialize)]
+    pub struct FunctionCallOut<'a> {
+        pub name: &'a str,
+        pub arguments: String,
+    }
+
+    #[derive(Serialize)]
+    pub struct Tool<'a> {
+        #[serde(rename = "type")]
+        pub kind: &'a str,
+        pub function: Function<'a>,
+    }
+
+    #[derive(Serialize)]
+    pub struct Function<'a> {
+        pub name: &'a str,
+        pub description: &'a str,
+        pub parameters: &'a Value,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Chunk<'a> {
+        #[serde(default, borrow)]
+        pub choices: Vec<Choice<'a>>,
+        pub usage: Option<WireUsage>,
+        pub error: Option<ErrorBody>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Choice<'a> {
+        #[serde(default)]
+        pub index: u32,
+        #[serde(default, borrow)]
+        pub delta: Delta<'a>,
+        pub finish_reason: Option<String>,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct Delta<'a> {
+        #[serde(borrow)]
+        pub content: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub reasoning_content: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub refusal: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct ToolCallDelta<'a> {
+        pub index: Option<u32>,
+        pub id: Option<String>,
+        #[serde(borrow)]
+        pub function: Option<FunctionDelta<'a>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct FunctionDelta<'a> {
+        pub name: Option<String>,
+        #[serde(borrow)]
+        pub arguments: Option<Cow<'a, str>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct WireUsage {
+        #[serde(default)]
+        pub prompt_tokens: u64,
+        #[serde(default)]
+        pub completion_tokens: u64,
+        pub prompt_tokens_details: Option<PromptDetails>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct PromptDetails {
+        pub cached_tokens: Option<u64>,
+    }
+
+    impl From<WireUsage> for Usage {
+        fn from(u: WireUsage) -> Self {
+            let cached = u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0);
+            Usage {
+                // OpenAI counts cached tokens inside prompt_tokens; we keep them apart.
+                input_tokens: u.prompt_tokens.saturating_sub(cached),
+                output_tokens: u.completion_tokens,
+                cache_read_tokens: cached,
+                cache_write_tokens: 0,
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub struct ErrorBody {
+        pub message: Option<String>,
+        #[serde(rename = "type")]
+        pub kind: Option<String>,
+        pub code: Option<Value>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::providers::testing::{fixture, run, run_at_every_split};
+    use crate::llm::{AssistantMessage, ToolCall, ToolResult};
+    use serde_json::json;
+
+    fn make(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
+        Box::new(OpenAiChat::new(
+            ModelRef::parse("openai:gpt-4o").unwrap(),
+            Some("http://127.0.0.1:1/v1"),
+            Some("sk-test".into()),
+            t,
+        ))
+    }
+
+    #[test]
+    fn text_stream_with_usage_chunk_and_done() {
+        let (_, c) = run_at_every_split(&make, &fixture("openai-chat/text-include-usage-done.sse"));
+        assert_eq!(c.error, None);
+        assert!(!c.message.text().is_empty());
+        assert_eq!(c.message.stop_reason, StopReason::EndTurn);
+        assert!(c.message.usage.input_tokens > 0 && c.message.usage.output_tokens > 0);
+    }
+
+    #[test]
+    fn single_tool_call_arguments_are_merged_by_index() {
+        let (events, c) =
+            run_at_every_split(&make, &fixture("openai-chat/single-tool-call-include-usage.sse"));
+        assert_eq!(c.error, None);
+        assert_eq!(c.message.stop_reason, StopReason::ToolUse);
+        let calls: Vec<_> = c.message.tool_calls().collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].id, "call_c91SqDXlYFuETYv8mUHzz6pp");
+        assert_eq!(calls[0].input, json!({"city": "Edinburgh", "country": "UK", "units": "c"}));
+        assert_eq!(c.message.usage, Usage { input_tokens: 76, output_tokens: 24, ..Default::default() });
+        assert_eq!(
+            events.iter().filter(|e| matches!(e, LlmEvent::ToolCallDelta { .. })).count(),
+            14,
+            "one delta event per argument fragment"
+        );
+    }
+
+    #[test]
+    fn parallel_tool_calls_stay_apart() {
+        let (_, c) =
+            run_at_every_split(&make, &fixture("openai-chat/parallel-tool-calls-include-usage.sse"));
+        let calls: Vec<_> = c.message.tool_calls().collect();
+        assert_eq!(calls.len(), 2);
+        assert_ne!(calls[0].id, calls[1].id);
+        assert!(calls.iter().all(|c| c.input.is_object()), "{calls:?}");
+        assert_eq!(calls[0].name, "GetWeatherArgs");
+        assert_eq!(calls[0].input, json!({"city": "Edinburgh", "country": "GB", "units": "c"}));
+        assert_eq!(calls[1].name, "get_stock_price");
+        assert_eq!(calls[1].input, json!({"ticker": "AAPL", "exchange": "NASDAQ"}));
+    }
+
+    #[test]
+    fn refusal_is_text() {
+        let (_, c) = run_at_every_split(&make, &fixture("openai-chat/refusal-delta-include-usage.sse"));
+        assert!(c.message.text().contains("sorry"), "{}", c.message.text());
+    }
+
+    #[test]
+    fn deepseek_reasoning_then_tool_call_with_usage_on_the_finish_chunk() {
+        let (_, c) = run_at_every_split(
+            &make,
+            &fixture("openai-chat/deepseek-reasoning-content-then-tool-call.chunks.txt"),
+        );
+        assert_eq!(c.error, None);
+        assert!(matches!(&c.message.content[0], ContentBlock::Thinking { thinking, .. } if thinking.starts_with("The user asks")));
+        let call = c.message.tool_calls().next().unwrap();
+        assert!(call.id.starts_with("call_00_"));
+        assert!(call.input.is_object());
+        assert_eq!(c.message.stop_reason, StopReason::ToolUse);
+        assert!(c.message.usage.output_tokens > 0);
+    }
+
+    #[test]
+    fn a_mid_stream_error_keeps_the_partial_text() {
+        let (_, c) = run_at_every_split(&make, &fixture("openai-chat/server-error-mid-stream.sse"));
+        assert_eq!(c.message.text(), "Hello");
+        assert_eq!(c.message.stop_reason, StopReason::Error);
+        let error = c.error.unwrap();
+        assert!(matches!(&error, LlmError::Stream { kind, .. } if kind == "server_error"));
+        assert!(error.is_retryable());
+    }
+
+    #[test]
+    fn repeated_ids_and_names_are_not_concatenated() {
+        // llama.cpp repeats id and name on every tool-call chunk and may close without [DONE].
+        let chunk = |args: &str, finish: &str| {
+            format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":null,\"tool_calls\":[{{\"index\":0,\"id\":\"abc\",\"type\":\"function\",\"function\":{{\"name\":\"current_time\",\"arguments\":\"{args}\"}}}}]}},\"finish_reason\":{finish}}}]}}\n\n")
+        };
+        let body = format!("{}{}{}", chunk("{\\\"tz\\\":", "null"), chunk("\\\"UTC\\\"}", "null"), chunk("", "\"tool_calls\""));
+        let (_, c) = run(&make, vec![body.into_bytes()]);
+        assert_eq!(c.error, None);
+        let calls: Vec<_> = c.message.tool_calls().collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].id.as_str(), calls[0].name.as_str()), ("abc", "current_time"));
+        assert_eq!(calls[0].input, json!({"tz": "UTC"}));
+    }
+
+    #[test]
+    fn request_shape() {
+        let provider = OpenAiChat::new(
+            ModelRef::parse("openai:gpt-4o").unwrap(),
+            Some("http://127.0.0.1:1/v1/"),
+            Some("sk-test".into()),
+            crate::llm::providers::testing::ScriptedTransport::new(vec![]),
+        );
+        let messages = vec![
+            Message::user_text("what time is it?"),
+            Message::Assistant(AssistantMessage {
+                content: vec![ContentBlock::ToolUse(ToolCall { id: "c1".into(), name: "current_time".into(), input: json!({}) })],
+                stop_reason: StopReason::ToolUse,
+                model: "gpt-4o".into(),
+                provider: "openai".into(),
+                usage: Usage::default(),
+            }),
+            Message::ToolResult(ToolResult { tool_call_id: "c1".into(), tool_name: "current_time".into(), content: "noon".into(), is_error: false }),
+        ];
+        let request = LlmRequest { system: Some("sys"), messages: &messages, tools: &[], max_tokens: 50, temperature: Some(0.5) };
+        let http = provider.http_request(&request).unwrap();
+        assert_eq!(http.url, "http://127.0.0.1:1/v1/chat/completions");
+        assert!(http.headers.contains(&("authorization", "Bearer sk-test".to_string())));
+        let body: serde_json::Value = serde_json::from_str(&http.body).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "gpt-4o",
+                "max_tokens": 50,
+                "temperature": 0.5,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "messages": [
+                    {"role": "system", "content": "sys"},
+                    {"role": "user", "content": "what time is it?"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "current_time", "arguments": "{}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "noon"}
+                ]
+            })
+        );
+    }
+}

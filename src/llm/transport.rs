@@ -1,0 +1,40 @@
+//! The byte transport under every provider: one HTTP request out, a status, headers and a
+//! body byte stream back. At the edge it is `fetch`; in tests, scripted bytes.
+
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures::Stream;
+
+/// A response body as it arrives; an item error is a network failure described in words (the
+/// caller knows which provider it was talking to). Not `Send`: on wasm nothing is.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>, String>>>>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpRequest {
+    pub url: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+}
+
+pub struct HttpResponse {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: ByteStream,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[async_trait(?Send)]
+pub trait HttpTransport {
+    /// Sends a POST. Errors are network failures only; any HTTP status is a response.
+    async fn post(&self, request: HttpRequest) -> Result<HttpResponse, String>;
+}

@@ -1,0 +1,166 @@
+//! The plain types every layer shares: content blocks, messages, tool definitions, usage.
+//!
+//! Their serde form is also the stored form (D1 keeps content blocks as this JSON), so renaming a
+//! field here is a data migration.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One piece of a message's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    /// Model reasoning. `signature` is the provider's proof of authenticity (Anthropic), needed
+    /// to send the block back to the same provider.
+    Thinking {
+        thinking: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    ToolUse(ToolCall),
+}
+
+/// A tool call made by the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The parsed arguments. When the model produced text that is not valid JSON, this is a
+    /// JSON string holding that raw text, so nothing the model said is lost.
+    pub input: Value,
+}
+
+impl ToolCall {
+    /// The arguments as a JSON object, or an explanation of why they are not one.
+    pub fn arguments(&self) -> Result<&serde_json::Map<String, Value>, String> {
+        match &self.input {
+            Value::Object(map) => Ok(map),
+            Value::String(raw) => Err(format!(
+                "the arguments for `{}` were not valid JSON: {raw}",
+                self.name
+            )),
+            other => Err(format!(
+                "the arguments for `{}` must be a JSON object, got {other}",
+                self.name
+            )),
+        }
+    }
+}
+
+/// The result of one tool call, sent back to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub content: String,
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    StopSequence,
+    ToolUse,
+    PauseTurn,
+    Refusal,
+    ContentFilter,
+    /// The stream failed; the message holds what arrived before the failure.
+    Error,
+    /// The turn was cancelled; the message holds what arrived before.
+    Aborted,
+    /// A stop reason this crate does not know yet, kept verbatim.
+    Other(String),
+}
+
+/// Token counts for one LLM call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+}
+
+/// What the model answered, with where it came from (needed to replay history to another
+/// provider).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub content: Vec<ContentBlock>,
+    pub stop_reason: StopReason,
+    pub model: String,
+    pub provider: String,
+    pub usage: Usage,
+}
+
+impl AssistantMessage {
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolUse(call) => Some(call),
+            _ => None,
+        })
+    }
+
+    /// All text blocks joined.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// One message of the conversation as the LLM sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    User { content: Vec<ContentBlock> },
+    Assistant(AssistantMessage),
+    ToolResult(ToolResult),
+}
+
+impl Message {
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Message::User {
+            content: vec![ContentBlock::Text { text: text.into() }],
+        }
+    }
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+}
+
+/// One LLM call. Borrows the history so nothing is copied per call.
+#[derive(Debug, Clone, Copy)]
+pub struct LlmRequest<'a> {
+    pub system: Option<&'a str>,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolDef],
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+}
