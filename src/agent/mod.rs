@@ -1,1 +1,27 @@
 //! Layer 2: the agent runtime.
+//!
+//! [`run_agent_turn`] runs one turn: it calls the LLM, stores each message through the hooks as it
+//! is produced, runs server tools, injects steering messages between tool calls, takes follow-ups
+//! when it would end, and repeats until the model stops or a limit is hit. It knows nothing of D1,
+//! Durable Objects or HTTP; the application plugs in through [`TurnHooks`], [`Inbox`],
+//! [`ProviderResolver`] and [`ContextTransform`].
+//!
+//! Vocabulary: a *turn* is one run of the loop (one user request); each LLM call inside it is
+//! numbered by [`AgentEvent::TurnStart`]'s `turn` field as in the seed design, and is a *step*
+//! in the UI stream.
+
+pub mod event;
+pub mod hooks;
+pub mod message;
+pub mod state;
+pub mod tools;
+mod turn;
+
+pub use event::AgentEvent;
+pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
+pub use message::{convert_to_llm, AgentMessage};
+pub use state::{AgentState, Inbox, LocalInbox};
+pub use tools::{CurrentTime, ServerTool, ToolKind, ToolRegistry};
+pub use turn::{
+    run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, SKIPPED_FOR_STEERING,
+};

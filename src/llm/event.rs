@@ -9,15 +9,36 @@ use super::types::Usage;
 /// `Vec` without hashing ids.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LlmEvent {
-    TextStart { index: usize },
-    TextDelta { index: usize, delta: String },
-    TextEnd { index: usize },
-    ThinkingStart { index: usize },
-    ThinkingDelta { index: usize, delta: String },
-    ThinkingEnd { index: usize },
-    ToolCallStart { index: usize, id: String, name: String },
+    TextStart {
+        index: usize,
+    },
+    TextDelta {
+        index: usize,
+        delta: String,
+    },
+    TextEnd {
+        index: usize,
+    },
+    ThinkingStart {
+        index: usize,
+    },
+    ThinkingDelta {
+        index: usize,
+        delta: String,
+    },
+    ThinkingEnd {
+        index: usize,
+    },
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
     /// A fragment of the arguments' JSON text, as the model writes it.
-    ToolCallDelta { index: usize, delta: String },
+    ToolCallDelta {
+        index: usize,
+        delta: String,
+    },
     /// The call is complete; `input` is the parsed arguments (see [`ToolCall::input`](super::ToolCall)).
     ToolCallEnd {
         index: usize,

@@ -20,6 +20,6 @@ pub use models::ModelRef;
 pub use provider::{Completion, Provider};
 pub use transport::{ByteStream, HttpRequest, HttpResponse, HttpTransport};
 pub use types::{
-    AssistantMessage, ContentBlock, LlmRequest, Message, StopReason, ToolCall, ToolDef,
-    ToolResult, Usage,
+    AssistantMessage, ContentBlock, LlmRequest, Message, StopReason, ToolCall, ToolDef, ToolResult,
+    Usage,
 };

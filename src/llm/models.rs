@@ -39,7 +39,10 @@ mod tests {
     #[test]
     fn parses_provider_and_model_keeping_later_colons() {
         let m = ModelRef::parse("ollama:llama3.2:3b").unwrap();
-        assert_eq!((m.provider.as_str(), m.model.as_str()), ("ollama", "llama3.2:3b"));
+        assert_eq!(
+            (m.provider.as_str(), m.model.as_str()),
+            ("ollama", "llama3.2:3b")
+        );
         assert_eq!(m.to_string(), "ollama:llama3.2:3b");
         assert!(ModelRef::parse("gpt-4o").is_err());
         assert!(ModelRef::parse(":x").is_err());

@@ -141,10 +141,17 @@ impl PartialMessage {
     }
 
     pub fn has_tool_calls(&self) -> bool {
-        self.blocks.iter().any(|(b, _)| matches!(b, Block::Tool { .. }))
+        self.blocks
+            .iter()
+            .any(|(b, _)| matches!(b, Block::Tool { .. }))
     }
 
-    pub fn into_message(self, provider: &str, model: &str, fallback: StopReason) -> AssistantMessage {
+    pub fn into_message(
+        self,
+        provider: &str,
+        model: &str,
+        fallback: StopReason,
+    ) -> AssistantMessage {
         let content = self
             .blocks
             .into_iter()

@@ -21,8 +21,8 @@ use super::join_url;
 use crate::llm::partial::PartialMessage;
 use crate::llm::provider::{failed, stream_sse, Flow, SseDecode};
 use crate::llm::{
-    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
-    Message, ModelRef, Provider, StopReason, Usage,
+    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
+    ModelRef, Provider, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -118,7 +118,9 @@ fn encode_messages(messages: &[Message]) -> Vec<wire::Message<'_>> {
     let mut out: Vec<wire::Message<'_>> = Vec::with_capacity(messages.len());
     for message in messages {
         let (role, blocks): (&str, Vec<wire::Block<'_>>) = match message {
-            Message::User { content } => ("user", content.iter().filter_map(encode_block).collect()),
+            Message::User { content } => {
+                ("user", content.iter().filter_map(encode_block).collect())
+            }
             Message::Assistant(a) => (
                 "assistant",
                 a.content.iter().filter_map(encode_block).collect(),
@@ -206,11 +208,10 @@ impl SseDecode for Decoder {
         message: &mut PartialMessage,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
-        let event: wire::Event<'_> =
-            serde_json::from_str(data).map_err(|e| LlmError::Decode {
-                provider: "anthropic".to_string(),
-                message: format!("{e} in {}", truncate(data)),
-            })?;
+        let event: wire::Event<'_> = serde_json::from_str(data).map_err(|e| LlmError::Decode {
+            provider: "anthropic".to_string(),
+            message: format!("{e} in {}", truncate(data)),
+        })?;
         match event {
             wire::Event::MessageStart { message: start } => {
                 let mut usage = Usage::default();
@@ -500,18 +501,34 @@ mod tests {
         assert_eq!(c.message.usage.input_tokens, 12);
         assert_eq!(c.message.usage.output_tokens, 30);
         let merged = merged(&events);
-        assert_eq!(merged[0], LlmEvent::Usage(Usage { input_tokens: 12, output_tokens: 1, ..Default::default() }));
+        assert_eq!(
+            merged[0],
+            LlmEvent::Usage(Usage {
+                input_tokens: 12,
+                output_tokens: 1,
+                ..Default::default()
+            })
+        );
         assert_eq!(merged[1], LlmEvent::TextStart { index: 0 });
         assert!(matches!(merged[2], LlmEvent::TextDelta { index: 0, .. }));
         assert_eq!(merged[3], LlmEvent::TextEnd { index: 0 });
-        assert_eq!(merged[4], LlmEvent::Usage(Usage { input_tokens: 12, output_tokens: 30, ..Default::default() }));
+        assert_eq!(
+            merged[4],
+            LlmEvent::Usage(Usage {
+                input_tokens: 12,
+                output_tokens: 30,
+                ..Default::default()
+            })
+        );
         assert_eq!(merged.len(), 5);
     }
 
     #[test]
     fn tool_arguments_split_across_deltas_are_joined_and_parsed() {
-        let (events, c) =
-            run_at_every_split(&make, &fixture("anthropic/tool-use-input-json-delta.chunks.txt"));
+        let (events, c) = run_at_every_split(
+            &make,
+            &fixture("anthropic/tool-use-input-json-delta.chunks.txt"),
+        );
         assert_eq!(c.error, None);
         assert_eq!(c.message.stop_reason, StopReason::ToolUse);
         let call = c.message.tool_calls().next().unwrap();
@@ -521,13 +538,17 @@ mod tests {
             call.input,
             json!({"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]})
         );
-        assert!(events.iter().any(|e| matches!(e, LlmEvent::ToolCallEnd { input, .. } if *input == call.input)));
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, LlmEvent::ToolCallEnd { input, .. } if *input == call.input)));
     }
 
     #[test]
     fn a_tool_without_arguments_gets_an_empty_object() {
-        let (_, c) =
-            run_at_every_split(&make, &fixture("anthropic/text-then-tool-use-no-args.chunks.txt"));
+        let (_, c) = run_at_every_split(
+            &make,
+            &fixture("anthropic/text-then-tool-use-no-args.chunks.txt"),
+        );
         assert_eq!(c.message.text(), "I'll update the issue list for you.");
         let call = c.message.tool_calls().next().unwrap();
         assert_eq!(call.name, "updateIssueList");
@@ -537,14 +558,23 @@ mod tests {
 
     #[test]
     fn thinking_keeps_its_signature_and_non_ascii_text() {
-        let (_, c) =
-            run_at_every_split(&make, &fixture("anthropic/thinking-signature-delta.chunks.txt"));
-        let ContentBlock::Thinking { thinking, signature } = &c.message.content[0] else {
+        let (_, c) = run_at_every_split(
+            &make,
+            &fixture("anthropic/thinking-signature-delta.chunks.txt"),
+        );
+        let ContentBlock::Thinking {
+            thinking,
+            signature,
+        } = &c.message.content[0]
+        else {
             panic!("first block is not thinking: {:?}", c.message.content[0]);
         };
         assert!(thinking.starts_with("The previous result was 925."));
         assert!(thinking.ends_with("925 ÷ 5 = 185"));
-        assert!(signature.as_deref().unwrap().starts_with("EvQBCkYICxgCKkAx"));
+        assert!(signature
+            .as_deref()
+            .unwrap()
+            .starts_with("EvQBCkYICxgCKkAx"));
         assert_eq!(c.message.text(), "925 ÷ 5 = 185");
     }
 
@@ -574,7 +604,12 @@ mod tests {
         let cut = String::from_utf8(body).unwrap();
         let cut = &cut[..cut.find("event: message_delta").unwrap()];
         let (_, c) = crate::llm::providers::testing::run(&make, vec![cut.as_bytes().to_vec()]);
-        assert_eq!(c.error, Some(LlmError::Truncated { provider: "anthropic".into() }));
+        assert_eq!(
+            c.error,
+            Some(LlmError::Truncated {
+                provider: "anthropic".into()
+            })
+        );
         assert!(c.message.text().starts_with("Hello! I'm doing well"));
     }
 
@@ -587,7 +622,9 @@ mod tests {
             last_request: Default::default(),
         });
         let provider = make(transport);
-        let c = futures::executor::block_on(provider.stream(&crate::llm::providers::testing::request(), &mut |_| {}));
+        let c = futures::executor::block_on(
+            provider.stream(&crate::llm::providers::testing::request(), &mut |_| {}),
+        );
         let error = c.error.unwrap();
         assert_eq!(
             error,
@@ -612,9 +649,19 @@ mod tests {
         );
         let assistant = crate::llm::AssistantMessage {
             content: vec![
-                ContentBlock::Text { text: "Checking.".into() },
-                ContentBlock::ToolUse(ToolCall { id: "t1".into(), name: "a".into(), input: json!({}) }),
-                ContentBlock::ToolUse(ToolCall { id: "t2".into(), name: "b".into(), input: json!({"x": 1}) }),
+                ContentBlock::Text {
+                    text: "Checking.".into(),
+                },
+                ContentBlock::ToolUse(ToolCall {
+                    id: "t1".into(),
+                    name: "a".into(),
+                    input: json!({}),
+                }),
+                ContentBlock::ToolUse(ToolCall {
+                    id: "t2".into(),
+                    name: "b".into(),
+                    input: json!({"x": 1}),
+                }),
             ],
             stop_reason: StopReason::ToolUse,
             model: "m".into(),
@@ -624,16 +671,38 @@ mod tests {
         let messages = vec![
             Message::user_text("hi"),
             Message::Assistant(assistant),
-            Message::ToolResult(ToolResult { tool_call_id: "t1".into(), tool_name: "a".into(), content: "1".into(), is_error: false }),
-            Message::ToolResult(ToolResult { tool_call_id: "t2".into(), tool_name: "b".into(), content: "skipped".into(), is_error: true }),
+            Message::ToolResult(ToolResult {
+                tool_call_id: "t1".into(),
+                tool_name: "a".into(),
+                content: "1".into(),
+                is_error: false,
+            }),
+            Message::ToolResult(ToolResult {
+                tool_call_id: "t2".into(),
+                tool_name: "b".into(),
+                content: "skipped".into(),
+                is_error: true,
+            }),
             Message::user_text("actually, stop"),
         ];
-        let tools = vec![ToolDef { name: "a".into(), description: "A".into(), input_schema: json!({"type": "object"}) }];
-        let request = LlmRequest { system: Some("be brief"), messages: &messages, tools: &tools, max_tokens: 100, temperature: None };
+        let tools = vec![ToolDef {
+            name: "a".into(),
+            description: "A".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let request = LlmRequest {
+            system: Some("be brief"),
+            messages: &messages,
+            tools: &tools,
+            max_tokens: 100,
+            temperature: None,
+        };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(http.url, "http://127.0.0.1:1/v1/messages");
         assert!(http.headers.contains(&("x-api-key", "sk-test".to_string())));
-        assert!(http.headers.contains(&("anthropic-version", "2023-06-01".to_string())));
+        assert!(http
+            .headers
+            .contains(&("anthropic-version", "2023-06-01".to_string())));
         let body: serde_json::Value = serde_json::from_str(&http.body).unwrap();
         assert_eq!(
             body,

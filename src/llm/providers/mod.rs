@@ -12,5 +12,9 @@ pub use openai::OpenAiChat;
 
 /// Joins a base URL and a path without doubling or dropping the slash.
 pub(crate) fn join_url(base: &str, path: &str) -> String {
-    format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
 }

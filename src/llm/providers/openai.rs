@@ -24,8 +24,8 @@ use super::join_url;
 use crate::llm::partial::PartialMessage;
 use crate::llm::provider::{failed, stream_sse, Flow, SseDecode};
 use crate::llm::{
-    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
-    Message, ModelRef, Provider, StopReason, Usage,
+    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
+    ModelRef, Provider, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -255,7 +255,9 @@ impl SseDecode for Decoder {
                 let ours = match self.tools.iter().find(|(w, _)| *w == wire_index) {
                     Some((_, ours)) => *ours,
                     None => {
-                        for open in [self.text.take(), self.thinking.take()].into_iter().flatten()
+                        for open in [self.text.take(), self.thinking.take()]
+                            .into_iter()
+                            .flatten()
                         {
                             message.end(open, out);
                         }
@@ -480,17 +482,32 @@ mod tests {
 
     #[test]
     fn single_tool_call_arguments_are_merged_by_index() {
-        let (events, c) =
-            run_at_every_split(&make, &fixture("openai-chat/single-tool-call-include-usage.sse"));
+        let (events, c) = run_at_every_split(
+            &make,
+            &fixture("openai-chat/single-tool-call-include-usage.sse"),
+        );
         assert_eq!(c.error, None);
         assert_eq!(c.message.stop_reason, StopReason::ToolUse);
         let calls: Vec<_> = c.message.tool_calls().collect();
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].id, "call_c91SqDXlYFuETYv8mUHzz6pp");
-        assert_eq!(calls[0].input, json!({"city": "Edinburgh", "country": "UK", "units": "c"}));
-        assert_eq!(c.message.usage, Usage { input_tokens: 76, output_tokens: 24, ..Default::default() });
         assert_eq!(
-            events.iter().filter(|e| matches!(e, LlmEvent::ToolCallDelta { .. })).count(),
+            calls[0].input,
+            json!({"city": "Edinburgh", "country": "UK", "units": "c"})
+        );
+        assert_eq!(
+            c.message.usage,
+            Usage {
+                input_tokens: 76,
+                output_tokens: 24,
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| matches!(e, LlmEvent::ToolCallDelta { .. }))
+                .count(),
             14,
             "one delta event per argument fragment"
         );
@@ -498,21 +515,32 @@ mod tests {
 
     #[test]
     fn parallel_tool_calls_stay_apart() {
-        let (_, c) =
-            run_at_every_split(&make, &fixture("openai-chat/parallel-tool-calls-include-usage.sse"));
+        let (_, c) = run_at_every_split(
+            &make,
+            &fixture("openai-chat/parallel-tool-calls-include-usage.sse"),
+        );
         let calls: Vec<_> = c.message.tool_calls().collect();
         assert_eq!(calls.len(), 2);
         assert_ne!(calls[0].id, calls[1].id);
         assert!(calls.iter().all(|c| c.input.is_object()), "{calls:?}");
         assert_eq!(calls[0].name, "GetWeatherArgs");
-        assert_eq!(calls[0].input, json!({"city": "Edinburgh", "country": "GB", "units": "c"}));
+        assert_eq!(
+            calls[0].input,
+            json!({"city": "Edinburgh", "country": "GB", "units": "c"})
+        );
         assert_eq!(calls[1].name, "get_stock_price");
-        assert_eq!(calls[1].input, json!({"ticker": "AAPL", "exchange": "NASDAQ"}));
+        assert_eq!(
+            calls[1].input,
+            json!({"ticker": "AAPL", "exchange": "NASDAQ"})
+        );
     }
 
     #[test]
     fn refusal_is_text() {
-        let (_, c) = run_at_every_split(&make, &fixture("openai-chat/refusal-delta-include-usage.sse"));
+        let (_, c) = run_at_every_split(
+            &make,
+            &fixture("openai-chat/refusal-delta-include-usage.sse"),
+        );
         assert!(c.message.text().contains("sorry"), "{}", c.message.text());
     }
 
@@ -523,7 +551,9 @@ mod tests {
             &fixture("openai-chat/deepseek-reasoning-content-then-tool-call.chunks.txt"),
         );
         assert_eq!(c.error, None);
-        assert!(matches!(&c.message.content[0], ContentBlock::Thinking { thinking, .. } if thinking.starts_with("The user asks")));
+        assert!(
+            matches!(&c.message.content[0], ContentBlock::Thinking { thinking, .. } if thinking.starts_with("The user asks"))
+        );
         let call = c.message.tool_calls().next().unwrap();
         assert!(call.id.starts_with("call_00_"));
         assert!(call.input.is_object());
@@ -547,12 +577,20 @@ mod tests {
         let chunk = |args: &str, finish: &str| {
             format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":null,\"tool_calls\":[{{\"index\":0,\"id\":\"abc\",\"type\":\"function\",\"function\":{{\"name\":\"current_time\",\"arguments\":\"{args}\"}}}}]}},\"finish_reason\":{finish}}}]}}\n\n")
         };
-        let body = format!("{}{}{}", chunk("{\\\"tz\\\":", "null"), chunk("\\\"UTC\\\"}", "null"), chunk("", "\"tool_calls\""));
+        let body = format!(
+            "{}{}{}",
+            chunk("{\\\"tz\\\":", "null"),
+            chunk("\\\"UTC\\\"}", "null"),
+            chunk("", "\"tool_calls\"")
+        );
         let (_, c) = run(&make, vec![body.into_bytes()]);
         assert_eq!(c.error, None);
         let calls: Vec<_> = c.message.tool_calls().collect();
         assert_eq!(calls.len(), 1);
-        assert_eq!((calls[0].id.as_str(), calls[0].name.as_str()), ("abc", "current_time"));
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("abc", "current_time")
+        );
         assert_eq!(calls[0].input, json!({"tz": "UTC"}));
     }
 
@@ -567,18 +605,35 @@ mod tests {
         let messages = vec![
             Message::user_text("what time is it?"),
             Message::Assistant(AssistantMessage {
-                content: vec![ContentBlock::ToolUse(ToolCall { id: "c1".into(), name: "current_time".into(), input: json!({}) })],
+                content: vec![ContentBlock::ToolUse(ToolCall {
+                    id: "c1".into(),
+                    name: "current_time".into(),
+                    input: json!({}),
+                })],
                 stop_reason: StopReason::ToolUse,
                 model: "gpt-4o".into(),
                 provider: "openai".into(),
                 usage: Usage::default(),
             }),
-            Message::ToolResult(ToolResult { tool_call_id: "c1".into(), tool_name: "current_time".into(), content: "noon".into(), is_error: false }),
+            Message::ToolResult(ToolResult {
+                tool_call_id: "c1".into(),
+                tool_name: "current_time".into(),
+                content: "noon".into(),
+                is_error: false,
+            }),
         ];
-        let request = LlmRequest { system: Some("sys"), messages: &messages, tools: &[], max_tokens: 50, temperature: Some(0.5) };
+        let request = LlmRequest {
+            system: Some("sys"),
+            messages: &messages,
+            tools: &[],
+            max_tokens: 50,
+            temperature: Some(0.5),
+        };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(http.url, "http://127.0.0.1:1/v1/chat/completions");
-        assert!(http.headers.contains(&("authorization", "Bearer sk-test".to_string())));
+        assert!(http
+            .headers
+            .contains(&("authorization", "Bearer sk-test".to_string())));
         let body: serde_json::Value = serde_json::from_str(&http.body).unwrap();
         assert_eq!(
             body,

@@ -5,7 +5,9 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use crate::llm::{Completion, HttpRequest, HttpResponse, HttpTransport, LlmEvent, LlmRequest, Provider};
+use crate::llm::{
+    Completion, HttpRequest, HttpResponse, HttpTransport, LlmEvent, LlmRequest, Provider,
+};
 
 /// Reads `tests/fixtures/<path>`; `.chunks.txt` files are re-framed as SSE.
 pub fn fixture(path: &str) -> Vec<u8> {
@@ -118,12 +120,20 @@ pub fn run_at_every_split(
     let (events, completion) = run(make, vec![body.to_vec()]);
     for i in 1..body.len() {
         let (e, c) = run(make, vec![body[..i].to_vec(), body[i..].to_vec()]);
-        assert_eq!(merged(&e), merged(&events), "events differ when split at byte {i}");
+        assert_eq!(
+            merged(&e),
+            merged(&events),
+            "events differ when split at byte {i}"
+        );
         assert_eq!(c, completion, "completion differs when split at byte {i}");
     }
     // And one byte per chunk: every boundary at once.
     let (e, c) = run(make, body.iter().map(|b| vec![*b]).collect());
-    assert_eq!(merged(&e), merged(&events), "events differ with one byte per chunk");
+    assert_eq!(
+        merged(&e),
+        merged(&events),
+        "events differ with one byte per chunk"
+    );
     assert_eq!(c, completion, "completion differs with one byte per chunk");
     (events, completion)
 }

@@ -1,0 +1,46 @@
+//! What a turn reports while it runs. Borrowed, so streaming an event copies nothing.
+
+use serde_json::Value;
+
+use super::AgentMessage;
+use crate::llm::{AssistantMessage, LlmEvent, ModelRef, ToolCall, Usage};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent<'a> {
+    /// An LLM call starts (`turn` counts calls within this run, from 1).
+    TurnStart { turn: u32, model: &'a ModelRef },
+    /// A streamed piece of the answer, passed through as it arrives.
+    Llm(&'a LlmEvent),
+    /// The LLM call ended and its answer is stored.
+    TurnEnd {
+        turn: u32,
+        message: &'a AssistantMessage,
+    },
+    /// A server tool ran (or failed, or was unknown: `is_error`).
+    ToolExecution {
+        call: &'a ToolCall,
+        output: &'a Value,
+        is_error: bool,
+        duration_ms: u64,
+    },
+    /// The model called tools the client runs; the turn pauses until their results arrive.
+    ClientToolRequest { calls: &'a [ToolCall] },
+    /// Messages sent during the turn were injected; `skipped` tool calls were not run.
+    Steering {
+        skipped: &'a [ToolCall],
+        messages: &'a [AgentMessage],
+    },
+    /// A different model answers from now on.
+    ProviderSwitch {
+        from: &'a ModelRef,
+        to: &'a ModelRef,
+    },
+    /// The turn ended normally.
+    Done {
+        final_text: &'a str,
+        total_turns: u32,
+        total_usage: Usage,
+    },
+    /// The turn ended on an error.
+    Error { message: String, is_retryable: bool },
+}

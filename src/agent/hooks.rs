@@ -1,0 +1,51 @@
+//! Hooks: how the application takes part in a turn without the runtime knowing its types.
+//!
+//! Failure rules (from the seed design):
+//! - `on_turn_end` failing aborts the turn with an error event;
+//! - `on_message` failing is reported through `warn` and the loop goes on (the message is in the
+//!   state already);
+//! - `on_error` failing is ignored, so it never hides the original error.
+
+use async_trait::async_trait;
+use thiserror::Error;
+
+use crate::llm::Usage;
+
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error("{0}")]
+pub struct HookError(pub String);
+
+/// What `on_turn_end` learns about the LLM call that just ended.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnEndInfo<'a> {
+    pub turn: u32,
+    pub usage: &'a Usage,
+    pub model: &'a str,
+    pub provider: &'a str,
+}
+
+#[async_trait(?Send)]
+pub trait TurnHooks {
+    /// After each LLM answer is stored, before its tools run. `Ok(false)` ends the turn.
+    async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+        Ok(true)
+    }
+
+    /// Each message the loop adds to the history (answers, tool results, injected messages).
+    async fn on_message(&self, _message: &super::AgentMessage) -> Result<(), HookError> {
+        Ok(())
+    }
+
+    /// An LLM or provider-resolution failure.
+    async fn on_error(&self, _error: &str, _is_retryable: bool) -> Result<(), HookError> {
+        Ok(())
+    }
+
+    /// A failure the loop swallowed by rule (e.g. `on_message`), for the application's log.
+    fn warn(&self, _message: &str) {}
+}
+
+/// Hooks that do nothing.
+pub struct NoHooks;
+
+impl TurnHooks for NoHooks {}

@@ -1,0 +1,81 @@
+//! `AgentState`: what one turn works on, rebuilt from storage for every request, and the
+//! `Inbox` through which messages sent during the turn reach it.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+
+use super::AgentMessage;
+use crate::llm::Usage;
+
+/// Where messages sent while a turn runs wait for it.
+#[async_trait(?Send)]
+pub trait Inbox {
+    /// Steering messages, checked before each tool call. Taking them removes them.
+    async fn drain_steering(&self) -> Vec<AgentMessage>;
+
+    /// Called when the loop would end: steering and follow-up messages, in the order they were
+    /// sent. An empty answer ends the turn, so an implementation that guards the turn (a lease)
+    /// must release it in the same atomic step, or a message arriving in between is stranded.
+    async fn drain_at_end(&self) -> Vec<AgentMessage>;
+}
+
+/// An in-memory inbox, for native use and tests.
+#[derive(Default)]
+pub struct LocalInbox {
+    steering: RefCell<Vec<AgentMessage>>,
+    followup: RefCell<Vec<AgentMessage>>,
+}
+
+impl LocalInbox {
+    pub fn enqueue_steering(&self, message: AgentMessage) {
+        self.steering.borrow_mut().push(message);
+    }
+
+    pub fn enqueue_followup(&self, message: AgentMessage) {
+        self.followup.borrow_mut().push(message);
+    }
+}
+
+#[async_trait(?Send)]
+impl Inbox for LocalInbox {
+    async fn drain_steering(&self) -> Vec<AgentMessage> {
+        std::mem::take(&mut *self.steering.borrow_mut())
+    }
+
+    async fn drain_at_end(&self) -> Vec<AgentMessage> {
+        let mut out = std::mem::take(&mut *self.steering.borrow_mut());
+        out.append(&mut self.followup.borrow_mut());
+        out
+    }
+}
+
+/// The state of one turn. Request-scoped: storage is the source of truth.
+pub struct AgentState {
+    pub system_prompt: Option<String>,
+    pub messages: Vec<AgentMessage>,
+    /// Most LLM calls in one turn (`MAX_LLM_CALLS`).
+    pub max_llm_calls: u32,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    /// LLM calls made so far in this turn.
+    pub llm_calls: u32,
+    pub total_usage: Usage,
+    pub inbox: Rc<dyn Inbox>,
+}
+
+impl AgentState {
+    pub fn new(system_prompt: Option<String>, messages: Vec<AgentMessage>) -> Self {
+        Self {
+            system_prompt,
+            messages,
+            max_llm_calls: 10,
+            max_tokens: 4096,
+            temperature: None,
+            llm_calls: 0,
+            total_usage: Usage::default(),
+            inbox: Rc::new(LocalInbox::default()),
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The tool registry: server tools (run here), client tools (run by the caller; the loop pauses),
+//! and the built-in `current_time`.
+
+use async_trait::async_trait;
+use serde_json::{json, Map, Value};
+
+use crate::llm::ToolDef;
+
+/// A tool that runs inside the Worker.
+#[async_trait(?Send)]
+pub trait ServerTool {
+    fn definition(&self) -> &ToolDef;
+
+    /// Runs the tool. `Err` is a message for the model, recorded as an error result.
+    async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String>;
+}
+
+/// How a tool the model called is executed.
+pub enum ToolKind<'a> {
+    Server(&'a dyn ServerTool),
+    Client(&'a ToolDef),
+}
+
+#[derive(Default)]
+pub struct ToolRegistry {
+    server: Vec<Box<dyn ServerTool>>,
+    client: Vec<ToolDef>,
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn register_server_tool(&mut self, tool: Box<dyn ServerTool>) {
+        let name = tool.definition().name.clone();
+        self.server.retain(|t| t.definition().name != name);
+        self.server.push(tool);
+    }
+
+    /// Adds tools the caller executes (from the request). A server tool of the same name wins:
+    /// a client cannot replace what the server runs.
+    pub fn merge_client_tools(&mut self, tools: impl IntoIterator<Item = ToolDef>) {
+        for tool in tools {
+            if self.classify(&tool.name).is_none() {
+                self.client.push(tool);
+            }
+        }
+    }
+
+    pub fn classify(&self, name: &str) -> Option<ToolKind<'_>> {
+        if let Some(tool) = self.server.iter().find(|t| t.definition().name == name) {
+            return Some(ToolKind::Server(tool.as_ref()));
+        }
+        self.client
+            .iter()
+            .find(|t| t.name == name)
+            .map(ToolKind::Client)
+    }
+
+    /// Every tool the model may call.
+    pub fn definitions(&self) -> Vec<ToolDef> {
+        self.server
+            .iter()
+            .map(|t| t.definition().clone())
+            .chain(self.client.iter().cloned())
+            .collect()
+    }
+
+    pub fn has_tools(&self) -> bool {
+        !self.server.is_empty() || !self.client.is_empty()
+    }
+}
+
+/// Built-in server tool: the current date and time in UTC.
+pub struct CurrentTime {
+    definition: ToolDef,
+}
+
+impl Default for CurrentTime {
+    fn default() -> Self {
+        Self {
+            definition: ToolDef {
+                name: "current_time".to_string(),
+                description: "Returns the current date and time (UTC, ISO 8601).".to_string(),
+                input_schema: json!({"type": "object", "properties": {}}),
+            },
+        }
+    }
+}
+
+#[async_trait(?Send)]
+impl ServerTool for CurrentTime {
+    fn definition(&self) -> &ToolDef {
+        &self.definition
+    }
+
+    async fn call(&self, _arguments: &Map<String, Value>) -> Result<Value, String> {
+        let unix_ms = web_time::SystemTime::now()
+            .duration_since(web_time::UNIX_EPOCH)
+            .map_err(|e| format!("the clock is before 1970: {e}"))?
+            .as_millis() as i64;
+        Ok(json!({"utc": iso8601(unix_ms), "unix_ms": unix_ms}))
+    }
+}
+
+/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (proleptic Gregorian).
+pub fn iso8601(unix_ms: i64) -> String {
+    let secs = unix_ms.div_euclid(1000);
+    let ms = unix_ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Howard Hinnant's days-from-civil inverse.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_matches_known_instants() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601(1_795_238_698_123), "2026-11-21T05:24:58.123Z");
+        assert_eq!(iso8601(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn current_time_reports_now() {
+        let out = futures::executor::block_on(CurrentTime::default().call(&Map::new())).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let reported = out["unix_ms"].as_i64().unwrap();
+        assert!((now - reported).abs() < 5_000);
+        assert_eq!(out["utc"], iso8601(reported));
+    }
+
+    #[test]
+    fn server_tools_win_over_client_tools_of_the_same_name() {
+        let mut registry = ToolRegistry::new();
+        registry.register_server_tool(Box::new(CurrentTime::default()));
+        registry.merge_client_tools([
+            ToolDef {
+                name: "current_time".into(),
+                description: "spoof".into(),
+                input_schema: json!({}),
+            },
+            ToolDef {
+                name: "show_map".into(),
+                description: "client".into(),
+                input_schema: json!({}),
+            },
+        ]);
+        assert!(matches!(
+            registry.classify("current_time"),
+            Some(ToolKind::Server(_))
+        ));
+        assert!(matches!(
+            registry.classify("show_map"),
+            Some(ToolKind::Client(_))
+        ));
+        assert!(registry.classify("nope").is_none());
+        assert_eq!(registry.definitions().len(), 2);
+    }
+}

@@ -1,0 +1,297 @@
+//! `run_agent_turn`: the agent loop, in the seed design's order.
+//!
+//! ```text
+//! loop:
+//!   resolve provider (a change emits ProviderSwitch)
+//!   convert history for the LLM, apply the context transform
+//!   call the LLM, streaming its events through
+//!   store the answer (on_message), on_turn_end (false stops)
+//!   no tool calls: drain the inbox at the end; nothing there ends the turn
+//!   for each tool call: drain steering first (a message skips the rest), then run it
+//! ```
+
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{AgentEvent, AgentMessage, AgentState, ToolKind, ToolRegistry, TurnEndInfo, TurnHooks};
+use crate::llm::{LlmError, LlmRequest, Message, ModelRef, Provider, ToolCall, ToolResult};
+
+/// The result content of a tool call skipped because the user sent a new message.
+pub const SKIPPED_FOR_STEERING: &str = "skipped: the user sent a new message";
+
+/// Picks the provider before every LLM call, so a turn can move to another model midway.
+#[async_trait(?Send)]
+pub trait ProviderResolver {
+    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError>;
+}
+
+/// Rewrites the LLM's view of the history before a call (compaction, recitation).
+#[async_trait(?Send)]
+pub trait ContextTransform {
+    async fn transform(&self, messages: Vec<Message>) -> Vec<Message>;
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnOutcome {
+    /// The model finished and nothing was waiting in the inbox.
+    Completed,
+    /// `on_turn_end` asked to stop.
+    Stopped,
+    /// The model called client tools; the turn waits for their results.
+    AwaitingToolResults(Vec<ToolCall>),
+    /// `MAX_LLM_CALLS` was reached.
+    LimitReached,
+    /// The LLM, the provider resolver or `on_turn_end` failed.
+    Failed { message: String, is_retryable: bool },
+}
+
+/// Runs one turn on `state`, reporting through `emit` as it goes.
+pub async fn run_agent_turn(
+    resolver: &dyn ProviderResolver,
+    state: &mut AgentState,
+    tools: &ToolRegistry,
+    transform: Option<&dyn ContextTransform>,
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+) -> TurnOutcome {
+    let definitions = tools.definitions();
+    let mut previous: Option<ModelRef> = None;
+    'calls: loop {
+        if state.llm_calls >= state.max_llm_calls {
+            let message = format!(
+                "stopped after {} LLM calls in one turn (MAX_LLM_CALLS)",
+                state.max_llm_calls
+            );
+            emit(AgentEvent::Error {
+                message,
+                is_retryable: false,
+            });
+            return TurnOutcome::LimitReached;
+        }
+
+        let provider = match resolver.resolve().await {
+            Ok(p) => p,
+            Err(e) => return fail(hooks, emit, &e).await,
+        };
+        let model = provider.model().clone();
+        if let Some(from) = previous.as_ref().filter(|from| **from != model) {
+            emit(AgentEvent::ProviderSwitch { from, to: &model });
+        }
+
+        let mut history = super::convert_to_llm(&state.messages);
+        if let Some(t) = transform {
+            history = t.transform(history).await;
+        }
+        state.llm_calls += 1;
+        let turn = state.llm_calls;
+        emit(AgentEvent::TurnStart {
+            turn,
+            model: &model,
+        });
+        let request = LlmRequest {
+            system: state.system_prompt.as_deref(),
+            messages: &history,
+            tools: &definitions,
+            max_tokens: state.max_tokens,
+            temperature: state.temperature,
+        };
+        let completion = provider
+            .stream(&request, &mut |event| emit(AgentEvent::Llm(event)))
+            .await;
+        drop(history);
+        state.total_usage.add(&completion.message.usage);
+
+        if let Some(error) = completion.error {
+            // Keep what was said before the failure; it is marked with stop reason `error`.
+            if !completion.message.content.is_empty() {
+                add_message(state, hooks, AgentMessage::Assistant(completion.message)).await;
+            }
+            return fail(hooks, emit, &error).await;
+        }
+
+        let answer = completion.message;
+        add_message(state, hooks, AgentMessage::Assistant(answer.clone())).await;
+        emit(AgentEvent::TurnEnd {
+            turn,
+            message: &answer,
+        });
+        let info = TurnEndInfo {
+            turn,
+            usage: &answer.usage,
+            model: &answer.model,
+            provider: &answer.provider,
+        };
+        match hooks.on_turn_end(info).await {
+            Ok(true) => {}
+            Ok(false) => {
+                done(state, emit);
+                return TurnOutcome::Stopped;
+            }
+            Err(e) => {
+                let message = format!("on_turn_end failed: {e}");
+                emit(AgentEvent::Error {
+                    message: message.clone(),
+                    is_retryable: false,
+                });
+                return TurnOutcome::Failed {
+                    message,
+                    is_retryable: false,
+                };
+            }
+        }
+        previous = Some(model);
+
+        let calls: Vec<ToolCall> = answer.tool_calls().cloned().collect();
+        if calls.is_empty() {
+            let waiting = state.inbox.drain_at_end().await;
+            if waiting.is_empty() {
+                done(state, emit);
+                return TurnOutcome::Completed;
+            }
+            inject(state, hooks, emit, &[], waiting).await;
+            continue 'calls;
+        }
+
+        let mut client_calls = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            let steering = state.inbox.drain_steering().await;
+            if !steering.is_empty() {
+                let skipped = &calls[i..];
+                for call in skipped {
+                    let result = error_result(call, SKIPPED_FOR_STEERING);
+                    add_message(state, hooks, AgentMessage::ToolResult(result)).await;
+                }
+                inject(state, hooks, emit, skipped, steering).await;
+                continue 'calls;
+            }
+            match tools.classify(&call.name) {
+                Some(ToolKind::Server(tool)) => {
+                    let started = web_time::Instant::now();
+                    let result = match call.arguments() {
+                        Ok(arguments) => tool.call(arguments).await,
+                        Err(e) => Err(e),
+                    };
+                    let duration_ms = started.elapsed().as_millis() as u64;
+                    let (output, is_error) = match result {
+                        Ok(output) => (output, false),
+                        Err(message) => (Value::String(message), true),
+                    };
+                    emit(AgentEvent::ToolExecution {
+                        call,
+                        output: &output,
+                        is_error,
+                        duration_ms,
+                    });
+                    let result = ToolResult {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        content: match output {
+                            Value::String(s) => s,
+                            other => other.to_string(),
+                        },
+                        is_error,
+                    };
+                    add_message(state, hooks, AgentMessage::ToolResult(result)).await;
+                }
+                Some(ToolKind::Client(_)) => client_calls.push(call.clone()),
+                None => {
+                    let message = format!("unknown tool `{}`", call.name);
+                    let output = Value::String(message.clone());
+                    emit(AgentEvent::ToolExecution {
+                        call,
+                        output: &output,
+                        is_error: true,
+                        duration_ms: 0,
+                    });
+                    let result = error_result(call, &message);
+                    add_message(state, hooks, AgentMessage::ToolResult(result)).await;
+                }
+            }
+        }
+        if !client_calls.is_empty() {
+            emit(AgentEvent::ClientToolRequest {
+                calls: &client_calls,
+            });
+            return TurnOutcome::AwaitingToolResults(client_calls);
+        }
+        // A message that arrived during the last tool joins before the next call.
+        let steering = state.inbox.drain_steering().await;
+        if !steering.is_empty() {
+            inject(state, hooks, emit, &[], steering).await;
+        }
+    }
+}
+
+fn error_result(call: &ToolCall, message: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content: message.to_string(),
+        is_error: true,
+    }
+}
+
+async fn add_message(state: &mut AgentState, hooks: &dyn TurnHooks, message: AgentMessage) {
+    if let Err(e) = hooks.on_message(&message).await {
+        hooks.warn(&format!(
+            "on_message failed for a {} message; the turn goes on: {e}",
+            message.kind()
+        ));
+    }
+    state.messages.push(message);
+}
+
+async fn inject(
+    state: &mut AgentState,
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+    skipped: &[ToolCall],
+    messages: Vec<AgentMessage>,
+) {
+    emit(AgentEvent::Steering {
+        skipped,
+        messages: &messages,
+    });
+    for message in messages {
+        add_message(state, hooks, message).await;
+    }
+}
+
+fn done(state: &AgentState, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+    let final_text = state
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            AgentMessage::Assistant(a) => Some(a.text()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    emit(AgentEvent::Done {
+        final_text: &final_text,
+        total_turns: state.llm_calls,
+        total_usage: state.total_usage,
+    });
+}
+
+async fn fail(
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+    error: &LlmError,
+) -> TurnOutcome {
+    let message = error.to_string();
+    let is_retryable = error.is_retryable();
+    // Ignored by rule: a failing error hook must not hide the original error.
+    let _ = hooks.on_error(&message, is_retryable).await;
+    emit(AgentEvent::Error {
+        message: message.clone(),
+        is_retryable,
+    });
+    TurnOutcome::Failed {
+        message,
+        is_retryable,
+    }
+}

@@ -1,0 +1,496 @@
+//! Agent-loop scenarios with a scripted provider, run natively on a single-threaded executor
+//! (the futures are not `Send`, as on wasm).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use edge_agent::agent::{
+    run_agent_turn, AgentEvent, AgentMessage, AgentState, CurrentTime, HookError, LocalInbox,
+    ProviderResolver, ServerTool, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome,
+    SKIPPED_FOR_STEERING,
+};
+use edge_agent::llm::{
+    AssistantMessage, Completion, ContentBlock, LlmError, LlmEvent, LlmRequest, Message, ModelRef,
+    Provider, StopReason, ToolCall, ToolDef, Usage,
+};
+use serde_json::{json, Map, Value};
+
+/// One scripted answer: text, then tool calls.
+struct Answer {
+    text: &'static str,
+    calls: Vec<(&'static str, &'static str, Value)>,
+}
+
+fn text(text: &'static str) -> Answer {
+    Answer {
+        text,
+        calls: vec![],
+    }
+}
+
+fn calls(calls: Vec<(&'static str, &'static str, Value)>) -> Answer {
+    Answer { text: "", calls }
+}
+
+/// Plays answers in order and records what each call was sent.
+struct Scripted {
+    model: ModelRef,
+    answers: RefCell<VecDeque<Answer>>,
+    seen: RefCell<Vec<Vec<Message>>>,
+}
+
+impl Scripted {
+    fn new(answers: Vec<Answer>) -> Rc<Self> {
+        Rc::new(Self {
+            model: ModelRef::parse("scripted:model-1").unwrap(),
+            answers: RefCell::new(answers.into()),
+            seen: RefCell::new(vec![]),
+        })
+    }
+}
+
+#[async_trait(?Send)]
+impl Provider for Scripted {
+    fn model(&self) -> &ModelRef {
+        &self.model
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        self.seen.borrow_mut().push(request.messages.to_vec());
+        let answer = self
+            .answers
+            .borrow_mut()
+            .pop_front()
+            .expect("script ran out of answers");
+        let mut content = vec![];
+        if !answer.text.is_empty() {
+            let index = content.len();
+            on_event(&LlmEvent::TextStart { index });
+            on_event(&LlmEvent::TextDelta {
+                index,
+                delta: answer.text.to_string(),
+            });
+            on_event(&LlmEvent::TextEnd { index });
+            content.push(ContentBlock::Text {
+                text: answer.text.to_string(),
+            });
+        }
+        for (id, name, input) in &answer.calls {
+            let index = content.len();
+            on_event(&LlmEvent::ToolCallStart {
+                index,
+                id: id.to_string(),
+                name: name.to_string(),
+            });
+            on_event(&LlmEvent::ToolCallEnd {
+                index,
+                id: id.to_string(),
+                name: name.to_string(),
+                input: input.clone(),
+            });
+            content.push(ContentBlock::ToolUse(ToolCall {
+                id: id.to_string(),
+                name: name.to_string(),
+                input: input.clone(),
+            }));
+        }
+        let usage = Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Default::default()
+        };
+        on_event(&LlmEvent::Usage(usage));
+        Completion {
+            message: AssistantMessage {
+                stop_reason: if answer.calls.is_empty() {
+                    StopReason::EndTurn
+                } else {
+                    StopReason::ToolUse
+                },
+                content,
+                model: self.model.model.clone(),
+                provider: self.model.provider.clone(),
+                usage,
+            },
+            error: None,
+        }
+    }
+}
+
+struct Resolver(Rc<Scripted>);
+
+#[async_trait(?Send)]
+impl ProviderResolver for Resolver {
+    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Records every hook call; `fail_on_message` makes persistence fail.
+#[derive(Default)]
+struct Recorder {
+    stored: RefCell<Vec<String>>,
+    warnings: RefCell<Vec<String>>,
+    fail_on_message: bool,
+}
+
+#[async_trait(?Send)]
+impl TurnHooks for Recorder {
+    async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+        Ok(true)
+    }
+
+    async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
+        if self.fail_on_message {
+            return Err(HookError("D1 is down".into()));
+        }
+        self.stored.borrow_mut().push(message.kind().to_string());
+        Ok(())
+    }
+
+    fn warn(&self, message: &str) {
+        self.warnings.borrow_mut().push(message.to_string());
+    }
+}
+
+/// A tool that, while it runs, lets a steering message arrive.
+struct SendsSteering {
+    def: ToolDef,
+    inbox: Rc<LocalInbox>,
+}
+
+#[async_trait(?Send)]
+impl ServerTool for SendsSteering {
+    fn definition(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, _arguments: &Map<String, Value>) -> Result<Value, String> {
+        self.inbox
+            .enqueue_steering(AgentMessage::user_text("stop, use Celsius"));
+        Ok(json!("first tool ran"))
+    }
+}
+
+fn tool_def(name: &str) -> ToolDef {
+    ToolDef {
+        name: name.into(),
+        description: name.into(),
+        input_schema: json!({"type": "object"}),
+    }
+}
+
+/// Runs a turn and returns (outcome, event names, state).
+fn run(
+    provider: &Rc<Scripted>,
+    tools: &ToolRegistry,
+    hooks: &Recorder,
+    inbox: Rc<LocalInbox>,
+) -> (TurnOutcome, Vec<String>, AgentState) {
+    let mut state = AgentState::new(Some("be brief".into()), vec![AgentMessage::user_text("hi")]);
+    state.inbox = inbox;
+    let mut events = Vec::new();
+    let outcome = futures::executor::block_on(run_agent_turn(
+        &Resolver(provider.clone()),
+        &mut state,
+        tools,
+        None,
+        hooks,
+        &mut |e| events.push(describe(&e)),
+    ));
+    (outcome, events, state)
+}
+
+fn describe(e: &AgentEvent<'_>) -> String {
+    match e {
+        AgentEvent::TurnStart { turn, .. } => format!("turn-start {turn}"),
+        AgentEvent::Llm(LlmEvent::TextDelta { delta, .. }) => format!("text {delta}"),
+        AgentEvent::Llm(LlmEvent::ToolCallEnd { name, .. }) => format!("call {name}"),
+        AgentEvent::Llm(_) => "llm".into(),
+        AgentEvent::TurnEnd { turn, .. } => format!("turn-end {turn}"),
+        AgentEvent::ToolExecution { call, is_error, .. } => {
+            format!("tool {} error={is_error}", call.name)
+        }
+        AgentEvent::ClientToolRequest { calls } => format!("client-tools {}", calls.len()),
+        AgentEvent::Steering { skipped, messages } => format!(
+            "steering skipped=[{}] messages={}",
+            skipped
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            messages.len()
+        ),
+        AgentEvent::ProviderSwitch { from, to } => format!("switch {from}->{to}"),
+        AgentEvent::Done {
+            final_text,
+            total_turns,
+            total_usage,
+        } => {
+            format!(
+                "done {final_text:?} turns={total_turns} in={}",
+                total_usage.input_tokens
+            )
+        }
+        AgentEvent::Error { message, .. } => format!("error {message}"),
+    }
+}
+
+fn kinds(state: &AgentState) -> Vec<&'static str> {
+    state.messages.iter().map(|m| m.kind()).collect()
+}
+
+fn current_time_registry() -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    tools.register_server_tool(Box::new(CurrentTime::default()));
+    tools
+}
+
+#[test]
+fn text_only_turn() {
+    let provider = Scripted::new(vec![text("Hello!")]);
+    let hooks = Recorder::default();
+    let (outcome, events, state) = run(&provider, &ToolRegistry::new(), &hooks, Default::default());
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(
+        events,
+        [
+            "turn-start 1",
+            "llm",
+            "text Hello!",
+            "llm",
+            "llm",
+            "turn-end 1",
+            "done \"Hello!\" turns=1 in=10"
+        ]
+    );
+    assert_eq!(kinds(&state), ["user", "assistant"]);
+    assert_eq!(*hooks.stored.borrow(), ["assistant"]);
+    assert_eq!(provider.seen.borrow()[0], vec![Message::user_text("hi")]);
+}
+
+#[test]
+fn tool_round_trip_runs_current_time_and_calls_the_llm_again() {
+    let provider = Scripted::new(vec![
+        calls(vec![("c1", "current_time", json!({}))]),
+        text("It is noon."),
+    ]);
+    let hooks = Recorder::default();
+    let (outcome, events, state) = run(
+        &provider,
+        &current_time_registry(),
+        &hooks,
+        Default::default(),
+    );
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert!(
+        events.contains(&"tool current_time error=false".to_string()),
+        "{events:?}"
+    );
+    assert_eq!(events.last().unwrap(), "done \"It is noon.\" turns=2 in=20");
+    assert_eq!(
+        kinds(&state),
+        ["user", "assistant", "tool_result", "assistant"]
+    );
+    assert_eq!(
+        *hooks.stored.borrow(),
+        ["assistant", "tool_result", "assistant"]
+    );
+    // The second call saw the tool's real output.
+    let second = &provider.seen.borrow()[1];
+    let Message::ToolResult(result) = &second[2] else {
+        panic!("{second:?}")
+    };
+    assert_eq!(result.tool_call_id, "c1");
+    assert!(!result.is_error);
+    let output: Value = serde_json::from_str(&result.content).unwrap();
+    assert!(output["utc"].as_str().unwrap().ends_with('Z'));
+}
+
+#[test]
+fn steering_between_two_tool_calls_skips_the_rest_and_records_skipped_results() {
+    let inbox = Rc::new(LocalInbox::default());
+    let mut tools = current_time_registry();
+    tools.register_server_tool(Box::new(SendsSteering {
+        def: tool_def("fetch_weather"),
+        inbox: inbox.clone(),
+    }));
+    let provider = Scripted::new(vec![
+        calls(vec![
+            ("c1", "fetch_weather", json!({})),
+            ("c2", "current_time", json!({})),
+            ("c3", "current_time", json!({})),
+        ]),
+        text("OK, Celsius."),
+    ]);
+    let hooks = Recorder::default();
+    let (outcome, events, state) = run(&provider, &tools, &hooks, inbox);
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert!(events.contains(&"tool fetch_weather error=false".to_string()));
+    assert!(
+        !events.iter().any(|e| e.starts_with("tool current_time")),
+        "skipped tools must not run: {events:?}"
+    );
+    assert!(
+        events.contains(&"steering skipped=[current_time,current_time] messages=1".to_string()),
+        "{events:?}"
+    );
+    assert_eq!(
+        kinds(&state),
+        [
+            "user",
+            "assistant",
+            "tool_result",
+            "tool_result",
+            "tool_result",
+            "user",
+            "assistant"
+        ]
+    );
+    // Every tool_use keeps a tool_result; the skipped ones say why.
+    for (i, id) in [(3, "c2"), (4, "c3")] {
+        let AgentMessage::ToolResult(r) = &state.messages[i] else {
+            panic!()
+        };
+        assert_eq!(
+            (r.tool_call_id.as_str(), r.content.as_str(), r.is_error),
+            (id, SKIPPED_FOR_STEERING, true)
+        );
+    }
+    // The next LLM call saw the steering message last.
+    let second = &provider.seen.borrow()[1];
+    assert_eq!(
+        second.last().unwrap(),
+        &Message::user_text("stop, use Celsius")
+    );
+    assert_eq!(
+        hooks
+            .stored
+            .borrow()
+            .iter()
+            .filter(|k| *k == "user")
+            .count(),
+        1,
+        "the injected message is persisted"
+    );
+}
+
+#[test]
+fn a_followup_waiting_at_the_end_starts_another_round() {
+    let inbox = Rc::new(LocalInbox::default());
+    inbox.enqueue_followup(AgentMessage::user_text("and tomorrow?"));
+    let provider = Scripted::new(vec![text("Today is fine."), text("Tomorrow too.")]);
+    let hooks = Recorder::default();
+    let (outcome, events, state) = run(&provider, &ToolRegistry::new(), &hooks, inbox);
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(kinds(&state), ["user", "assistant", "user", "assistant"]);
+    assert!(events.contains(&"steering skipped=[] messages=1".to_string()));
+    assert_eq!(
+        events.last().unwrap(),
+        "done \"Tomorrow too.\" turns=2 in=20"
+    );
+}
+
+#[test]
+fn on_message_failing_does_not_stop_the_loop() {
+    let provider = Scripted::new(vec![
+        calls(vec![("c1", "current_time", json!({}))]),
+        text("Done."),
+    ]);
+    let hooks = Recorder {
+        fail_on_message: true,
+        ..Default::default()
+    };
+    let (outcome, events, state) = run(
+        &provider,
+        &current_time_registry(),
+        &hooks,
+        Default::default(),
+    );
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(events.last().unwrap(), "done \"Done.\" turns=2 in=20");
+    assert_eq!(
+        kinds(&state),
+        ["user", "assistant", "tool_result", "assistant"]
+    );
+    let warnings = hooks.warnings.borrow();
+    assert_eq!(warnings.len(), 3);
+    assert!(warnings[0].contains("D1 is down"));
+}
+
+#[test]
+fn unknown_tools_and_bad_arguments_become_error_results() {
+    let provider = Scripted::new(vec![
+        calls(vec![
+            ("c1", "teleport", json!({})),
+            ("c2", "current_time", json!("{\"broken")),
+        ]),
+        text("Sorry."),
+    ]);
+    let (outcome, events, state) = run(
+        &provider,
+        &current_time_registry(),
+        &Recorder::default(),
+        Default::default(),
+    );
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert!(events.contains(&"tool teleport error=true".to_string()));
+    assert!(events.contains(&"tool current_time error=true".to_string()));
+    let AgentMessage::ToolResult(r) = &state.messages[2] else {
+        panic!()
+    };
+    assert_eq!(r.content, "unknown tool `teleport`");
+    let AgentMessage::ToolResult(r) = &state.messages[3] else {
+        panic!()
+    };
+    assert!(r.content.contains("not valid JSON"), "{}", r.content);
+}
+
+#[test]
+fn max_llm_calls_stops_a_model_that_never_stops_calling_tools() {
+    let provider = Scripted::new(
+        (0..5)
+            .map(|_| calls(vec![("c", "current_time", json!({}))]))
+            .collect(),
+    );
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("loop")]);
+    state.max_llm_calls = 3;
+    let mut last = String::new();
+    let outcome = futures::executor::block_on(run_agent_turn(
+        &Resolver(provider.clone()),
+        &mut state,
+        &current_time_registry(),
+        None,
+        &Recorder::default(),
+        &mut |e| last = describe(&e),
+    ));
+    assert_eq!(outcome, TurnOutcome::LimitReached);
+    assert_eq!(provider.seen.borrow().len(), 3);
+    assert!(last.contains("MAX_LLM_CALLS"), "{last}");
+}
+
+#[test]
+fn client_tools_pause_the_turn_with_every_pending_call() {
+    let mut tools = current_time_registry();
+    tools.merge_client_tools([tool_def("pick_color")]);
+    let provider = Scripted::new(vec![calls(vec![
+        ("c1", "current_time", json!({})),
+        ("c2", "pick_color", json!({})),
+    ])]);
+    let (outcome, events, state) = run(&provider, &tools, &Recorder::default(), Default::default());
+    let TurnOutcome::AwaitingToolResults(pending) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        pending.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        ["c2"]
+    );
+    assert_eq!(events.last().unwrap(), "client-tools 1");
+    assert_eq!(kinds(&state), ["user", "assistant", "tool_result"]);
+}
