@@ -1,1 +1,135 @@
-//! Layer 3: the Worker.
+//! Layer 3: the Worker. The only layer that imports `worker`.
+//!
+//! - `mod.rs`: the `fetch` entry and the one route table
+//! - [`routes`]: one handler per endpoint
+//! - `store`: all D1 SQL
+//! - `conversation`: the conversation Durable Object (turn lease, message queue)
+//! - `coordinator`: the Worker's typed client for it
+//! - `turn`: running a turn at the edge (hooks, inbox, stream)
+//! - [`ui_stream`]: agent events → AI SDK UI message stream (pure, natively tested)
+//! - `fetch`: the `fetch`-based transport Layer 1 uses
+//! - [`config`], [`error`]: environment parsing; the one JSON error shape
+
+pub mod config;
+mod conversation;
+mod coordinator;
+pub mod error;
+mod fetch;
+mod routes;
+mod store;
+mod turn;
+pub mod ui_stream;
+
+pub use conversation::ConversationCoordinator;
+
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::{event, Context, Env, Method, Request, Response};
+
+use config::Config;
+use error::ApiError;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    let method = req.method();
+    let path = req.path();
+    match route(req, &env, &ctx).await {
+        Ok(response) => Ok(response),
+        Err(e) => {
+            if e.status() >= 500 {
+                worker::console_error!("{method:?} {path}: {e}");
+            }
+            error_response(&e)
+        }
+    }
+}
+
+async fn route(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
+    let path = req.path();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let method = req.method();
+    match (method, segments.as_slice()) {
+        (Method::Get, ["healthz"]) => routes::health::get(env).await,
+        (Method::Post, ["v1", "conversations"]) => routes::conversations::create(req, env).await,
+        (Method::Get, ["v1", "conversations", id]) => routes::conversations::get(env, id).await,
+        (Method::Get, ["v1", "conversations", id, "messages"]) => {
+            routes::messages::list(&req, env, id).await
+        }
+        (Method::Post, ["v1", "conversations", id, "messages"]) => {
+            routes::messages::send(req, env, ctx, id).await
+        }
+        (_, ["healthz"] | ["v1", "conversations"] | ["v1", "conversations", _])
+        | (_, ["v1", "conversations", _, "messages"]) => Err(ApiError::MethodNotAllowed(format!(
+            "{:?} is not supported on {path}",
+            req.method()
+        ))),
+        _ => Err(ApiError::NotFound(format!("no route for {path}"))),
+    }
+}
+
+fn error_response(e: &ApiError) -> worker::Result<Response> {
+    let headers = worker::Headers::new();
+    headers.set("content-type", "application/json")?;
+    Ok(Response::ok(e.body())?
+        .with_status(e.status())
+        .with_headers(headers))
+}
+
+/// The caller. Authentication is not built yet: every request acts as one local user.
+pub(crate) const ANONYMOUS: &str = "anonymous";
+
+pub(crate) fn config(env: &Env) -> Result<Config, ApiError> {
+    Config::from_lookup(|name| env.var(name).ok().map(|v| v.to_string()))
+}
+
+pub(crate) fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+/// A random 128-bit id as 32 hex digits, from the runtime's CSPRNG.
+pub(crate) fn new_id() -> Result<String, ApiError> {
+    let crypto = js_sys_get(&worker::js_sys::global(), "crypto")?;
+    let random_uuid: worker::js_sys::Function = js_sys_get(&crypto, "randomUUID")?
+        .dyn_into()
+        .map_err(|_| ApiError::Internal("crypto.randomUUID is not a function".into()))?;
+    let uuid = random_uuid
+        .call0(&crypto)
+        .map_err(|e| ApiError::Internal(format!("crypto.randomUUID failed: {e:?}")))?;
+    Ok(uuid.as_string().unwrap_or_default().replace('-', ""))
+}
+
+fn js_sys_get(target: &JsValue, key: &str) -> Result<JsValue, ApiError> {
+    worker::js_sys::Reflect::get(target, &JsValue::from_str(key))
+        .map_err(|e| ApiError::Internal(format!("reading {key}: {e:?}")))
+}
+
+/// Reads a JSON body, with the size limit and a message that says what is wrong.
+pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
+    mut req: Request,
+) -> Result<T, ApiError> {
+    let bytes = req.bytes().await?;
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "the body is {} bytes; the limit is {MAX_BODY_BYTES}",
+            bytes.len()
+        )));
+    }
+    let bytes = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}".to_vec()
+    } else {
+        bytes
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::BadRequest(format!("the body is not valid JSON for this request: {e}"))
+    })
+}
+
+/// A JSON response with a status.
+pub(crate) fn json_response(
+    status: u16,
+    body: &impl serde::Serialize,
+) -> Result<Response, ApiError> {
+    Ok(Response::from_json(body)?.with_status(status))
+}

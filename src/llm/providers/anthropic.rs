@@ -245,17 +245,17 @@ impl SseDecode for Decoder {
             wire::Event::ContentBlockDelta { index, delta } => {
                 if let Some(i) = self.ours(index) {
                     match delta {
-                        wire::Delta::TextDelta { text } => message.text_delta(i, &text, out),
-                        wire::Delta::InputJsonDelta { partial_json } => {
+                        wire::BlockDelta::TextDelta { text } => message.text_delta(i, &text, out),
+                        wire::BlockDelta::InputJsonDelta { partial_json } => {
                             message.tool_call_delta(i, &partial_json, out)
                         }
-                        wire::Delta::ThinkingDelta { thinking } => {
+                        wire::BlockDelta::ThinkingDelta { thinking } => {
                             message.thinking_delta(i, &thinking, out)
                         }
-                        wire::Delta::SignatureDelta { signature } => {
+                        wire::BlockDelta::SignatureDelta { signature } => {
                             message.thinking_signature(i, &signature)
                         }
-                        wire::Delta::Unknown => {}
+                        wire::BlockDelta::Unknown => {}
                     }
                 }
             }
@@ -363,7 +363,7 @@ mod wire {
         ContentBlockDelta {
             index: usize,
             #[serde(borrow)]
-            delta: Delta<'a>,
+            delta: BlockDelta<'a>,
         },
         ContentBlockStop {
             index: usize,
@@ -411,7 +411,7 @@ mod wire {
 
     #[derive(Deserialize)]
     #[serde(tag = "type", rename_all = "snake_case")]
-    pub enum Delta<'a> {
+    pub enum BlockDelta<'a> {
         TextDelta {
             #[serde(borrow)]
             text: Cow<'a, str>,

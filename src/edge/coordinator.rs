@@ -1,0 +1,161 @@
+//! The Worker's typed client for the conversation Durable Object, and the messages they
+//! exchange. Queued messages travel as their stored JSON, so the object never parses them.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use worker::{Env, Method, Request, RequestInit, Stub};
+
+use super::error::ApiError;
+use crate::agent::AgentMessage;
+
+pub const BINDING: &str = "CONVERSATIONS";
+
+/// How long a lease lives without renewal. A turn renews it whenever it touches the
+/// coordinator and while it streams; a turn that dies frees the conversation after this.
+pub const LEASE_TTL_MS: i64 = 30_000;
+
+#[derive(Serialize, Deserialize)]
+pub struct Submit {
+    pub turn_id: String,
+    pub message: String,
+    pub ttl_ms: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Submitted {
+    /// This request runs the turn; `stranded` are messages a dead turn left queued.
+    Acquired { stranded: Vec<String> },
+    /// A turn is running; the message waits for it.
+    Queued { position: i64 },
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Drain {
+    pub turn_id: String,
+    pub at_end: bool,
+    pub ttl_ms: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Drained {
+    pub messages: Vec<String>,
+    pub lease_lost: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Renew {
+    pub turn_id: String,
+    pub ttl_ms: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Release {
+    pub turn_id: String,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Status {
+    pub running: bool,
+    pub queued: i64,
+}
+
+/// The coordinator of one conversation.
+pub struct Coordinator {
+    stub: Stub,
+}
+
+impl Coordinator {
+    pub fn for_conversation(env: &Env, conversation_id: &str) -> Result<Self, ApiError> {
+        let stub = env.durable_object(BINDING)?.get_by_name(conversation_id)?;
+        Ok(Self { stub })
+    }
+
+    pub async fn submit(
+        &self,
+        turn_id: &str,
+        message: &AgentMessage,
+    ) -> Result<Submitted, ApiError> {
+        let message = serde_json::to_string(message)?;
+        self.post(
+            "submit",
+            &Submit {
+                turn_id: turn_id.into(),
+                message,
+                ttl_ms: LEASE_TTL_MS,
+            },
+        )
+        .await
+    }
+
+    pub async fn drain(&self, turn_id: &str, at_end: bool) -> Result<Vec<AgentMessage>, ApiError> {
+        let drained: Drained = self
+            .post(
+                "drain",
+                &Drain {
+                    turn_id: turn_id.into(),
+                    at_end,
+                    ttl_ms: LEASE_TTL_MS,
+                },
+            )
+            .await?;
+        drained
+            .messages
+            .iter()
+            .map(|m| serde_json::from_str(m).map_err(ApiError::from))
+            .collect()
+    }
+
+    pub async fn renew(&self, turn_id: &str) -> Result<(), ApiError> {
+        let _: serde_json::Value = self
+            .post(
+                "renew",
+                &Renew {
+                    turn_id: turn_id.into(),
+                    ttl_ms: LEASE_TTL_MS,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn release(&self, turn_id: &str) -> Result<(), ApiError> {
+        let _: serde_json::Value = self
+            .post(
+                "release",
+                &Release {
+                    turn_id: turn_id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn status(&self) -> Result<Status, ApiError> {
+        let mut response = self
+            .stub
+            .fetch_with_str("https://coordinator/status")
+            .await?;
+        Ok(response.json().await?)
+    }
+
+    async fn post<B: Serialize, R: DeserializeOwned>(
+        &self,
+        route: &str,
+        body: &B,
+    ) -> Result<R, ApiError> {
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_body(Some(serde_json::to_string(body)?.into()));
+        let request = Request::new_with_init(&format!("https://coordinator/{route}"), &init)?;
+        let mut response = self.stub.fetch_with_request(request).await?;
+        if response.status_code() != 200 {
+            let text = response.text().await.unwrap_or_default();
+            return Err(ApiError::Internal(format!(
+                "coordinator /{route} answered {}: {text}",
+                response.status_code()
+            )));
+        }
+        Ok(response.json().await?)
+    }
+}

@@ -1,0 +1,77 @@
+//! `ApiError`: every failure the HTTP API reports, mapped to one JSON shape
+//! `{"error": {"code", "message"}}` with a fitting status.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("configuration error in {variable}: {message}")]
+    Config { variable: String, message: String },
+    /// A platform failure (D1, Durable Object, runtime). The detail is logged, not returned.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn config(variable: &str, message: impl std::fmt::Display) -> Self {
+        ApiError::Config {
+            variable: variable.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::BadRequest(_) => 400,
+            ApiError::NotFound(_) => 404,
+            ApiError::MethodNotAllowed(_) => 405,
+            ApiError::PayloadTooLarge(_) => 413,
+            ApiError::Config { .. } | ApiError::Internal(_) => 500,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed(_) => "method_not_allowed",
+            ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::Config { .. } => "configuration_error",
+            ApiError::Internal(_) => "internal_error",
+        }
+    }
+
+    /// The message a client sees. Internal details stay in the log.
+    pub fn public_message(&self) -> String {
+        match self {
+            ApiError::Internal(_) => "internal error; the server log has the details".to_string(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> String {
+        serde_json::json!({"error": {"code": self.code(), "message": self.public_message()}})
+            .to_string()
+    }
+}
+
+impl From<worker::Error> for ApiError {
+    fn from(e: worker::Error) -> Self {
+        ApiError::Internal(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for ApiError {
+    fn from(e: serde_json::Error) -> Self {
+        ApiError::Internal(format!("JSON: {e}"))
+    }
+}

@@ -1,0 +1,129 @@
+//! `POST /v1/conversations/{id}/messages` (run or queue a turn) and
+//! `GET /v1/conversations/{id}/messages` (history).
+
+use std::rc::Rc;
+
+use serde::Deserialize;
+use worker::{Context, Env, Request, Response};
+
+use super::conversations::not_found;
+use crate::agent::AgentMessage;
+use crate::edge::coordinator::{Coordinator, Submitted};
+use crate::edge::error::ApiError;
+use crate::edge::store::Store;
+use crate::edge::turn::Turn;
+use crate::edge::{config, json_body, json_response, new_id, ANONYMOUS};
+use crate::llm::ContentBlock;
+
+/// Longest user message accepted, in bytes.
+const MAX_MESSAGE_BYTES: usize = 100_000;
+
+#[derive(Deserialize)]
+struct Send {
+    message: Option<UserContent>,
+}
+
+/// `"text"` or `[{"type": "text", "text": "..."}]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum UserContent {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part {
+    Text { text: String },
+}
+
+impl UserContent {
+    fn into_message(self) -> Result<AgentMessage, ApiError> {
+        let content: Vec<ContentBlock> = match self {
+            UserContent::Text(text) => vec![ContentBlock::Text { text }],
+            UserContent::Parts(parts) => parts
+                .into_iter()
+                .map(|Part::Text { text }| ContentBlock::Text { text })
+                .collect(),
+        };
+        let size: usize = content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text { text } => text.len(),
+                _ => 0,
+            })
+            .sum();
+        if size == 0 {
+            return Err(ApiError::BadRequest("`message` is empty".into()));
+        }
+        if size > MAX_MESSAGE_BYTES {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "`message` is {size} bytes; the limit is {MAX_MESSAGE_BYTES}"
+            )));
+        }
+        Ok(AgentMessage::User { content })
+    }
+}
+
+pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Response, ApiError> {
+    let body: Send = json_body(req).await?;
+    let message = body
+        .message
+        .ok_or_else(|| ApiError::BadRequest("`message` is required".into()))?
+        .into_message()?;
+    let store = Rc::new(Store::new(env.d1("DB")?));
+    let conversation = store
+        .conversation(ANONYMOUS, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let config = config(env)?;
+    let coordinator = Rc::new(Coordinator::for_conversation(env, id)?);
+    let turn_id = new_id()?;
+    match coordinator.submit(&turn_id, &message).await? {
+        Submitted::Queued { position } => json_response(
+            202,
+            &serde_json::json!({"queued": "steering", "position": position}),
+        ),
+        Submitted::Acquired { stranded } => {
+            let mut incoming = Vec::with_capacity(stranded.len() + 1);
+            for m in stranded {
+                incoming.push(serde_json::from_str::<AgentMessage>(&m)?);
+            }
+            incoming.push(message);
+            let turn = Turn {
+                id: turn_id,
+                conversation,
+                config,
+                store,
+                coordinator,
+            };
+            turn.start(ctx, incoming).await
+        }
+    }
+}
+
+pub async fn list(req: &Request, env: &Env, id: &str) -> Result<Response, ApiError> {
+    let store = Store::new(env.d1("DB")?);
+    store
+        .conversation(ANONYMOUS, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let url = req.url()?;
+    let mut after = 0i64;
+    let mut limit = 100i64;
+    for (key, value) in url.query_pairs() {
+        let parsed = value.parse::<i64>().map_err(|_| {
+            ApiError::BadRequest(format!("`{key}` must be a whole number, got `{value}`"))
+        });
+        match key.as_ref() {
+            "after" => after = parsed?.max(0),
+            "limit" => limit = parsed?.clamp(1, 500),
+            _ => {}
+        }
+    }
+    let (messages, next) = store.history_page(id, after, limit).await?;
+    json_response(
+        200,
+        &serde_json::json!({"messages": messages, "next_cursor": next.map(|n| n.to_string())}),
+    )
+}

@@ -1,0 +1,5 @@
+//! One module per resource; each handler is small: extract, call, answer.
+
+pub mod conversations;
+pub mod health;
+pub mod messages;

@@ -1,0 +1,202 @@
+//! All D1 SQL, in one place. D1 is the source of truth for history: every message is written
+//! as it is produced.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use worker::wasm_bindgen::JsValue;
+use worker::D1Database;
+
+use super::error::ApiError;
+use crate::agent::AgentMessage;
+
+/// A conversation row as the API returns it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Conversation {
+    pub id: String,
+    #[serde(skip_serializing)]
+    pub owner: String,
+    pub title: Option<String>,
+    pub system: Option<String>,
+    pub model: Option<String>,
+    #[serde(default, deserialize_with = "json_text", serialize_with = "raw_json")]
+    pub metadata: Option<Value>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A stored message: the `AgentMessage` plus where it sits.
+#[derive(Debug, Clone, Deserialize)]
+struct MessageRow {
+    seq: i64,
+    id: String,
+    body: String,
+    created_at: i64,
+}
+
+pub struct Store {
+    db: D1Database,
+}
+
+impl Store {
+    pub fn new(db: D1Database) -> Self {
+        Self { db }
+    }
+
+    pub async fn create_conversation(&self, c: &Conversation) -> Result<(), ApiError> {
+        let metadata = c.metadata.as_ref().map(Value::to_string);
+        self.db
+            .prepare(
+                "INSERT INTO conversations (id, owner, title, system, model, metadata, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+            )
+            .bind(&[
+                c.id.as_str().into(),
+                c.owner.as_str().into(),
+                opt(&c.title),
+                opt(&c.system),
+                opt(&c.model),
+                opt(&metadata),
+                (c.created_at as f64).into(),
+            ])?
+            .run()
+            .await?;
+        Ok(())
+    }
+
+    pub async fn conversation(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<Conversation>, ApiError> {
+        Ok(self
+            .db
+            .prepare("SELECT * FROM conversations WHERE id = ?1 AND owner = ?2")
+            .bind(&[id.into(), owner.into()])?
+            .first::<Conversation>(None)
+            .await?)
+    }
+
+    /// Appends a message at the end of the history and returns its sequence number. Only the
+    /// turn holding the conversation's lease writes, so `MAX(seq) + 1` cannot race.
+    pub async fn append_message(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        message: &AgentMessage,
+        now_ms: i64,
+    ) -> Result<i64, ApiError> {
+        let body = serde_json::to_string(message)?;
+        let (model, provider) = match message {
+            AgentMessage::Assistant(a) => (Some(a.model.as_str()), Some(a.provider.as_str())),
+            _ => (None, None),
+        };
+        #[derive(Deserialize)]
+        struct Seq {
+            seq: i64,
+        }
+        let seq = self
+            .db
+            .prepare(
+                "INSERT INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
+                 SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7
+                 FROM messages WHERE conversation_id = ?1
+                 RETURNING seq",
+            )
+            .bind(&[
+                conversation_id.into(),
+                message_id.into(),
+                message.kind().into(),
+                body.into(),
+                model.map(Into::into).unwrap_or(JsValue::NULL),
+                provider.map(Into::into).unwrap_or(JsValue::NULL),
+                (now_ms as f64).into(),
+            ])?
+            .first::<Seq>(None)
+            .await?
+            .ok_or_else(|| ApiError::Internal("INSERT … RETURNING gave no row".into()))?;
+        self.db
+            .prepare("UPDATE conversations SET updated_at = ?2 WHERE id = ?1")
+            .bind(&[conversation_id.into(), (now_ms as f64).into()])?
+            .run()
+            .await?;
+        Ok(seq.seq)
+    }
+
+    /// The whole history, oldest first, for running a turn.
+    pub async fn history(&self, conversation_id: &str) -> Result<Vec<AgentMessage>, ApiError> {
+        let rows = self.rows(conversation_id, 0, i64::MAX).await?;
+        rows.into_iter()
+            .map(|r| {
+                serde_json::from_str(&r.body).map_err(|e| {
+                    ApiError::Internal(format!("stored message {} is unreadable: {e}", r.id))
+                })
+            })
+            .collect()
+    }
+
+    /// One page of history as the API returns it: messages with `seq > after`, oldest first.
+    pub async fn history_page(
+        &self,
+        conversation_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<(Vec<Value>, Option<i64>), ApiError> {
+        // One extra row tells whether another page follows.
+        let mut rows = self.rows(conversation_id, after, limit + 1).await?;
+        let next = if rows.len() as i64 > limit {
+            rows.truncate(limit as usize);
+            rows.last().map(|r| r.seq)
+        } else {
+            None
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut value: Value = serde_json::from_str(&row.body)?;
+            if let Value::Object(map) = &mut value {
+                map.insert("id".into(), row.id.into());
+                map.insert("seq".into(), row.seq.into());
+                map.insert("created_at".into(), row.created_at.into());
+            }
+            out.push(value);
+        }
+        Ok((out, next))
+    }
+
+    async fn rows(
+        &self,
+        conversation_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<MessageRow>, ApiError> {
+        Ok(self
+            .db
+            .prepare(
+                "SELECT seq, id, body, created_at FROM messages
+                 WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )
+            .bind(&[
+                conversation_id.into(),
+                (after as f64).into(),
+                (limit.min(1 << 40) as f64).into(),
+            ])?
+            .all()
+            .await?
+            .results::<MessageRow>()?)
+    }
+}
+
+fn opt(v: &Option<String>) -> JsValue {
+    match v {
+        Some(s) => s.as_str().into(),
+        None => JsValue::NULL,
+    }
+}
+
+fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    let text: Option<String> = Option::deserialize(d)?;
+    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+}
+
+fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
+    v.serialize(s)
+}

@@ -1,0 +1,235 @@
+//! Running one agent turn at the edge: the D1 hooks, the Durable Object inbox, the provider
+//! for the conversation's model, and the SSE stream the browser reads.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use futures::channel::mpsc;
+use worker::{console_error, console_warn, Context, Response};
+
+use super::config::Config;
+use super::coordinator::{Coordinator, LEASE_TTL_MS};
+use super::error::ApiError;
+use super::fetch::FetchTransport;
+use super::store::{Conversation, Store};
+use super::ui_stream::{UiStream, HEADERS};
+use super::{new_id, now_ms};
+use crate::agent::{
+    run_agent_turn, AgentMessage, AgentState, CurrentTime, HookError, Inbox, ProviderResolver,
+    ToolRegistry, TurnHooks, TurnOutcome,
+};
+use crate::llm::providers::{Anthropic, OpenAiChat};
+use crate::llm::{HttpTransport, LlmError, ModelRef, Provider};
+
+/// The provider serving `model`, configured from the environment.
+pub fn provider_for(config: &Config, model: &ModelRef) -> Result<Rc<dyn Provider>, LlmError> {
+    let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport);
+    match model.provider.as_str() {
+        "anthropic" => Ok(Rc::new(Anthropic::new(
+            model.clone(),
+            config.anthropic_base_url.as_deref(),
+            config.anthropic_api_key.clone(),
+            transport,
+        ))),
+        "openai" => Ok(Rc::new(OpenAiChat::new(
+            model.clone(),
+            config.openai_base_url.as_deref(),
+            config.openai_api_key.clone(),
+            transport,
+        ))),
+        other => Err(LlmError::Config(format!(
+            "unknown provider `{other}` in model `{model}` (known: anthropic, openai)"
+        ))),
+    }
+}
+
+/// Everything one turn needs.
+pub struct Turn {
+    pub id: String,
+    pub conversation: Conversation,
+    pub config: Config,
+    pub store: Rc<Store>,
+    pub coordinator: Rc<Coordinator>,
+}
+
+impl Turn {
+    /// Stores the user's message (and any a dead turn left queued), then runs the turn in the
+    /// background and returns the stream the client reads. The turn goes on if the client
+    /// disconnects (`wait_until`), so queued messages are always answered.
+    pub async fn start(
+        self,
+        ctx: &Context,
+        incoming: Vec<AgentMessage>,
+    ) -> Result<Response, ApiError> {
+        let model = match &self.conversation.model {
+            Some(id) => ModelRef::parse(id).map_err(|e| ApiError::BadRequest(e.to_string()))?,
+            None => self.config.default_model.clone(),
+        };
+        let provider = match provider_for(&self.config, &model) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release().await;
+                return Err(ApiError::BadRequest(e.to_string()));
+            }
+        };
+        let stored = async {
+            let mut history = self.store.history(&self.conversation.id).await?;
+            for message in incoming {
+                self.store
+                    .append_message(&self.conversation.id, &new_id()?, &message, now_ms())
+                    .await?;
+                history.push(message);
+            }
+            Ok::<_, ApiError>(history)
+        }
+        .await;
+        let history = match stored {
+            Ok(h) => h,
+            Err(e) => {
+                self.release().await;
+                return Err(e);
+            }
+        };
+
+        let (tx, rx) = mpsc::unbounded::<Vec<u8>>();
+        let message_id = new_id()?;
+        ctx.wait_until(async move { self.run(provider, history, message_id, tx).await });
+        let headers = worker::Headers::new();
+        for (name, value) in HEADERS {
+            headers.set(name, value)?;
+        }
+        Ok(
+            Response::from_stream(futures::StreamExt::map(rx, Ok::<Vec<u8>, worker::Error>))?
+                .with_headers(headers),
+        )
+    }
+
+    async fn run(
+        self,
+        provider: Rc<dyn Provider>,
+        history: Vec<AgentMessage>,
+        message_id: String,
+        tx: mpsc::UnboundedSender<Vec<u8>>,
+    ) {
+        let mut state = AgentState::new(self.conversation.system.clone(), history);
+        state.max_llm_calls = self.config.max_llm_calls;
+        state.max_tokens = self.config.max_tokens;
+        state.inbox = Rc::new(CoordinatorInbox {
+            coordinator: self.coordinator.clone(),
+            turn_id: self.id.clone(),
+        });
+        let mut tools = ToolRegistry::new();
+        tools.register_server_tool(Box::new(CurrentTime::default()));
+        let hooks = D1Hooks {
+            store: self.store.clone(),
+            conversation_id: self.conversation.id.clone(),
+        };
+
+        let mut out = String::new();
+        let mut ui = UiStream::start(&message_id, &mut out);
+        let last_renewal = Cell::new(now_ms());
+        // A closed channel means the client went away; the turn runs on regardless.
+        let send = |out: &mut String| {
+            if !out.is_empty() {
+                let _ = tx.unbounded_send(std::mem::take(out).into_bytes());
+            }
+        };
+        send(&mut out);
+        let outcome = run_agent_turn(
+            &FixedProvider(provider),
+            &mut state,
+            &tools,
+            None,
+            &hooks,
+            &mut |event| {
+                ui.event(&event, &mut out);
+                send(&mut out);
+                // Long generations must not let the lease lapse under a live turn.
+                if now_ms() - last_renewal.get() > LEASE_TTL_MS / 3 {
+                    last_renewal.set(now_ms());
+                    let coordinator = self.coordinator.clone();
+                    let turn_id = self.id.clone();
+                    worker::wasm_bindgen_futures::spawn_local(async move {
+                        if let Err(e) = coordinator.renew(&turn_id).await {
+                            console_warn!("lease renewal failed: {e}");
+                        }
+                    });
+                }
+            },
+        )
+        .await;
+        ui.finish(&outcome, &mut out);
+        send(&mut out);
+        // A completed turn released the lease in its last drain; any other end releases here.
+        if outcome != TurnOutcome::Completed {
+            self.release().await;
+        }
+    }
+
+    async fn release(&self) {
+        if let Err(e) = self.coordinator.release(&self.id).await {
+            console_error!("could not release the lease of turn {}: {e}", self.id);
+        }
+    }
+}
+
+struct FixedProvider(Rc<dyn Provider>);
+
+#[async_trait(?Send)]
+impl ProviderResolver for FixedProvider {
+    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Persists every message the loop adds, as it is added.
+struct D1Hooks {
+    store: Rc<Store>,
+    conversation_id: String,
+}
+
+#[async_trait(?Send)]
+impl TurnHooks for D1Hooks {
+    async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
+        let id = new_id().map_err(|e| HookError(e.to_string()))?;
+        self.store
+            .append_message(&self.conversation_id, &id, message, now_ms())
+            .await
+            .map(|_| ())
+            .map_err(|e| HookError(e.to_string()))
+    }
+
+    fn warn(&self, message: &str) {
+        console_warn!("{message}");
+    }
+}
+
+/// The conversation's Durable Object queue, seen from the running turn.
+struct CoordinatorInbox {
+    coordinator: Rc<Coordinator>,
+    turn_id: String,
+}
+
+#[async_trait(?Send)]
+impl Inbox for CoordinatorInbox {
+    async fn drain_steering(&self) -> Vec<AgentMessage> {
+        self.coordinator
+            .drain(&self.turn_id, false)
+            .await
+            .unwrap_or_else(|e| {
+                console_error!("steering drain failed: {e}");
+                Vec::new()
+            })
+    }
+
+    async fn drain_at_end(&self) -> Vec<AgentMessage> {
+        self.coordinator
+            .drain(&self.turn_id, true)
+            .await
+            .unwrap_or_else(|e| {
+                console_error!("final drain failed (the lease will expire): {e}");
+                Vec::new()
+            })
+    }
+}

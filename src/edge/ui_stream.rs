@@ -1,0 +1,531 @@
+//! Agent events → the AI SDK UI message stream (v1), so a stock `useChat` client can read a turn.
+//!
+//! Each chunk is `data: {json}\n\n`; the stream always ends with `data: [DONE]`. A turn is one
+//! message (`start` … `finish`); each LLM call is a step (`start-step` … `finish-step`), and a
+//! step stays open through its tool results so they land in it. Only the protocol's own fields
+//! are emitted: strict clients reject anything else. Pure code: no platform types, so it is
+//! tested natively.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::agent::{AgentEvent, AgentMessage, TurnOutcome, SKIPPED_FOR_STEERING};
+use crate::llm::{ContentBlock, LlmEvent, StopReason, Usage};
+
+/// The chunks of the protocol that we emit.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+enum Chunk<'a> {
+    Start {
+        #[serde(rename = "messageId")]
+        message_id: &'a str,
+    },
+    StartStep,
+    FinishStep,
+    TextStart {
+        id: &'a str,
+    },
+    TextDelta {
+        id: &'a str,
+        delta: &'a str,
+    },
+    TextEnd {
+        id: &'a str,
+    },
+    ReasoningStart {
+        id: &'a str,
+    },
+    ReasoningDelta {
+        id: &'a str,
+        delta: &'a str,
+    },
+    ReasoningEnd {
+        id: &'a str,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputStart {
+        tool_call_id: &'a str,
+        tool_name: &'a str,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputDelta {
+        tool_call_id: &'a str,
+        input_text_delta: &'a str,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputAvailable {
+        tool_call_id: &'a str,
+        tool_name: &'a str,
+        input: &'a Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolOutputAvailable {
+        tool_call_id: &'a str,
+        output: &'a Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolOutputError {
+        tool_call_id: &'a str,
+        error_text: &'a str,
+    },
+    #[serde(rename = "data-usage")]
+    DataUsage {
+        data: UsageData<'a>,
+        transient: bool,
+    },
+    #[serde(rename = "data-steering")]
+    DataSteering {
+        data: SteeringData<'a>,
+        transient: bool,
+    },
+    #[serde(rename = "data-provider-switch")]
+    DataProviderSwitch {
+        data: SwitchData,
+        transient: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Error {
+        error_text: &'a str,
+    },
+    #[serde(rename_all = "camelCase")]
+    Finish {
+        finish_reason: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UsageData<'a> {
+    model: &'a str,
+    provider: &'a str,
+    input_tokens: u64,
+    output_tokens: u64,
+    cache_read_tokens: u64,
+    cache_write_tokens: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SteeringData<'a> {
+    skipped_tool_call_ids: Vec<&'a str>,
+    messages: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct SwitchData {
+    from: String,
+    to: String,
+}
+
+/// Encodes one turn. Feed it every event, then call [`UiStream::finish`].
+pub struct UiStream {
+    step: u32,
+    step_open: bool,
+    /// Tool call ids by content index within the current step.
+    tool_ids: Vec<Option<String>>,
+    last_stop: Option<StopReason>,
+    id_buf: String,
+}
+
+pub const HEADERS: [(&str, &str); 4] = [
+    ("content-type", "text/event-stream"),
+    ("cache-control", "no-cache"),
+    ("x-vercel-ai-ui-message-stream", "v1"),
+    ("x-accel-buffering", "no"),
+];
+
+impl UiStream {
+    /// Starts the message; writes the `start` chunk.
+    pub fn start(message_id: &str, out: &mut String) -> Self {
+        write(out, &Chunk::Start { message_id });
+        Self {
+            step: 0,
+            step_open: false,
+            tool_ids: Vec::new(),
+            last_stop: None,
+            id_buf: String::new(),
+        }
+    }
+
+    /// Writes the chunks for one event (possibly none).
+    pub fn event(&mut self, event: &AgentEvent<'_>, out: &mut String) {
+        match event {
+            AgentEvent::TurnStart { turn, .. } => {
+                self.close_step(out);
+                self.step = *turn;
+                self.step_open = true;
+                self.tool_ids.clear();
+                write(out, &Chunk::StartStep);
+            }
+            AgentEvent::Llm(e) => self.llm(e, out),
+            AgentEvent::TurnEnd { message, .. } => {
+                self.last_stop = Some(message.stop_reason.clone());
+                write(
+                    out,
+                    &usage_chunk(&message.usage, &message.model, &message.provider),
+                );
+            }
+            AgentEvent::ToolExecution {
+                call,
+                output,
+                is_error,
+                ..
+            } => {
+                if *is_error {
+                    let text = output
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| output.to_string());
+                    write(
+                        out,
+                        &Chunk::ToolOutputError {
+                            tool_call_id: &call.id,
+                            error_text: &text,
+                        },
+                    );
+                } else {
+                    write(
+                        out,
+                        &Chunk::ToolOutputAvailable {
+                            tool_call_id: &call.id,
+                            output,
+                        },
+                    );
+                }
+            }
+            AgentEvent::Steering { skipped, messages } => {
+                for call in *skipped {
+                    write(
+                        out,
+                        &Chunk::ToolOutputError {
+                            tool_call_id: &call.id,
+                            error_text: SKIPPED_FOR_STEERING,
+                        },
+                    );
+                }
+                let data = SteeringData {
+                    skipped_tool_call_ids: skipped.iter().map(|c| c.id.as_str()).collect(),
+                    messages: messages.iter().map(message_text).collect(),
+                };
+                write(
+                    out,
+                    &Chunk::DataSteering {
+                        data,
+                        transient: true,
+                    },
+                );
+            }
+            AgentEvent::ProviderSwitch { from, to } => {
+                let data = SwitchData {
+                    from: from.to_string(),
+                    to: to.to_string(),
+                };
+                write(
+                    out,
+                    &Chunk::DataProviderSwitch {
+                        data,
+                        transient: true,
+                    },
+                );
+            }
+            AgentEvent::Error { message, .. } => {
+                write(
+                    out,
+                    &Chunk::Error {
+                        error_text: message,
+                    },
+                );
+            }
+            // The tool inputs are out already; `finish` says the client has work to do.
+            AgentEvent::ClientToolRequest { .. } | AgentEvent::Done { .. } => {}
+        }
+    }
+
+    /// Closes the message: `finish-step`, `finish`, `[DONE]`.
+    pub fn finish(mut self, outcome: &TurnOutcome, out: &mut String) {
+        self.close_step(out);
+        let finish_reason = match outcome {
+            TurnOutcome::AwaitingToolResults(_) => "tool-calls",
+            TurnOutcome::Failed { .. } => "error",
+            TurnOutcome::LimitReached => "length",
+            TurnOutcome::Completed | TurnOutcome::Stopped => match self.last_stop {
+                Some(StopReason::MaxTokens) => "length",
+                Some(StopReason::ContentFilter | StopReason::Refusal) => "content-filter",
+                Some(StopReason::ToolUse) => "tool-calls",
+                Some(StopReason::Other(_)) => "other",
+                _ => "stop",
+            },
+        };
+        write(out, &Chunk::Finish { finish_reason });
+        out.push_str("data: [DONE]\n\n");
+    }
+
+    fn close_step(&mut self, out: &mut String) {
+        if self.step_open {
+            self.step_open = false;
+            write(out, &Chunk::FinishStep);
+        }
+    }
+
+    fn llm(&mut self, event: &LlmEvent, out: &mut String) {
+        match event {
+            LlmEvent::TextStart { index } => {
+                let id = self.part_id("text", *index);
+                write(out, &Chunk::TextStart { id: &id });
+            }
+            LlmEvent::TextDelta { index, delta } => {
+                let id = self.part_id("text", *index);
+                write(out, &Chunk::TextDelta { id: &id, delta });
+            }
+            LlmEvent::TextEnd { index } => {
+                let id = self.part_id("text", *index);
+                write(out, &Chunk::TextEnd { id: &id });
+            }
+            LlmEvent::ThinkingStart { index } => {
+                let id = self.part_id("reasoning", *index);
+                write(out, &Chunk::ReasoningStart { id: &id });
+            }
+            LlmEvent::ThinkingDelta { index, delta } => {
+                let id = self.part_id("reasoning", *index);
+                write(out, &Chunk::ReasoningDelta { id: &id, delta });
+            }
+            LlmEvent::ThinkingEnd { index } => {
+                let id = self.part_id("reasoning", *index);
+                write(out, &Chunk::ReasoningEnd { id: &id });
+            }
+            LlmEvent::ToolCallStart { index, id, name } => {
+                if self.tool_ids.len() <= *index {
+                    self.tool_ids.resize(index + 1, None);
+                }
+                self.tool_ids[*index] = Some(id.clone());
+                write(
+                    out,
+                    &Chunk::ToolInputStart {
+                        tool_call_id: id,
+                        tool_name: name,
+                    },
+                );
+            }
+            LlmEvent::ToolCallDelta { index, delta } => {
+                if let Some(Some(id)) = self.tool_ids.get(*index) {
+                    write(
+                        out,
+                        &Chunk::ToolInputDelta {
+                            tool_call_id: id,
+                            input_text_delta: delta,
+                        },
+                    );
+                }
+            }
+            LlmEvent::ToolCallEnd {
+                id, name, input, ..
+            } => {
+                write(
+                    out,
+                    &Chunk::ToolInputAvailable {
+                        tool_call_id: id,
+                        tool_name: name,
+                        input,
+                    },
+                );
+            }
+            LlmEvent::Usage(_) => {} // reported once per step, at its end
+        }
+    }
+
+    /// `"{kind}-{step}-{index}"`: unique within the message, stable for one part.
+    fn part_id(&mut self, kind: &str, index: usize) -> String {
+        use std::fmt::Write;
+        self.id_buf.clear();
+        let _ = write!(self.id_buf, "{kind}-{}-{index}", self.step);
+        self.id_buf.clone()
+    }
+}
+
+fn usage_chunk<'a>(usage: &Usage, model: &'a str, provider: &'a str) -> Chunk<'a> {
+    Chunk::DataUsage {
+        data: UsageData {
+            model,
+            provider,
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+        },
+        transient: true,
+    }
+}
+
+fn message_text(message: &AgentMessage) -> String {
+    match message {
+        AgentMessage::User { content } => content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.kind().to_string(),
+    }
+}
+
+fn write(out: &mut String, chunk: &Chunk<'_>) {
+    out.push_str("data: ");
+    // Serializing plain structs of strings and numbers into a String cannot fail.
+    if let Ok(json) = serde_json::to_string(chunk) {
+        out.push_str(&json);
+    }
+    out.push_str("\n\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{AssistantMessage, ModelRef, ToolCall};
+    use serde_json::json;
+
+    fn chunks(out: &str) -> Vec<Value> {
+        assert!(out.ends_with("data: [DONE]\n\n"));
+        out.split("\n\n")
+            .filter(|c| !c.is_empty() && *c != "data: [DONE]")
+            .map(|c| serde_json::from_str(c.strip_prefix("data: ").unwrap()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_round_trip_is_two_steps_with_the_output_inside_the_first() {
+        let model = ModelRef::parse("openai:gpt-4o").unwrap();
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "current_time".into(),
+            input: json!({}),
+        };
+        let answer = AssistantMessage {
+            content: vec![],
+            stop_reason: StopReason::EndTurn,
+            model: "gpt-4o".into(),
+            provider: "openai".into(),
+            usage: Usage {
+                input_tokens: 5,
+                output_tokens: 2,
+                ..Default::default()
+            },
+        };
+        let output = json!({"utc": "2026-11-21T05:00:00.000Z"});
+        let mut out = String::new();
+        let mut s = UiStream::start("msg-1", &mut out);
+        let events = [
+            AgentEvent::TurnStart {
+                turn: 1,
+                model: &model,
+            },
+            AgentEvent::Llm(&LlmEvent::ToolCallStart {
+                index: 0,
+                id: "c1".into(),
+                name: "current_time".into(),
+            }),
+            AgentEvent::Llm(&LlmEvent::ToolCallDelta {
+                index: 0,
+                delta: "{}".into(),
+            }),
+            AgentEvent::Llm(&LlmEvent::ToolCallEnd {
+                index: 0,
+                id: "c1".into(),
+                name: "current_time".into(),
+                input: json!({}),
+            }),
+            AgentEvent::TurnEnd {
+                turn: 1,
+                message: &answer,
+            },
+            AgentEvent::ToolExecution {
+                call: &call,
+                output: &output,
+                is_error: false,
+                duration_ms: 1,
+            },
+            AgentEvent::TurnStart {
+                turn: 2,
+                model: &model,
+            },
+            AgentEvent::Llm(&LlmEvent::TextStart { index: 0 }),
+            AgentEvent::Llm(&LlmEvent::TextDelta {
+                index: 0,
+                delta: "It is 5.".into(),
+            }),
+            AgentEvent::Llm(&LlmEvent::TextEnd { index: 0 }),
+            AgentEvent::TurnEnd {
+                turn: 2,
+                message: &answer,
+            },
+        ];
+        for e in &events {
+            s.event(e, &mut out);
+        }
+        s.finish(&TurnOutcome::Completed, &mut out);
+        let got = chunks(&out);
+        let types: Vec<&str> = got.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "start",
+                "start-step",
+                "tool-input-start",
+                "tool-input-delta",
+                "tool-input-available",
+                "data-usage",
+                "tool-output-available",
+                "finish-step",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-end",
+                "data-usage",
+                "finish-step",
+                "finish"
+            ]
+        );
+        assert_eq!(got[0], json!({"type": "start", "messageId": "msg-1"}));
+        assert_eq!(
+            got[3],
+            json!({"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{}"})
+        );
+        assert_eq!(
+            got[6],
+            json!({"type": "tool-output-available", "toolCallId": "c1", "output": output})
+        );
+        assert_eq!(
+            got[10],
+            json!({"type": "text-delta", "id": "text-2-0", "delta": "It is 5."})
+        );
+        assert_eq!(got[14], json!({"type": "finish", "finishReason": "stop"}));
+    }
+
+    #[test]
+    fn errors_and_client_tool_pauses_set_the_finish_reason() {
+        let mut out = String::new();
+        let mut s = UiStream::start("m", &mut out);
+        s.event(
+            &AgentEvent::Error {
+                message: "boom".into(),
+                is_retryable: true,
+            },
+            &mut out,
+        );
+        s.finish(
+            &TurnOutcome::Failed {
+                message: "boom".into(),
+                is_retryable: true,
+            },
+            &mut out,
+        );
+        let got = chunks(&out);
+        assert_eq!(got[1], json!({"type": "error", "errorText": "boom"}));
+        assert_eq!(got[2], json!({"type": "finish", "finishReason": "error"}));
+
+        let mut out = String::new();
+        UiStream::start("m", &mut out).finish(&TurnOutcome::AwaitingToolResults(vec![]), &mut out);
+        assert_eq!(chunks(&out)[1]["finishReason"], "tool-calls");
+    }
+}
