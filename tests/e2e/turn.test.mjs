@@ -1,0 +1,229 @@
+// A turn end to end: the wasm Worker under `wrangler dev`, loopback Anthropic and OpenAI servers.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { anthropicLoopback, api, freshPersistDir, openaiLoopback, readUiStream, shape, startWorker } from "./harness.mjs";
+
+let anthropic, openai, worker, persistDir, vars;
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  openai = await openaiLoopback();
+  persistDir = freshPersistDir();
+  vars = {
+    ANTHROPIC_BASE_URL: anthropic.url,
+    ANTHROPIC_API_KEY: "sk-ant-loopback",
+    OPENAI_BASE_URL: `${openai.url}/v1`,
+    OPENAI_API_KEY: "sk-loopback",
+    DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
+  };
+  worker = await startWorker({ persistDir, vars });
+});
+
+after(async () => {
+  await worker?.stop();
+  await anthropic?.close();
+  await openai?.close();
+});
+
+async function createConversation(body = {}) {
+  const r = await api(worker.url, "POST", "/v1/conversations", body);
+  assert.equal(r.status, 201, await r.clone().text());
+  return (await r.json()).id;
+}
+
+async function history(id) {
+  const r = await api(worker.url, "GET", `/v1/conversations/${id}/messages`);
+  assert.equal(r.status, 200);
+  return (await r.json()).messages;
+}
+
+const textOf = (chunks) => chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join("");
+
+/** Waits until `provider` has received `n` requests. */
+async function untilRequests(provider, n) {
+  const deadline = Date.now() + 20_000;
+  while (provider.requests.length < n) {
+    if (Date.now() > deadline) throw new Error(`provider saw ${provider.requests.length} requests, expected ${n}\n${worker.log().slice(-3000)}`);
+    await sleep(20);
+  }
+}
+
+describe("bad input", () => {
+  test("an unknown conversation is a 404 JSON error on every conversation route", async () => {
+    for (const [method, path, body] of [
+      ["POST", "/v1/conversations/nope/messages", { message: "hi" }],
+      ["GET", "/v1/conversations/nope/messages"],
+      ["GET", "/v1/conversations/nope"],
+    ]) {
+      const r = await api(worker.url, method, path, body);
+      assert.equal(r.status, 404, `${method} ${path}`);
+      assert.match(r.headers.get("content-type"), /application\/json/);
+      const json = await r.json();
+      assert.equal(json.error.code, "not_found");
+      assert.match(json.error.message, /nope/);
+    }
+  });
+
+  test("a malformed JSON body is a 400 JSON error and leaves the conversation usable", async () => {
+    const id = await createConversation();
+    const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, '{"message": "hi"');
+    assert.equal(r.status, 400);
+    const json = await r.json();
+    assert.equal(json.error.code, "bad_request");
+    assert.match(json.error.message, /not valid JSON/);
+    const missing = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { text: "hi" });
+    assert.equal(missing.status, 400);
+    assert.match((await missing.json()).error.message, /`message` is required/);
+    assert.deepEqual(await history(id), []);
+    const bad = await api(worker.url, "POST", "/v1/conversations", { model: "gpt-4o" });
+    assert.equal(bad.status, 400);
+    assert.match((await bad.json()).error.message, /provider:model/);
+  });
+});
+
+for (const provider of ["anthropic", "openai"]) {
+  describe(`a current_time round trip through the ${provider} wire format`, () => {
+    let id, chunks, stored;
+
+    test("streams start, two steps, text, tool input and output, finish, [DONE]", async () => {
+      const loop = provider === "anthropic" ? anthropic : openai;
+      const before = loop.requests.length;
+      loop.script(
+        { text: "Let me look at the clock ⏰.", tools: [{ id: "toolu_01TimeA", name: "current_time", input: {} }] },
+        { text: "Grüße 👋: it is morning in UTC." },
+      );
+      id = await createConversation({ model: `${provider}:model-under-test`, system: "You are terse." });
+      const started = Date.now();
+      const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "What time is it?" });
+      const stream = await readUiStream(r);
+      chunks = stream.chunks;
+      assert.equal(stream.headers.protocol, "v1");
+      assert.match(stream.headers.type, /^text\/event-stream/);
+      assert.deepEqual(shape(chunks), [
+        "start",
+        "start-step", "text-start", "text-delta*", "text-end",
+        "tool-input-start", "tool-input-delta*", "tool-input-available", "data-usage", "tool-output-available", "finish-step",
+        "start-step", "text-start", "text-delta*", "text-end", "data-usage", "finish-step",
+        "finish",
+      ]);
+      assert.equal(textOf(chunks), "Let me look at the clock ⏰.Grüße 👋: it is morning in UTC.");
+      const input = chunks.find((c) => c.type === "tool-input-available");
+      assert.deepEqual(input, { type: "tool-input-available", toolCallId: "toolu_01TimeA", toolName: "current_time", input: {} });
+      const output = chunks.find((c) => c.type === "tool-output-available");
+      assert.equal(output.toolCallId, "toolu_01TimeA");
+      assert.ok(Math.abs(output.output.unix_ms - started) < 60_000, `the tool really ran now: ${JSON.stringify(output)}`);
+      assert.equal(new Date(output.output.unix_ms).toISOString(), output.output.utc);
+      assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "stop" });
+      const usage = chunks.find((c) => c.type === "data-usage");
+      assert.equal(usage.data.provider, provider);
+      assert.ok(usage.data.inputTokens > 0);
+
+      // What the provider was sent: the system prompt, the tool, and then the tool's result.
+      const [first, second] = loop.requests.slice(before);
+      assert.equal(loop.requests.length - before, 2);
+      assert.equal(first.body.model, "model-under-test");
+      assert.equal(first.body.stream, true);
+      if (provider === "anthropic") {
+        assert.equal(first.headers["x-api-key"], "sk-ant-loopback");
+        assert.equal(first.body.system, "You are terse.");
+        assert.equal(first.body.tools[0].name, "current_time");
+        const results = second.body.messages.at(-1);
+        assert.equal(results.role, "user");
+        assert.equal(results.content[0].type, "tool_result");
+        assert.equal(results.content[0].tool_use_id, "toolu_01TimeA");
+        assert.equal(JSON.parse(results.content[0].content).utc, output.output.utc);
+      } else {
+        assert.equal(first.headers.authorization, "Bearer sk-loopback");
+        assert.deepEqual(first.body.messages[0], { role: "system", content: "You are terse." });
+        assert.equal(first.body.tools[0].function.name, "current_time");
+        const result = second.body.messages.at(-1);
+        assert.equal(result.role, "tool");
+        assert.equal(result.tool_call_id, "toolu_01TimeA");
+        assert.equal(JSON.parse(result.content).utc, output.output.utc);
+      }
+    });
+
+    test("the history in D1 holds every message in order", async () => {
+      stored = await history(id);
+      assert.deepEqual(stored.map((m) => m.kind), ["user", "assistant", "tool_result", "assistant"]);
+      assert.deepEqual(stored.map((m) => m.seq), [1, 2, 3, 4]);
+      assert.deepEqual(stored[0].content, [{ type: "text", text: "What time is it?" }]);
+      assert.equal(stored[1].provider, provider);
+      assert.equal(stored[1].model, "model-under-test");
+      assert.equal(stored[1].stop_reason, "tool_use");
+      assert.deepEqual(stored[1].content[1], { type: "tool_use", id: "toolu_01TimeA", name: "current_time", input: {} });
+      assert.equal(stored[2].tool_call_id, "toolu_01TimeA");
+      assert.equal(stored[2].is_error, false);
+      assert.equal(stored[3].content[0].text, "Grüße 👋: it is morning in UTC.");
+      assert.equal(stored[3].stop_reason, "end_turn");
+    });
+
+    test("the history is the same after wrangler dev restarts on the same state", async () => {
+      await worker.stop();
+      worker = await startWorker({ persistDir, vars });
+      assert.deepEqual(await history(id), stored);
+    });
+  });
+}
+
+describe("messages sent while a turn runs", () => {
+  test("a second POST is queued (202) and injected before the next tool call, which is skipped", async () => {
+    anthropic.script(
+      { text: "Checking the clock, slowly.", tools: [{ id: "toolu_slow", name: "current_time", input: {} }], gapMs: 4 },
+      { text: "You changed the subject: fine." },
+    );
+    const id = await createConversation({ model: "anthropic:claude-sonnet-4-5" });
+    const before = anthropic.requests.length;
+    const running = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "What time is it?" });
+    await untilRequests(anthropic, before + 1);
+    const queued = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Never mind, tell me a joke." });
+    assert.equal(queued.status, 202);
+    assert.deepEqual(await queued.json(), { queued: "steering", position: 1 });
+
+    const { chunks } = await readUiStream(await running);
+    const skipped = chunks.find((c) => c.type === "tool-output-error");
+    assert.deepEqual(skipped, { type: "tool-output-error", toolCallId: "toolu_slow", errorText: "skipped: the user sent a new message" });
+    assert.ok(!chunks.some((c) => c.type === "tool-output-available"), "the skipped tool did not run");
+    const steering = chunks.find((c) => c.type === "data-steering");
+    assert.deepEqual(steering.data, { skippedToolCallIds: ["toolu_slow"], messages: ["Never mind, tell me a joke."] });
+    assert.equal(textOf(chunks), "Checking the clock, slowly.You changed the subject: fine.");
+
+    // The model's second call saw the skipped result and then the new message.
+    const second = anthropic.requests[before + 1].body.messages.at(-1);
+    assert.deepEqual(second.content, [
+      { type: "tool_result", tool_use_id: "toolu_slow", content: "skipped: the user sent a new message", is_error: true },
+      { type: "text", text: "Never mind, tell me a joke." },
+    ]);
+    const stored = await history(id);
+    assert.deepEqual(stored.map((m) => m.kind), ["user", "assistant", "tool_result", "user", "assistant"]);
+    assert.equal(stored[3].content[0].text, "Never mind, tell me a joke.");
+
+    // The turn released its lease: the conversation takes a new turn at once.
+    anthropic.script({ text: "Here is another." });
+    const next = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Another one." }));
+    assert.equal(textOf(next.chunks), "Here is another.");
+    const status = await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json();
+    assert.equal(status.status, "idle");
+    assert.equal(status.queued, 0);
+  });
+
+  test("a message queued while a text-only answer streams is answered before the turn ends", async () => {
+    anthropic.script(
+      { text: "A long answer that takes a while to stream out to the client.", gapMs: 4 },
+      { text: "And now your follow-up." },
+    );
+    const id = await createConversation();
+    const before = anthropic.requests.length;
+    const running = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Tell me something." });
+    await untilRequests(anthropic, before + 1);
+    const queued = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: [{ type: "text", text: "Also this." }] });
+    assert.equal(queued.status, 202);
+    const { chunks } = await readUiStream(await running);
+    assert.equal(chunks.filter((c) => c.type === "start-step").length, 2);
+    assert.equal(textOf(chunks), "A long answer that takes a while to stream out to the client.And now your follow-up.");
+    assert.deepEqual((await history(id)).map((m) => m.kind), ["user", "assistant", "user", "assistant"]);
+    assert.equal(anthropic.requests[before + 1].body.messages.at(-1).content[0].text, "Also this.");
+  });
+});
