@@ -27,4 +27,4 @@ scripts/build.sh
 
 step "end-to-end tests (wasm under wrangler dev, loopback providers, local model)"
 . scripts/env.sh
-"$NODE" --test --test-concurrency=1 tests/e2e/
+"$NODE" --test --test-concurrency=1 tests/e2e/*.test.mjs

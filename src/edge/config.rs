@@ -16,6 +16,9 @@ pub struct Config {
     pub openai_base_url: Option<String>,
     pub max_llm_calls: u32,
     pub max_tokens: u32,
+    /// How long a turn's lease lives without renewal; a dead turn frees its conversation after
+    /// this long.
+    pub lease_ttl_ms: u32,
 }
 
 impl Config {
@@ -36,6 +39,7 @@ impl Config {
             openai_base_url: url(&get, "OPENAI_BASE_URL")?,
             max_llm_calls: number(&get, "MAX_LLM_CALLS", 10, 1..=100)?,
             max_tokens: number(&get, "MAX_OUTPUT_TOKENS", 4096, 1..=200_000)?,
+            lease_ttl_ms: number(&get, "LEASE_TTL_MS", 30_000, 1_000..=600_000)?,
         })
     }
 }

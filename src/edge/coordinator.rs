@@ -10,10 +10,6 @@ use crate::agent::AgentMessage;
 
 pub const BINDING: &str = "CONVERSATIONS";
 
-/// How long a lease lives without renewal. A turn renews it whenever it touches the
-/// coordinator and while it streams; a turn that dies frees the conversation after this.
-pub const LEASE_TTL_MS: i64 = 30_000;
-
 #[derive(Serialize, Deserialize)]
 pub struct Submit {
     pub turn_id: String,
@@ -63,12 +59,22 @@ pub struct Status {
 /// The coordinator of one conversation.
 pub struct Coordinator {
     stub: Stub,
+    /// How long a lease lives without renewal. A turn renews it whenever it touches the
+    /// coordinator and while it streams; a turn that dies frees the conversation after this.
+    pub lease_ttl_ms: i64,
 }
 
 impl Coordinator {
-    pub fn for_conversation(env: &Env, conversation_id: &str) -> Result<Self, ApiError> {
+    pub fn for_conversation(
+        env: &Env,
+        conversation_id: &str,
+        lease_ttl_ms: u32,
+    ) -> Result<Self, ApiError> {
         let stub = env.durable_object(BINDING)?.get_by_name(conversation_id)?;
-        Ok(Self { stub })
+        Ok(Self {
+            stub,
+            lease_ttl_ms: lease_ttl_ms.into(),
+        })
     }
 
     pub async fn submit(
@@ -82,7 +88,7 @@ impl Coordinator {
             &Submit {
                 turn_id: turn_id.into(),
                 message,
-                ttl_ms: LEASE_TTL_MS,
+                ttl_ms: self.lease_ttl_ms,
             },
         )
         .await
@@ -95,7 +101,7 @@ impl Coordinator {
                 &Drain {
                     turn_id: turn_id.into(),
                     at_end,
-                    ttl_ms: LEASE_TTL_MS,
+                    ttl_ms: self.lease_ttl_ms,
                 },
             )
             .await?;
@@ -112,7 +118,7 @@ impl Coordinator {
                 "renew",
                 &Renew {
                     turn_id: turn_id.into(),
-                    ttl_ms: LEASE_TTL_MS,
+                    ttl_ms: self.lease_ttl_ms,
                 },
             )
             .await?;

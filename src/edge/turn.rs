@@ -9,7 +9,7 @@ use futures::channel::mpsc;
 use worker::{console_error, console_warn, Context, Response};
 
 use super::config::Config;
-use super::coordinator::{Coordinator, LEASE_TTL_MS};
+use super::coordinator::Coordinator;
 use super::error::ApiError;
 use super::fetch::FetchTransport;
 use super::store::{Conversation, Store};
@@ -51,6 +51,7 @@ pub struct Turn {
     pub config: Config,
     pub store: Rc<Store>,
     pub coordinator: Rc<Coordinator>,
+    pub provider: Rc<dyn Provider>,
 }
 
 impl Turn {
@@ -62,17 +63,6 @@ impl Turn {
         ctx: &Context,
         incoming: Vec<AgentMessage>,
     ) -> Result<Response, ApiError> {
-        let model = match &self.conversation.model {
-            Some(id) => ModelRef::parse(id).map_err(|e| ApiError::BadRequest(e.to_string()))?,
-            None => self.config.default_model.clone(),
-        };
-        let provider = match provider_for(&self.config, &model) {
-            Ok(p) => p,
-            Err(e) => {
-                self.release().await;
-                return Err(ApiError::BadRequest(e.to_string()));
-            }
-        };
         let stored = async {
             let mut history = self.store.history(&self.conversation.id).await?;
             for message in incoming {
@@ -94,7 +84,7 @@ impl Turn {
 
         let (tx, rx) = mpsc::unbounded::<Vec<u8>>();
         let message_id = new_id()?;
-        ctx.wait_until(async move { self.run(provider, history, message_id, tx).await });
+        ctx.wait_until(async move { self.run(history, message_id, tx).await });
         let headers = worker::Headers::new();
         for (name, value) in HEADERS {
             headers.set(name, value)?;
@@ -107,7 +97,6 @@ impl Turn {
 
     async fn run(
         self,
-        provider: Rc<dyn Provider>,
         history: Vec<AgentMessage>,
         message_id: String,
         tx: mpsc::UnboundedSender<Vec<u8>>,
@@ -137,7 +126,7 @@ impl Turn {
         };
         send(&mut out);
         let outcome = run_agent_turn(
-            &FixedProvider(provider),
+            &FixedProvider(self.provider.clone()),
             &mut state,
             &tools,
             None,
@@ -146,7 +135,7 @@ impl Turn {
                 ui.event(&event, &mut out);
                 send(&mut out);
                 // Long generations must not let the lease lapse under a live turn.
-                if now_ms() - last_renewal.get() > LEASE_TTL_MS / 3 {
+                if now_ms() - last_renewal.get() > self.coordinator.lease_ttl_ms / 3 {
                     last_renewal.set(now_ms());
                     let coordinator = self.coordinator.clone();
                     let turn_id = self.id.clone();

@@ -60,6 +60,13 @@ export async function startWorker({ persistDir, vars = {} }) {
   return {
     url,
     log: () => log,
+    /** Kills workerd outright, as a crash would: running turns die without cleaning up. */
+    async kill() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.on("exit", r));
+      try { process.kill(-child.pid, "SIGKILL"); } catch {}
+      await exited;
+    },
     async stop() {
       if (child.exitCode !== null) return;
       const exited = new Promise((r) => child.on("exit", r));
@@ -86,6 +93,7 @@ async function writeAwkwardly(res, body, rand, gapMs) {
   const bytes = Buffer.from(body, "utf8");
   let i = 0;
   while (i < bytes.length) {
+    if (res.destroyed) return; // the Worker went away mid-stream
     const n = 1 + Math.floor(rand() * 9);
     res.write(bytes.subarray(i, i + n));
     i += n;
@@ -109,6 +117,7 @@ function loopback(name, render) {
       res.end(JSON.stringify({ error: { message: `${name} loopback: script ran out` } }));
       return;
     }
+    res.on("error", () => {});
     res.socket.setNoDelay(true);
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
     const rand = prng(seed++);

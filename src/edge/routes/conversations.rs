@@ -54,7 +54,9 @@ pub async fn get(env: &Env, id: &str) -> Result<Response, ApiError> {
         .conversation(ANONYMOUS, id)
         .await?
         .ok_or_else(|| not_found(id))?;
-    let status = Coordinator::for_conversation(env, id)?.status().await?;
+    let status = Coordinator::for_conversation(env, id, config(env)?.lease_ttl_ms)?
+        .status()
+        .await?;
     let mut body = serde_json::to_value(&conversation)?;
     if let Value::Object(map) = &mut body {
         let state = if status.running { "running" } else { "idle" };

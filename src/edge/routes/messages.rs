@@ -11,9 +11,9 @@ use crate::agent::AgentMessage;
 use crate::edge::coordinator::{Coordinator, Submitted};
 use crate::edge::error::ApiError;
 use crate::edge::store::Store;
-use crate::edge::turn::Turn;
+use crate::edge::turn::{provider_for, Turn};
 use crate::edge::{config, json_body, json_response, new_id, ANONYMOUS};
-use crate::llm::ContentBlock;
+use crate::llm::{ContentBlock, ModelRef};
 
 /// Longest user message accepted, in bytes.
 const MAX_MESSAGE_BYTES: usize = 100_000;
@@ -77,7 +77,15 @@ pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Re
         .await?
         .ok_or_else(|| not_found(id))?;
     let config = config(env)?;
-    let coordinator = Rc::new(Coordinator::for_conversation(env, id)?);
+    // Resolve the provider before touching the queue: once a turn takes the lease it also takes
+    // any messages a dead turn left queued, and nothing after that may fail on configuration.
+    let model = match &conversation.model {
+        Some(model) => ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        None => config.default_model.clone(),
+    };
+    let provider =
+        provider_for(&config, &model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
     let turn_id = new_id()?;
     match coordinator.submit(&turn_id, &message).await? {
         Submitted::Queued { position } => json_response(
@@ -85,10 +93,17 @@ pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Re
             &serde_json::json!({"queued": "steering", "position": position}),
         ),
         Submitted::Acquired { stranded } => {
-            let mut incoming = Vec::with_capacity(stranded.len() + 1);
-            for m in stranded {
-                incoming.push(serde_json::from_str::<AgentMessage>(&m)?);
-            }
+            // Messages a dead turn left queued go first, in the order they were sent.
+            let mut incoming: Vec<AgentMessage> = stranded
+                .iter()
+                .filter_map(|m| match serde_json::from_str(m) {
+                    Ok(message) => Some(message),
+                    Err(e) => {
+                        worker::console_error!("dropping an unreadable queued message: {e}: {m}");
+                        None
+                    }
+                })
+                .collect();
             incoming.push(message);
             let turn = Turn {
                 id: turn_id,
@@ -96,6 +111,7 @@ pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Re
                 config,
                 store,
                 coordinator,
+                provider,
             };
             turn.start(ctx, incoming).await
         }
