@@ -1,28 +1,57 @@
-//! Errors of Layer 1, each knowing whether trying again can help.
+//! Errors of Layer 1, each knowing whether trying again can help and, where the provider said
+//! so, how long to wait.
 
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum LlmError {
-    /// The provider answered with a non-success HTTP status.
-    #[error("{provider} answered HTTP {status}: {message}")]
-    Http {
+    /// HTTP 429, or a `rate_limit_error` mid-stream.
+    #[error("{provider} rate-limited the request: {message}")]
+    RateLimited {
+        provider: String,
+        message: String,
+        retry_after_ms: Option<u64>,
+    },
+    /// HTTP 529/503, or an `overloaded_error` mid-stream.
+    #[error("{provider} is overloaded: {message}")]
+    Overloaded {
+        provider: String,
+        message: String,
+        retry_after_ms: Option<u64>,
+    },
+    /// Any other 5xx, or a server-side error reported mid-stream.
+    #[error("{provider} had a server error{}: {message}", status.map(|s| format!(" (HTTP {s})")).unwrap_or_default())]
+    Server {
+        provider: String,
+        status: Option<u16>,
+        message: String,
+    },
+    /// The request never got an answer (DNS, refused, reset, dropped mid-stream).
+    #[error("could not reach {provider}: {message}")]
+    Network { provider: String, message: String },
+    /// HTTP 408/504, or our own deadline.
+    #[error("{provider} did not answer in time: {message}")]
+    Timeout { provider: String, message: String },
+    /// The provider rejected the request as malformed (4xx not covered below).
+    #[error("{provider} rejected the request (HTTP {status}): {message}")]
+    BadRequest {
         provider: String,
         status: u16,
         message: String,
-        /// How long the provider asked us to wait, from `retry-after` / `retry-after-ms`.
-        retry_after_ms: Option<u64>,
     },
-    /// The request never got an answer (DNS, connection refused, reset).
-    #[error("could not reach {provider}: {message}")]
-    Network { provider: String, message: String },
-    /// The provider sent an error inside an otherwise successful stream.
-    #[error("{provider} reported {kind} mid-stream: {message}")]
-    Stream {
+    /// HTTP 401/403: a missing, wrong or unauthorised key.
+    #[error("{provider} refused the credentials (HTTP {status}): {message}; check the API key")]
+    Auth {
         provider: String,
-        kind: String,
+        status: u16,
         message: String,
     },
+    /// The prompt does not fit the model's context window.
+    #[error("the conversation is too long for {provider}: {message}")]
+    ContextLengthExceeded { provider: String, message: String },
+    /// The provider refused the content (safety filters).
+    #[error("{provider} filtered the content: {message}")]
+    ContentFiltered { provider: String, message: String },
     /// The stream carried something that is not the provider's format.
     #[error("could not decode the {provider} stream: {message}")]
     Decode { provider: String, message: String },
@@ -37,55 +66,250 @@ pub enum LlmError {
 impl LlmError {
     /// Whether the same request may succeed if sent again.
     pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            LlmError::RateLimited { .. }
+                | LlmError::Overloaded { .. }
+                | LlmError::Server { .. }
+                | LlmError::Network { .. }
+                | LlmError::Timeout { .. }
+                | LlmError::Truncated { .. }
+        )
+    }
+
+    /// A stable snake_case name for the kind, for logs and API error codes.
+    pub fn kind(&self) -> &'static str {
         match self {
-            LlmError::Http { status, .. } => {
-                matches!(status, 408 | 409 | 429 | 500..=599)
-            }
-            LlmError::Network { .. } | LlmError::Truncated { .. } => true,
-            LlmError::Stream { kind, .. } => matches!(
-                kind.as_str(),
-                "overloaded_error" | "api_error" | "rate_limit_error" | "server_error"
-            ),
-            LlmError::Decode { .. } | LlmError::Config(_) => false,
+            LlmError::RateLimited { .. } => "rate_limited",
+            LlmError::Overloaded { .. } => "overloaded",
+            LlmError::Server { .. } => "server_error",
+            LlmError::Network { .. } => "network",
+            LlmError::Timeout { .. } => "timeout",
+            LlmError::BadRequest { .. } => "bad_request",
+            LlmError::Auth { .. } => "auth",
+            LlmError::ContextLengthExceeded { .. } => "context_length_exceeded",
+            LlmError::ContentFiltered { .. } => "content_filtered",
+            LlmError::Decode { .. } => "decode",
+            LlmError::Truncated { .. } => "truncated",
+            LlmError::Config(_) => "config",
         }
     }
 
     /// How long to wait before retrying, when the provider said so.
     pub fn retry_after_ms(&self) -> Option<u64> {
         match self {
-            LlmError::Http { retry_after_ms, .. } => *retry_after_ms,
+            LlmError::RateLimited { retry_after_ms, .. }
+            | LlmError::Overloaded { retry_after_ms, .. } => *retry_after_ms,
             _ => None,
         }
     }
+
+    /// Classifies a non-2xx answer from its status and the provider's message.
+    pub fn from_http(provider: &str, status: u16, message: String, retry_after_ms: Option<u64>) -> Self {
+        let provider = provider.to_string();
+        let lower = message.to_ascii_lowercase();
+        match status {
+            429 => LlmError::RateLimited {
+                provider,
+                message,
+                retry_after_ms,
+            },
+            503 | 529 => LlmError::Overloaded {
+                provider,
+                message,
+                retry_after_ms,
+            },
+            408 | 504 => LlmError::Timeout { provider, message },
+            500..=599 => LlmError::Server {
+                provider,
+                status: Some(status),
+                message,
+            },
+            401 | 403 => LlmError::Auth {
+                provider,
+                status,
+                message,
+            },
+            _ if mentions_context_length(&lower) => {
+                LlmError::ContextLengthExceeded { provider, message }
+            }
+            _ if mentions_content_filter(&lower) => LlmError::ContentFiltered { provider, message },
+            _ => LlmError::BadRequest {
+                provider,
+                status,
+                message,
+            },
+        }
+    }
+
+    /// Classifies an error the provider reported inside a stream, by its type name.
+    pub fn from_stream(provider: &str, kind: &str, message: String) -> Self {
+        let provider = provider.to_string();
+        let lower = message.to_ascii_lowercase();
+        match kind {
+            "overloaded_error" | "overloaded" => LlmError::Overloaded {
+                provider,
+                message,
+                retry_after_ms: None,
+            },
+            "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" => {
+                LlmError::RateLimited {
+                    provider,
+                    message,
+                    retry_after_ms: None,
+                }
+            }
+            "authentication_error" | "permission_error" => LlmError::Auth {
+                provider,
+                status: 401,
+                message,
+            },
+            _ if mentions_context_length(&lower) => {
+                LlmError::ContextLengthExceeded { provider, message }
+            }
+            "invalid_request_error" | "INVALID_ARGUMENT" => LlmError::BadRequest {
+                provider,
+                status: 400,
+                message,
+            },
+            _ => LlmError::Server {
+                provider,
+                status: None,
+                message,
+            },
+        }
+    }
+}
+
+fn mentions_context_length(lower: &str) -> bool {
+    [
+        "context length",
+        "context_length",
+        "context window",
+        "prompt is too long",
+        "too many tokens",
+        "maximum context",
+        "input is too long",
+        "exceeds the maximum number of tokens",
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
+}
+
+fn mentions_content_filter(lower: &str) -> bool {
+    ["content_filter", "content filter", "content management policy", "safety"]
+        .iter()
+        .any(|p| lower.contains(p))
+}
+
+/// The wait a provider asked for, from (in order) `retry-after-ms`, `retry-after` (seconds),
+/// and OpenAI's `x-ratelimit-reset-requests` / `-tokens` (durations such as `1s`, `6m0s`,
+/// `20ms`). `header` looks a header up by lower-case name.
+pub fn retry_after_ms<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Option<u64> {
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        return Some(ms.max(0.0) as u64);
+    }
+    if let Some(s) = header("retry-after").and_then(|v| v.trim().parse::<f64>().ok()) {
+        return Some((s.max(0.0) * 1000.0) as u64);
+    }
+    ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
+        .iter()
+        .filter_map(|name| header(name).and_then(parse_duration_ms))
+        .max()
+}
+
+/// `1h2m3.5s`, `6m0s`, `20ms`, `0.5s` → milliseconds.
+fn parse_duration_ms(text: &str) -> Option<u64> {
+    let mut total = 0.0;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (factor, unit_len) = if rest.starts_with("ms") {
+            (1.0, 2)
+        } else if rest.starts_with('h') {
+            (3_600_000.0, 1)
+        } else if rest.starts_with('m') {
+            (60_000.0, 1)
+        } else if rest.starts_with('s') {
+            (1000.0, 1)
+        } else {
+            return None;
+        };
+        total += value * factor;
+        rest = &rest[unit_len..];
+    }
+    Some(total as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn http(status: u16) -> LlmError {
-        LlmError::Http {
-            provider: "p".into(),
-            status,
-            message: String::new(),
-            retry_after_ms: None,
-        }
+    #[test]
+    fn http_statuses_map_to_kinds_and_retryability() {
+        let kinds: Vec<(u16, &str, bool)> = [
+            (429, "slow down"),
+            (529, "Overloaded"),
+            (503, "unavailable"),
+            (500, "oops"),
+            (504, "gateway timeout"),
+            (401, "invalid x-api-key"),
+            (400, "prompt is too long: 210000 tokens > 200000 maximum"),
+            (400, "This model's maximum context length is 128000 tokens"),
+            (400, "The response was filtered due to the prompt triggering Azure OpenAI's content management policy"),
+            (400, "messages: roles must alternate"),
+            (404, "model not found"),
+        ]
+        .into_iter()
+        .map(|(status, message)| {
+            let e = LlmError::from_http("p", status, message.to_string(), None);
+            (status, e.kind(), e.is_retryable())
+        })
+        .collect();
+        assert_eq!(
+            kinds,
+            [
+                (429, "rate_limited", true),
+                (529, "overloaded", true),
+                (503, "overloaded", true),
+                (500, "server_error", true),
+                (504, "timeout", true),
+                (401, "auth", false),
+                (400, "context_length_exceeded", false),
+                (400, "context_length_exceeded", false),
+                (400, "content_filtered", false),
+                (400, "bad_request", false),
+                (404, "bad_request", false),
+            ]
+        );
     }
 
     #[test]
-    fn rate_limits_overload_and_server_errors_are_retryable() {
-        for status in [429, 500, 502, 503, 529] {
-            assert!(http(status).is_retryable(), "{status}");
-        }
-        for status in [400, 401, 403, 404, 413] {
-            assert!(!http(status).is_retryable(), "{status}");
-        }
-        let overloaded = LlmError::Stream {
-            provider: "anthropic".into(),
-            kind: "overloaded_error".into(),
-            message: "Overloaded".into(),
-        };
+    fn mid_stream_kinds() {
+        let overloaded = LlmError::from_stream("anthropic", "overloaded_error", "Overloaded".into());
+        assert!(matches!(overloaded, LlmError::Overloaded { .. }));
         assert!(overloaded.is_retryable());
-        assert!(!LlmError::Config("x".into()).is_retryable());
+        assert!(!LlmError::from_stream("openai", "invalid_request_error", "bad".into()).is_retryable());
+        assert!(LlmError::from_stream("openai", "server_error", "x".into()).is_retryable());
+    }
+
+    #[test]
+    fn wait_hints_from_headers() {
+        let from = |pairs: &'static [(&'static str, &'static str)]| {
+            retry_after_ms(|name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| *v))
+        };
+        assert_eq!(from(&[("retry-after", "7")]), Some(7000));
+        assert_eq!(from(&[("retry-after-ms", "250"), ("retry-after", "7")]), Some(250));
+        assert_eq!(from(&[("x-ratelimit-reset-requests", "6m0s"), ("x-ratelimit-reset-tokens", "20ms")]), Some(360_000));
+        assert_eq!(from(&[("x-ratelimit-reset-tokens", "1.5s")]), Some(1500));
+        assert_eq!(from(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]), None);
+        assert_eq!(from(&[]), None);
     }
 }

@@ -140,7 +140,7 @@ pub(crate) async fn stream_sse(
 
 /// Turns a non-2xx answer into an error carrying the provider's own message and its wait hint.
 async fn http_error(provider: &str, mut response: super::HttpResponse) -> LlmError {
-    let retry_after_ms = retry_after_ms(&response);
+    let retry_after_ms = super::error::retry_after_ms(|name| response.header(name));
     let mut body = Vec::new();
     // An error body is small; cap it so a misbehaving server cannot make us buffer forever.
     while let Some(Ok(chunk)) = response.body.next().await {
@@ -150,12 +150,7 @@ async fn http_error(provider: &str, mut response: super::HttpResponse) -> LlmErr
         }
     }
     let text = String::from_utf8_lossy(&body);
-    LlmError::Http {
-        provider: provider.to_string(),
-        status: response.status,
-        message: error_message(&text),
-        retry_after_ms,
-    }
+    LlmError::from_http(provider, response.status, error_message(&text), retry_after_ms)
 }
 
 /// The human part of a provider error body: `{"error": {"message": ...}}` (Anthropic, OpenAI,
@@ -179,19 +174,6 @@ pub(crate) fn error_message(body: &str) -> String {
     } else {
         trimmed.chars().take(500).collect()
     }
-}
-
-fn retry_after_ms(response: &super::HttpResponse) -> Option<u64> {
-    if let Some(ms) = response
-        .header("retry-after-ms")
-        .and_then(|v| v.trim().parse::<f64>().ok())
-    {
-        return Some(ms.max(0.0) as u64);
-    }
-    response
-        .header("retry-after")
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|s| (s.max(0.0) * 1000.0) as u64)
 }
 
 /// A call that failed before any request went out.

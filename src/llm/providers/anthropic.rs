@@ -276,11 +276,11 @@ impl SseDecode for Decoder {
             }
             wire::Event::MessageStop => return Ok(Flow::Done),
             wire::Event::Error { error } => {
-                return Err(LlmError::Stream {
-                    provider: "anthropic".to_string(),
-                    kind: error.kind.into_owned(),
-                    message: error.message.into_owned(),
-                })
+                return Err(LlmError::from_stream(
+                    "anthropic",
+                    &error.kind,
+                    error.message.into_owned(),
+                ))
             }
             wire::Event::Ping | wire::Event::Unknown => {}
         }
@@ -587,10 +587,10 @@ mod tests {
         let error = c.error.unwrap();
         assert_eq!(
             error,
-            LlmError::Stream {
+            LlmError::Overloaded {
                 provider: "anthropic".into(),
-                kind: "overloaded_error".into(),
-                message: "Overloaded".into()
+                message: "Overloaded".into(),
+                retry_after_ms: None
             }
         );
         assert!(error.is_retryable());
@@ -628,9 +628,8 @@ mod tests {
         let error = c.error.unwrap();
         assert_eq!(
             error,
-            LlmError::Http {
+            LlmError::RateLimited {
                 provider: "anthropic".into(),
-                status: 429,
                 message: "Number of requests has exceeded your rate limit".into(),
                 retry_after_ms: Some(7000)
             }

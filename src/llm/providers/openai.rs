@@ -218,14 +218,15 @@ impl SseDecode for Decoder {
             message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
         })?;
         if let Some(error) = chunk.error {
-            return Err(LlmError::Stream {
-                provider: "openai".to_string(),
-                kind: error
-                    .kind
-                    .or(error.code.map(|c| c.to_string()))
-                    .unwrap_or_else(|| "error".to_string()),
-                message: error.message.unwrap_or_default(),
-            });
+            let kind = error
+                .kind
+                .or(error.code.and_then(|c| c.as_str().map(str::to_string)))
+                .unwrap_or_default();
+            return Err(LlmError::from_stream(
+                "openai",
+                &kind,
+                error.message.unwrap_or_default(),
+            ));
         }
         // Only the first choice is used (we never ask for n > 1).
         if let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) {
@@ -567,7 +568,7 @@ mod tests {
         assert_eq!(c.message.text(), "Hello");
         assert_eq!(c.message.stop_reason, StopReason::Error);
         let error = c.error.unwrap();
-        assert!(matches!(&error, LlmError::Stream { kind, .. } if kind == "server_error"));
+        assert!(matches!(&error, LlmError::Server { status: None, message, .. } if message.starts_with("The server had an error")));
         assert!(error.is_retryable());
     }
 
