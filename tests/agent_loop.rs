@@ -98,6 +98,7 @@ impl Provider for Scripted {
                 id: id.to_string(),
                 name: name.to_string(),
                 input: input.clone(),
+                signature: None,
             }));
         }
         let usage = Usage {

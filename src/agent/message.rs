@@ -98,6 +98,7 @@ mod tests {
                         id: "c1".into(),
                         name: "current_time".into(),
                         input: serde_json::json!({}),
+                        signature: None,
                     }),
                 ],
                 stop_reason: StopReason::Other("weird".into()),

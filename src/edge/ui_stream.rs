@@ -400,6 +400,7 @@ mod tests {
             id: "c1".into(),
             name: "current_time".into(),
             input: json!({}),
+            signature: None,
         };
         let answer = AssistantMessage {
             content: vec![],

@@ -105,7 +105,12 @@ impl LlmError {
     }
 
     /// Classifies a non-2xx answer from its status and the provider's message.
-    pub fn from_http(provider: &str, status: u16, message: String, retry_after_ms: Option<u64>) -> Self {
+    pub fn from_http(
+        provider: &str,
+        status: u16,
+        message: String,
+        retry_after_ms: Option<u64>,
+    ) -> Self {
         let provider = provider.to_string();
         let lower = message.to_ascii_lowercase();
         match status {
@@ -197,9 +202,14 @@ fn mentions_context_length(lower: &str) -> bool {
 }
 
 fn mentions_content_filter(lower: &str) -> bool {
-    ["content_filter", "content filter", "content management policy", "safety"]
-        .iter()
-        .any(|p| lower.contains(p))
+    [
+        "content_filter",
+        "content filter",
+        "content management policy",
+        "safety",
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
 }
 
 /// The wait a provider asked for, from (in order) `retry-after-ms`, `retry-after` (seconds),
@@ -293,10 +303,13 @@ mod tests {
 
     #[test]
     fn mid_stream_kinds() {
-        let overloaded = LlmError::from_stream("anthropic", "overloaded_error", "Overloaded".into());
+        let overloaded =
+            LlmError::from_stream("anthropic", "overloaded_error", "Overloaded".into());
         assert!(matches!(overloaded, LlmError::Overloaded { .. }));
         assert!(overloaded.is_retryable());
-        assert!(!LlmError::from_stream("openai", "invalid_request_error", "bad".into()).is_retryable());
+        assert!(
+            !LlmError::from_stream("openai", "invalid_request_error", "bad".into()).is_retryable()
+        );
         assert!(LlmError::from_stream("openai", "server_error", "x".into()).is_retryable());
     }
 
@@ -306,10 +319,22 @@ mod tests {
             retry_after_ms(|name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| *v))
         };
         assert_eq!(from(&[("retry-after", "7")]), Some(7000));
-        assert_eq!(from(&[("retry-after-ms", "250"), ("retry-after", "7")]), Some(250));
-        assert_eq!(from(&[("x-ratelimit-reset-requests", "6m0s"), ("x-ratelimit-reset-tokens", "20ms")]), Some(360_000));
+        assert_eq!(
+            from(&[("retry-after-ms", "250"), ("retry-after", "7")]),
+            Some(250)
+        );
+        assert_eq!(
+            from(&[
+                ("x-ratelimit-reset-requests", "6m0s"),
+                ("x-ratelimit-reset-tokens", "20ms")
+            ]),
+            Some(360_000)
+        );
         assert_eq!(from(&[("x-ratelimit-reset-tokens", "1.5s")]), Some(1500));
-        assert_eq!(from(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]), None);
+        assert_eq!(
+            from(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]),
+            None
+        );
         assert_eq!(from(&[]), None);
     }
 }

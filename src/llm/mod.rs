@@ -7,6 +7,7 @@
 pub mod error;
 pub mod event;
 pub mod models;
+pub mod ndjson;
 mod partial;
 pub mod provider;
 pub mod providers;

@@ -17,6 +17,7 @@ enum Block {
         id: String,
         name: String,
         arguments: String,
+        signature: Option<String>,
     },
 }
 
@@ -80,6 +81,7 @@ impl PartialMessage {
             id: id.to_string(),
             name: name.to_string(),
             arguments: String::new(),
+            signature: None,
         });
         out.push(LlmEvent::ToolCallStart {
             index,
@@ -102,6 +104,25 @@ impl PartialMessage {
         }
     }
 
+    pub fn tool_call_signature(&mut self, index: usize, part: &str) {
+        if let Some((Block::Tool { signature, .. }, _)) = self.blocks.get_mut(index) {
+            signature.get_or_insert_with(String::new).push_str(part);
+        }
+    }
+
+    /// A signature that arrived without thinking text (Gemini puts one on an empty text part):
+    /// kept as a closed, empty thinking block so it can be sent back, with no events, since
+    /// there is nothing to show.
+    pub fn add_signature(&mut self, signature: &str) {
+        self.blocks.push((
+            Block::Thinking {
+                text: String::new(),
+                signature: Some(signature.to_string()),
+            },
+            false,
+        ));
+    }
+
     /// Closes a block (no-op if it is closed already or unknown).
     pub fn end(&mut self, index: usize, out: &mut Vec<LlmEvent>) {
         let Some((block, open)) = self.blocks.get_mut(index) else {
@@ -118,6 +139,7 @@ impl PartialMessage {
                 id,
                 name,
                 arguments,
+                ..
             } => LlmEvent::ToolCallEnd {
                 index,
                 id: id.clone(),
@@ -165,10 +187,12 @@ impl PartialMessage {
                     id,
                     name,
                     arguments,
+                    signature,
                 } => ContentBlock::ToolUse(ToolCall {
                     input: parse_arguments(&arguments),
                     id,
                     name,
+                    signature,
                 }),
             })
             .collect();

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 
+use super::ndjson::NdjsonDecoder;
 use super::partial::PartialMessage;
 use super::sse::SseDecoder;
 use super::{
@@ -40,8 +41,17 @@ pub(crate) enum Flow {
     Done,
 }
 
-/// A provider's wire decoder for SSE frames.
-pub(crate) trait SseDecode {
+/// How a provider's response body is cut into frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Server-Sent Events: `frame(event, data)` per event.
+    Sse,
+    /// One JSON object per line: `frame("", line)` per line.
+    Ndjson,
+}
+
+/// A provider's wire decoder: one call per frame.
+pub(crate) trait Decode {
     fn frame(
         &mut self,
         event: &str,
@@ -57,12 +67,42 @@ pub(crate) trait SseDecode {
     }
 }
 
+/// Either framer, behind one push/finish interface.
+enum Framer {
+    Sse(SseDecoder),
+    Ndjson(NdjsonDecoder),
+}
+
+impl Framer {
+    fn push(
+        &mut self,
+        bytes: &[u8],
+        on_frame: &mut dyn FnMut(&str, &str) -> Result<(), LlmError>,
+    ) -> Result<(), LlmError> {
+        match self {
+            Framer::Sse(d) => d.push(bytes, on_frame),
+            Framer::Ndjson(d) => d.push(bytes, &mut |line| on_frame("", line)),
+        }
+    }
+
+    fn finish(
+        &mut self,
+        on_frame: &mut dyn FnMut(&str, &str) -> Result<(), LlmError>,
+    ) -> Result<(), LlmError> {
+        match self {
+            Framer::Sse(d) => d.finish(on_frame),
+            Framer::Ndjson(d) => d.finish(&mut |line| on_frame("", line)),
+        }
+    }
+}
+
 /// Runs one streamed call through `transport`.
-pub(crate) async fn stream_sse(
+pub(crate) async fn stream_response(
     transport: &dyn HttpTransport,
     request: HttpRequest,
     model: &ModelRef,
-    mut decoder: impl SseDecode,
+    framing: Framing,
+    mut decoder: impl Decode,
     on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
 ) -> Completion {
     let provider = model.provider.as_str();
@@ -78,7 +118,10 @@ pub(crate) async fn stream_sse(
         }
         Ok(response) => {
             let mut body = response.body;
-            let mut framer = SseDecoder::new();
+            let mut framer = match framing {
+                Framing::Sse => Framer::Sse(SseDecoder::new()),
+                Framing::Ndjson => Framer::Ndjson(NdjsonDecoder::default()),
+            };
             let mut flow = Flow::More;
             let mut failure = None;
             while flow == Flow::More && failure.is_none() {
@@ -150,7 +193,12 @@ async fn http_error(provider: &str, mut response: super::HttpResponse) -> LlmErr
         }
     }
     let text = String::from_utf8_lossy(&body);
-    LlmError::from_http(provider, response.status, error_message(&text), retry_after_ms)
+    LlmError::from_http(
+        provider,
+        response.status,
+        error_message(&text),
+        retry_after_ms,
+    )
 }
 
 /// The human part of a provider error body: `{"error": {"message": ...}}` (Anthropic, OpenAI,

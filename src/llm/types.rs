@@ -31,6 +31,10 @@ pub struct ToolCall {
     /// The parsed arguments. When the model produced text that is not valid JSON, this is a
     /// JSON string holding that raw text, so nothing the model said is lost.
     pub input: Value,
+    /// The provider's opaque signature for this call (Gemini's `thoughtSignature`), which must be
+    /// sent back with it to the same provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 impl ToolCall {

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{failed, stream_sse, Flow, SseDecode};
+use crate::llm::provider::{failed, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -100,10 +100,11 @@ impl Provider for Anthropic {
     ) -> Completion {
         match self.http_request(request) {
             Ok(http) => {
-                stream_sse(
+                stream_response(
                     self.transport.as_ref(),
                     http,
                     &self.model,
+                    Framing::Sse,
                     Decoder::default(),
                     on_event,
                 )
@@ -200,7 +201,7 @@ impl Decoder {
     }
 }
 
-impl SseDecode for Decoder {
+impl Decode for Decoder {
     fn frame(
         &mut self,
         _event: &str,
@@ -655,11 +656,13 @@ mod tests {
                     id: "t1".into(),
                     name: "a".into(),
                     input: json!({}),
+                    signature: None,
                 }),
                 ContentBlock::ToolUse(ToolCall {
                     id: "t2".into(),
                     name: "b".into(),
                     input: json!({"x": 1}),
+                    signature: None,
                 }),
             ],
             stop_reason: StopReason::ToolUse,

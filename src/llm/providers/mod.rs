@@ -2,12 +2,16 @@
 //! and the answer's bytes into [`LlmEvent`](super::LlmEvent)s.
 
 pub mod anthropic;
+pub mod gemini;
+pub mod ollama;
 pub mod openai;
 
 #[cfg(test)]
 pub(crate) mod testing;
 
 pub use anthropic::Anthropic;
+pub use gemini::Gemini;
+pub use ollama::Ollama;
 pub use openai::OpenAiChat;
 
 /// Joins a base URL and a path without doubling or dropping the slash.

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{failed, stream_sse, Flow, SseDecode};
+use crate::llm::provider::{failed, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -106,10 +106,11 @@ impl Provider for OpenAiChat {
     ) -> Completion {
         match self.http_request(request) {
             Ok(http) => {
-                stream_sse(
+                stream_response(
                     self.transport.as_ref(),
                     http,
                     &self.model,
+                    Framing::Sse,
                     Decoder::default(),
                     on_event,
                 )
@@ -202,7 +203,7 @@ struct Decoder {
     finished: bool,
 }
 
-impl SseDecode for Decoder {
+impl Decode for Decoder {
     fn frame(
         &mut self,
         _event: &str,
@@ -568,7 +569,9 @@ mod tests {
         assert_eq!(c.message.text(), "Hello");
         assert_eq!(c.message.stop_reason, StopReason::Error);
         let error = c.error.unwrap();
-        assert!(matches!(&error, LlmError::Server { status: None, message, .. } if message.starts_with("The server had an error")));
+        assert!(
+            matches!(&error, LlmError::Server { status: None, message, .. } if message.starts_with("The server had an error"))
+        );
         assert!(error.is_retryable());
     }
 
@@ -610,6 +613,7 @@ mod tests {
                     id: "c1".into(),
                     name: "current_time".into(),
                     input: json!({}),
+                    signature: None,
                 })],
                 stop_reason: StopReason::ToolUse,
                 model: "gpt-4o".into(),

@@ -18,6 +18,8 @@ pub fn fixture(path: &str) -> Vec<u8> {
     }
     let text = String::from_utf8(bytes).unwrap();
     let anthropic = path.starts_with("anthropic/");
+    // Gemini sends no end marker; the others' chunk files leave out `[DONE]`.
+    let done_marker = path.starts_with("openai-chat/");
     let mut out = String::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         if anthropic {
@@ -26,7 +28,7 @@ pub fn fixture(path: &str) -> Vec<u8> {
         }
         out.push_str(&format!("data: {line}\n\n"));
     }
-    if !anthropic {
+    if done_marker {
         out.push_str("data: [DONE]\n\n");
     }
     out.into_bytes()
