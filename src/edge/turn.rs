@@ -19,7 +19,7 @@ use crate::agent::{
     run_agent_turn, AgentMessage, AgentState, CurrentTime, HookError, Inbox, ProviderResolver,
     ToolRegistry, TurnHooks, TurnOutcome,
 };
-use crate::llm::providers::{Anthropic, OpenAiChat};
+use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat};
 use crate::llm::{HttpTransport, LlmError, ModelRef, Provider};
 
 /// The provider serving `model`, configured from the environment.
@@ -38,8 +38,19 @@ pub fn provider_for(config: &Config, model: &ModelRef) -> Result<Rc<dyn Provider
             config.openai_api_key.clone(),
             transport,
         ))),
+        "gemini" => Ok(Rc::new(Gemini::new(
+            model.clone(),
+            config.gemini_base_url.as_deref(),
+            config.gemini_api_key.clone(),
+            transport,
+        ))),
+        "ollama" => Ok(Rc::new(Ollama::new(
+            model.clone(),
+            config.ollama_base_url.as_deref(),
+            transport,
+        ))),
         other => Err(LlmError::Config(format!(
-            "unknown provider `{other}` in model `{model}` (known: anthropic, openai)"
+            "unknown provider `{other}` in model `{model}` (known: anthropic, openai, gemini, ollama)"
         ))),
     }
 }

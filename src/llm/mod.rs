@@ -11,6 +11,7 @@ pub mod ndjson;
 mod partial;
 pub mod provider;
 pub mod providers;
+pub mod repair;
 pub mod sse;
 pub mod transport;
 pub mod types;

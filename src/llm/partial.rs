@@ -19,6 +19,7 @@ enum Block {
         arguments: String,
         signature: Option<String>,
     },
+    Redacted(String),
 }
 
 #[derive(Debug, Default)]
@@ -123,6 +124,11 @@ impl PartialMessage {
         ));
     }
 
+    /// Encrypted reasoning, whole: stored, nothing streamed.
+    pub fn add_redacted_thinking(&mut self, data: &str) {
+        self.blocks.push((Block::Redacted(data.to_string()), false));
+    }
+
     /// Closes a block (no-op if it is closed already or unknown).
     pub fn end(&mut self, index: usize, out: &mut Vec<LlmEvent>) {
         let Some((block, open)) = self.blocks.get_mut(index) else {
@@ -133,6 +139,7 @@ impl PartialMessage {
         }
         *open = false;
         out.push(match block {
+            Block::Redacted(_) => return,
             Block::Text(_) => LlmEvent::TextEnd { index },
             Block::Thinking { .. } => LlmEvent::ThinkingEnd { index },
             Block::Tool {
@@ -183,6 +190,7 @@ impl PartialMessage {
                     thinking: text,
                     signature,
                 },
+                Block::Redacted(data) => ContentBlock::RedactedThinking { data },
                 Block::Tool {
                     id,
                     name,
@@ -212,10 +220,11 @@ impl PartialMessage {
 }
 
 /// Arguments as streamed: empty means no arguments (Anthropic sends only `""` for those);
-/// text that is not JSON is kept verbatim as a JSON string.
+/// slightly malformed JSON is repaired; text that still is not JSON is kept verbatim as a JSON
+/// string, which the agent turns into an error result the model can correct.
 fn parse_arguments(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Default::default());
     }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+    super::repair::parse_lenient(raw).unwrap_or_else(|| Value::String(raw.to_string()))
 }

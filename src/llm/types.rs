@@ -21,6 +21,11 @@ pub enum ContentBlock {
         signature: Option<String>,
     },
     ToolUse(ToolCall),
+    /// Reasoning the provider encrypted (Anthropic `redacted_thinking`): nothing to show, but it
+    /// must go back verbatim to the same provider.
+    RedactedThinking {
+        data: String,
+    },
 }
 
 /// A tool call made by the model.

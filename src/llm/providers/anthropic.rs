@@ -162,6 +162,7 @@ fn encode_block(block: &ContentBlock) -> Option<wire::Block<'_>> {
             signature,
         }),
         ContentBlock::Thinking { .. } => None,
+        ContentBlock::RedactedThinking { data } => Some(wire::Block::RedactedThinking { data }),
         ContentBlock::ToolUse(call) => Some(wire::Block::ToolUse {
             id: &call.id,
             name: &call.name,
@@ -236,6 +237,10 @@ impl Decode for Decoder {
                     }
                     wire::StartBlock::ToolUse { id, name } => {
                         Some(message.start_tool_call(&id, &name, out))
+                    }
+                    wire::StartBlock::RedactedThinking { data } => {
+                        message.add_redacted_thinking(&data);
+                        None
                     }
                     wire::StartBlock::Unknown => None,
                 };
@@ -330,6 +335,9 @@ mod wire {
             thinking: &'a str,
             signature: &'a str,
         },
+        RedactedThinking {
+            data: &'a str,
+        },
         ToolUse {
             id: &'a str,
             name: &'a str,
@@ -405,6 +413,10 @@ mod wire {
             id: Cow<'a, str>,
             #[serde(borrow)]
             name: Cow<'a, str>,
+        },
+        RedactedThinking {
+            #[serde(borrow)]
+            data: Cow<'a, str>,
         },
         #[serde(other)]
         Unknown,
@@ -577,6 +589,66 @@ mod tests {
             .unwrap()
             .starts_with("EvQBCkYICxgCKkAx"));
         assert_eq!(c.message.text(), "925 ÷ 5 = 185");
+    }
+
+    #[test]
+    fn redacted_thinking_is_kept_whole_and_sent_back() {
+        let (events, c) =
+            run_at_every_split(&make, &fixture("anthropic/redacted-thinking-padded.sse"));
+        assert_eq!(c.error, None);
+        let redacted: Vec<&str> = c
+            .message
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::RedactedThinking { data } => Some(data.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(!redacted.is_empty() && redacted.iter().all(|d| d.len() > 20));
+        assert!(!c.message.text().is_empty());
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, LlmEvent::ThinkingStart { .. })),
+            "nothing to show for redacted blocks"
+        );
+        let provider = Anthropic::new(
+            ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
+            None,
+            None,
+            ScriptedTransport::new(vec![]),
+        );
+        let messages = vec![
+            Message::user_text("q"),
+            Message::Assistant(c.message.clone()),
+        ];
+        let request = LlmRequest {
+            system: None,
+            messages: &messages,
+            tools: &[],
+            max_tokens: 10,
+            temperature: None,
+        };
+        let body: serde_json::Value =
+            serde_json::from_str(&provider.http_request(&request).unwrap().body).unwrap();
+        assert_eq!(
+            body["messages"][1]["content"][0],
+            json!({"type": "redacted_thinking", "data": redacted[0]})
+        );
+    }
+
+    #[test]
+    fn padded_thinking_stream_decodes() {
+        let (_, c) = run_at_every_split(
+            &make,
+            &fixture("anthropic/thinking-signature-delta-padded.sse"),
+        );
+        assert_eq!(c.error, None);
+        assert!(
+            matches!(&c.message.content[0], ContentBlock::Thinking { signature: Some(s), .. } if !s.is_empty())
+        );
+        assert!(c.message.text().len() > 200);
     }
 
     #[test]

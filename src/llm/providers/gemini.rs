@@ -204,7 +204,8 @@ fn encode_block(block: &ContentBlock) -> Option<wire::PartOut<'_>> {
             thought_signature: Some(signature),
             ..Default::default()
         }),
-        ContentBlock::Thinking { .. } => None,
+        // Another provider's encrypted reasoning means nothing to Gemini.
+        ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => None,
         ContentBlock::ToolUse(call) => Some(wire::PartOut {
             function_call: Some(wire::FunctionCallOut {
                 name: &call.name,

@@ -599,6 +599,16 @@ mod tests {
     }
 
     #[test]
+    fn fenced_arguments_with_a_trailing_comma_are_repaired() {
+        let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"```json\\n{\\\"a\\\": 1,}\\n```\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        let (_, c) = run(&make, vec![body.as_bytes().to_vec()]);
+        assert_eq!(
+            c.message.tool_calls().next().unwrap().input,
+            json!({"a": 1})
+        );
+    }
+
+    #[test]
     fn request_shape() {
         let provider = OpenAiChat::new(
             ModelRef::parse("openai:gpt-4o").unwrap(),
