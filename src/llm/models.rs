@@ -1,8 +1,12 @@
-//! Model ids: `provider:model`, e.g. `anthropic:claude-sonnet-4-5`.
+//! Model ids (`provider:model`, e.g. `anthropic:claude-sonnet-4-5`) and the model registry:
+//! context window, output limit, price and capabilities of the models we know. Unknown models
+//! still work, with conservative defaults and no price.
 
 use std::fmt;
 
-use super::LlmError;
+use serde::Serialize;
+
+use super::{LlmError, Usage};
 
 /// Which provider and which of its models.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,11 +28,253 @@ impl ModelRef {
             ))),
         }
     }
+
+    /// What the registry knows about this model.
+    pub fn info(&self) -> ModelInfo {
+        lookup(self)
+    }
 }
 
 impl fmt::Display for ModelRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.provider, self.model)
+    }
+}
+
+/// US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Capabilities {
+    pub tools: bool,
+    pub thinking: bool,
+    pub vision: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ModelInfo {
+    /// The registry entry matched (`provider:model` prefix), or `None` for an unknown model.
+    pub id: Option<&'static str>,
+    pub context_window: u32,
+    pub max_output_tokens: u32,
+    /// `None` when the price is unknown.
+    pub price: Option<Price>,
+    pub capabilities: Capabilities,
+}
+
+impl ModelInfo {
+    /// What `usage` cost, in US dollars, if the price is known.
+    pub fn cost(&self, usage: &Usage) -> Option<f64> {
+        self.price.map(|p| {
+            (usage.input_tokens as f64 * p.input
+                + usage.output_tokens as f64 * p.output
+                + usage.cache_read_tokens as f64 * p.cache_read
+                + usage.cache_write_tokens as f64 * p.cache_write)
+                / 1_000_000.0
+        })
+    }
+}
+
+const fn price(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Option<Price> {
+    Some(Price {
+        input,
+        output,
+        cache_read,
+        cache_write,
+    })
+}
+
+const ALL: Capabilities = Capabilities {
+    tools: true,
+    thinking: true,
+    vision: true,
+};
+const NO_THINKING: Capabilities = Capabilities {
+    tools: true,
+    thinking: false,
+    vision: true,
+};
+
+const fn model(
+    id: &'static str,
+    context_window: u32,
+    max_output_tokens: u32,
+    price: Option<Price>,
+    capabilities: Capabilities,
+) -> ModelInfo {
+    ModelInfo {
+        id: Some(id),
+        context_window,
+        max_output_tokens,
+        price,
+        capabilities,
+    }
+}
+
+/// Published list prices (USD per million tokens: input, output, cache read, cache write).
+pub const MODELS: &[ModelInfo] = &[
+    model(
+        "anthropic:claude-opus-4-1",
+        200_000,
+        32_000,
+        price(15.0, 75.0, 1.5, 18.75),
+        ALL,
+    ),
+    model(
+        "anthropic:claude-opus-4",
+        200_000,
+        32_000,
+        price(15.0, 75.0, 1.5, 18.75),
+        ALL,
+    ),
+    model(
+        "anthropic:claude-sonnet-4-5",
+        200_000,
+        64_000,
+        price(3.0, 15.0, 0.3, 3.75),
+        ALL,
+    ),
+    model(
+        "anthropic:claude-sonnet-4",
+        200_000,
+        64_000,
+        price(3.0, 15.0, 0.3, 3.75),
+        ALL,
+    ),
+    model(
+        "anthropic:claude-haiku-4-5",
+        200_000,
+        64_000,
+        price(1.0, 5.0, 0.1, 1.25),
+        ALL,
+    ),
+    model(
+        "anthropic:claude-3-5-haiku",
+        200_000,
+        8_192,
+        price(0.8, 4.0, 0.08, 1.0),
+        NO_THINKING,
+    ),
+    model(
+        "openai:gpt-5-mini",
+        400_000,
+        128_000,
+        price(0.25, 2.0, 0.025, 0.0),
+        ALL,
+    ),
+    model(
+        "openai:gpt-5-nano",
+        400_000,
+        128_000,
+        price(0.05, 0.4, 0.005, 0.0),
+        ALL,
+    ),
+    model(
+        "openai:gpt-5",
+        400_000,
+        128_000,
+        price(1.25, 10.0, 0.125, 0.0),
+        ALL,
+    ),
+    model(
+        "openai:gpt-4.1-mini",
+        1_047_576,
+        32_768,
+        price(0.4, 1.6, 0.1, 0.0),
+        NO_THINKING,
+    ),
+    model(
+        "openai:gpt-4.1-nano",
+        1_047_576,
+        32_768,
+        price(0.1, 0.4, 0.025, 0.0),
+        NO_THINKING,
+    ),
+    model(
+        "openai:gpt-4.1",
+        1_047_576,
+        32_768,
+        price(2.0, 8.0, 0.5, 0.0),
+        NO_THINKING,
+    ),
+    model(
+        "openai:gpt-4o-mini",
+        128_000,
+        16_384,
+        price(0.15, 0.6, 0.075, 0.0),
+        NO_THINKING,
+    ),
+    model(
+        "openai:gpt-4o",
+        128_000,
+        16_384,
+        price(2.5, 10.0, 1.25, 0.0),
+        NO_THINKING,
+    ),
+    model(
+        "gemini:gemini-2.5-pro",
+        1_048_576,
+        65_536,
+        price(1.25, 10.0, 0.31, 0.0),
+        ALL,
+    ),
+    model(
+        "gemini:gemini-2.5-flash-lite",
+        1_048_576,
+        65_536,
+        price(0.1, 0.4, 0.025, 0.0),
+        ALL,
+    ),
+    model(
+        "gemini:gemini-2.5-flash",
+        1_048_576,
+        65_536,
+        price(0.3, 2.5, 0.075, 0.0),
+        ALL,
+    ),
+    model(
+        "gemini:gemini-2.0-flash",
+        1_048_576,
+        8_192,
+        price(0.1, 0.4, 0.025, 0.0),
+        NO_THINKING,
+    ),
+];
+
+/// Defaults for a model the registry does not know: small enough to be safe anywhere.
+const UNKNOWN: ModelInfo = ModelInfo {
+    id: None,
+    context_window: 8_192,
+    max_output_tokens: 4_096,
+    price: None,
+    capabilities: Capabilities {
+        tools: true,
+        thinking: false,
+        vision: false,
+    },
+};
+
+/// The registry entry whose id is the longest prefix of `model` (so dated snapshots such as
+/// `claude-sonnet-4-5-20250929` match), else [`UNKNOWN`]. Local Ollama models cost nothing.
+pub fn lookup(model: &ModelRef) -> ModelInfo {
+    let full = model.to_string();
+    let found = MODELS
+        .iter()
+        .filter(|m| m.id.is_some_and(|id| full.starts_with(id)))
+        .max_by_key(|m| m.id.map_or(0, str::len));
+    match found {
+        Some(info) => *info,
+        None if model.provider == "ollama" => ModelInfo {
+            price: price(0.0, 0.0, 0.0, 0.0),
+            ..UNKNOWN
+        },
+        None => UNKNOWN,
     }
 }
 
@@ -47,5 +293,59 @@ mod tests {
         assert!(ModelRef::parse("gpt-4o").is_err());
         assert!(ModelRef::parse(":x").is_err());
         assert!(ModelRef::parse("openai:").is_err());
+    }
+
+    #[test]
+    fn dated_snapshots_match_their_family_and_the_longest_prefix_wins() {
+        let info = ModelRef::parse("anthropic:claude-sonnet-4-5-20250929")
+            .unwrap()
+            .info();
+        assert_eq!(info.id, Some("anthropic:claude-sonnet-4-5"));
+        assert_eq!(
+            ModelRef::parse("openai:gpt-4o-mini-2024-07-18")
+                .unwrap()
+                .info()
+                .id,
+            Some("openai:gpt-4o-mini")
+        );
+        assert_eq!(
+            ModelRef::parse("openai:gpt-5-mini").unwrap().info().id,
+            Some("openai:gpt-5-mini")
+        );
+    }
+
+    #[test]
+    fn a_turns_cost_comes_from_its_usage() {
+        let info = ModelRef::parse("anthropic:claude-sonnet-4-5")
+            .unwrap()
+            .info();
+        let usage = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cache_read_tokens: 2_000_000,
+            cache_write_tokens: 0,
+        };
+        let cost = info.cost(&usage).unwrap();
+        assert!((cost - (3.0 + 1.5 + 0.6)).abs() < 1e-9, "{cost}");
+    }
+
+    #[test]
+    fn unknown_models_get_conservative_defaults_and_no_price() {
+        let info = ModelRef::parse("openai:smollm2").unwrap().info();
+        assert_eq!(
+            (info.id, info.context_window, info.max_output_tokens),
+            (None, 8_192, 4_096)
+        );
+        assert_eq!(info.cost(&Usage::default()), None);
+        assert_eq!(
+            ModelRef::parse("ollama:qwen3:8b")
+                .unwrap()
+                .info()
+                .cost(&Usage {
+                    output_tokens: 5,
+                    ..Default::default()
+                }),
+            Some(0.0)
+        );
     }
 }
