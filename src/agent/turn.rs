@@ -16,7 +16,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{AgentEvent, AgentMessage, AgentState, ToolKind, ToolRegistry, TurnEndInfo, TurnHooks};
-use crate::llm::{LlmError, LlmRequest, Message, ModelRef, Provider, ToolCall, ToolResult};
+use crate::llm::{
+    LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, ToolCall, ToolResult,
+};
 
 /// The result content of a tool call skipped because the user sent a new message.
 pub const SKIPPED_FOR_STEERING: &str = "skipped: the user sent a new message";
@@ -99,7 +101,13 @@ pub async fn run_agent_turn(
             temperature: state.temperature,
         };
         let completion = provider
-            .stream(&request, &mut |event| emit(AgentEvent::Llm(event)))
+            .stream(&request, &mut |event| match event {
+                // A fallback inside the provider is a provider switch like any other.
+                LlmEvent::Fallback { from, to, .. } => {
+                    emit(AgentEvent::ProviderSwitch { from, to })
+                }
+                other => emit(AgentEvent::Llm(other)),
+            })
             .await;
         drop(history);
         state.total_usage.add(&completion.message.usage);

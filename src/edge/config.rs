@@ -10,6 +10,8 @@ pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub default_model: ModelRef,
+    /// Tried in order when the model fails retryably (`FALLBACK_MODELS`, comma-separated).
+    pub fallback_models: Vec<ModelRef>,
     pub anthropic_api_key: Option<String>,
     pub anthropic_base_url: Option<String>,
     pub openai_api_key: Option<String>,
@@ -34,8 +36,21 @@ impl Config {
                 ModelRef::parse(DEFAULT_MODEL).map_err(|e| ApiError::config("DEFAULT_MODEL", e))?
             }
         };
+        let fallback_models = get("FALLBACK_MODELS")
+            .map(|list| {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|id| !id.is_empty())
+                    .map(|id| {
+                        ModelRef::parse(id).map_err(|e| ApiError::config("FALLBACK_MODELS", e))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?
+            .unwrap_or_default();
         Ok(Self {
             default_model,
+            fallback_models,
             anthropic_api_key: get("ANTHROPIC_API_KEY"),
             anthropic_base_url: url(&get, "ANTHROPIC_BASE_URL")?,
             openai_api_key: get("OPENAI_API_KEY"),
@@ -101,6 +116,18 @@ mod tests {
         assert_eq!(c.default_model.to_string(), DEFAULT_MODEL);
         assert_eq!(c.max_llm_calls, 10);
         assert_eq!(c.openai_base_url, None);
+        assert!(c.fallback_models.is_empty());
+    }
+
+    #[test]
+    fn fallback_models_are_a_comma_separated_list() {
+        let c = config(&[(
+            "FALLBACK_MODELS",
+            " openai:gpt-4o ,gemini:gemini-2.5-flash,",
+        )])
+        .unwrap();
+        let ids: Vec<String> = c.fallback_models.iter().map(ToString::to_string).collect();
+        assert_eq!(ids, ["openai:gpt-4o", "gemini:gemini-2.5-flash"]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::agent::{
     ToolRegistry, TurnHooks, TurnOutcome,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat};
-use crate::llm::{HttpTransport, LlmError, ModelRef, Provider};
+use crate::llm::{HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper};
 
 /// The provider serving `model`, configured from the environment.
 pub fn provider_for(config: &Config, model: &ModelRef) -> Result<Rc<dyn Provider>, LlmError> {
@@ -52,6 +52,31 @@ pub fn provider_for(config: &Config, model: &ModelRef) -> Result<Rc<dyn Provider
         other => Err(LlmError::Config(format!(
             "unknown provider `{other}` in model `{model}` (known: anthropic, openai, gemini, ollama)"
         ))),
+    }
+}
+
+/// The conversation's model with the configured fallbacks behind it, retried as the policy says.
+pub fn resilient_provider(config: &Config, model: &ModelRef) -> Result<Rc<dyn Provider>, LlmError> {
+    let mut chain = vec![provider_for(config, model)?];
+    for fallback in config.fallback_models.iter().filter(|m| *m != model) {
+        chain.push(provider_for(config, fallback)?);
+    }
+    let provider = Resilient::new(chain, RetryPolicy::default(), Rc::new(WorkerSleeper))
+        .ok_or_else(|| LlmError::Config("no model to call".into()))?;
+    Ok(Rc::new(provider))
+}
+
+/// Timers and randomness for retries, from the Workers runtime.
+struct WorkerSleeper;
+
+#[async_trait(?Send)]
+impl Sleeper for WorkerSleeper {
+    async fn sleep(&self, ms: u64) {
+        worker::Delay::from(std::time::Duration::from_millis(ms)).await;
+    }
+
+    fn random(&self) -> f64 {
+        worker::js_sys::Math::random()
     }
 }
 

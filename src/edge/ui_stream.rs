@@ -330,6 +330,8 @@ impl UiStream {
                 );
             }
             LlmEvent::Usage(_) => {} // reported once per step, at its end
+            // The agent reports fallbacks as `ProviderSwitch`; nothing reaches here.
+            LlmEvent::Fallback { .. } => {}
         }
     }
 

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::types::Usage;
+use super::ModelRef;
 
 /// One step of a streamed answer. `index` is the position of the content block in the final
 /// [`AssistantMessage`](super::AssistantMessage), so a consumer can keep per-block state in a
@@ -48,4 +49,10 @@ pub enum LlmEvent {
     },
     /// Usage so far (providers report it cumulatively; this is the running total).
     Usage(Usage),
+    /// The model failed before answering and the next in the fallback chain takes over.
+    Fallback {
+        from: ModelRef,
+        to: ModelRef,
+        reason: String,
+    },
 }

@@ -12,6 +12,7 @@ mod partial;
 pub mod provider;
 pub mod providers;
 pub mod repair;
+pub mod retry;
 pub mod sse;
 pub mod transport;
 pub mod types;
@@ -20,6 +21,7 @@ pub use error::LlmError;
 pub use event::LlmEvent;
 pub use models::ModelRef;
 pub use provider::{Completion, Provider};
+pub use retry::{Resilient, RetryPolicy, Sleeper};
 pub use transport::{ByteStream, HttpRequest, HttpResponse, HttpTransport};
 pub use types::{
     AssistantMessage, ContentBlock, LlmRequest, Message, StopReason, ToolCall, ToolDef, ToolResult,

@@ -79,7 +79,10 @@ export async function startWorker({ persistDir, vars = {} }) {
 
 // ---------------------------------------------------------------------------------------------
 // Loopback providers. Each answers requests in order from a script of turns:
-//   { text?: string, tools?: [{ id, name, input }], gapMs?: number }
+//   { text?: string, tools?: [{ id, name, input }], gapMs?: number }   a streamed answer
+//   { ...answer, failWith: { type, message } }   the answer's text, then a mid-stream error
+//   { status: 429, headers?: {...}, message?: string }   an HTTP error in the provider's shape
+//   { drop: true }   the connection is closed without an answer
 // and records every request body, so tests can check what the Worker sent.
 
 /** Deterministic PRNG so a failing split pattern can be reproduced. */
@@ -102,7 +105,7 @@ async function writeAwkwardly(res, body, rand, gapMs) {
   }
 }
 
-function loopback(name, render) {
+function loopback(name, render, errorBody) {
   const requests = [];
   const script = [];
   let seed = 1;
@@ -118,6 +121,15 @@ function loopback(name, render) {
       return;
     }
     res.on("error", () => {});
+    if (turn.drop) {
+      req.socket.destroy();
+      return;
+    }
+    if (turn.status) {
+      res.writeHead(turn.status, { "content-type": "application/json", ...turn.headers });
+      res.end(JSON.stringify(errorBody(turn.status, turn.message ?? `loopback ${turn.status}`)));
+      return;
+    }
     res.socket.setNoDelay(true);
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
     const rand = prng(seed++);
@@ -150,6 +162,10 @@ function* anthropicEvents(turn, request) {
     yield `event: ping\ndata: {"type": "ping"}\n\n`;
     for (const piece of turn.text.match(/.{1,6}/gsu)) {
       yield ev("content_block_delta", { index, delta: { type: "text_delta", text: piece } }, piece.length % 4);
+    }
+    if (turn.failWith) {
+      yield `event: error\ndata: ${JSON.stringify({ type: "error", error: turn.failWith })}\n\n`;
+      return;
     }
     yield ev("content_block_stop", { index }, 11);
     index++;
@@ -188,8 +204,13 @@ function* openaiEvents(turn, request) {
   yield "data: [DONE]\n\n";
 }
 
-export const anthropicLoopback = () => loopback("anthropic", anthropicEvents).listen();
-export const openaiLoopback = () => loopback("openai", openaiEvents).listen();
+// Error bodies as each API sends them.
+const anthropicErrorType = { 400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error" };
+const anthropicError = (status, message) => ({ type: "error", error: { type: anthropicErrorType[status] ?? "api_error", message } });
+const openaiError = (status, message) => ({ error: { message, type: status === 429 ? "rate_limit_exceeded" : "server_error", param: null, code: null } });
+
+export const anthropicLoopback = () => loopback("anthropic", anthropicEvents, anthropicError).listen();
+export const openaiLoopback = () => loopback("openai", openaiEvents, openaiError).listen();
 
 // ---------------------------------------------------------------------------------------------
 // The UI message stream, read as a browser would.

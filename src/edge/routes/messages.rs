@@ -11,7 +11,7 @@ use crate::agent::AgentMessage;
 use crate::edge::coordinator::{Coordinator, Submitted};
 use crate::edge::error::ApiError;
 use crate::edge::store::Store;
-use crate::edge::turn::{provider_for, Turn};
+use crate::edge::turn::{resilient_provider, Turn};
 use crate::edge::{config, json_body, json_response, new_id, ANONYMOUS};
 use crate::llm::{ContentBlock, ModelRef};
 
@@ -84,7 +84,7 @@ pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Re
         None => config.default_model.clone(),
     };
     let provider =
-        provider_for(&config, &model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        resilient_provider(&config, &model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
     let turn_id = new_id()?;
     match coordinator.submit(&turn_id, &message).await? {

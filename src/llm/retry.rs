@@ -1,0 +1,365 @@
+//! Retries and fallback, written once for every provider.
+//!
+//! [`Resilient`] wraps a chain of providers (the configured model, then `FALLBACK_MODELS`). A
+//! retryable failure before any output streamed is retried with jittered exponential backoff,
+//! honouring the provider's own wait hint, up to a cap; when the attempts run out the next model
+//! in the chain takes over, announced by [`LlmEvent::Fallback`]. Once output has streamed
+//! nothing is retried: the partial answer is kept and the error reported, since replaying it
+//! would show the user the same words twice.
+
+use std::rc::Rc;
+
+use async_trait::async_trait;
+
+use super::{Completion, LlmEvent, LlmRequest, ModelRef, Provider};
+
+/// Waiting and randomness, supplied by the platform (timers and RNGs differ between wasm and
+/// native).
+#[async_trait(?Send)]
+pub trait Sleeper {
+    async fn sleep(&self, ms: u64);
+    /// A random number in `[0, 1)` for jitter.
+    fn random(&self) -> f64;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Calls per model, the first included.
+    pub max_attempts: u32,
+    pub base_delay_ms: u64,
+    /// No single wait is longer than this, whatever the provider asks.
+    pub max_delay_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            base_delay_ms: 500,
+            max_delay_ms: 8_000,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `retry` (1-based): the provider's hint if it gave one,
+    /// else `base * 2^(retry-1)` with full jitter on its upper half; never above the cap.
+    pub fn delay_ms(&self, retry: u32, hint_ms: Option<u64>, random: f64) -> u64 {
+        let delay = match hint_ms {
+            Some(hint) => hint,
+            None => {
+                let backoff = self
+                    .base_delay_ms
+                    .saturating_mul(1 << retry.saturating_sub(1).min(16));
+                backoff / 2 + (backoff as f64 / 2.0 * random.clamp(0.0, 1.0)) as u64
+            }
+        };
+        delay.min(self.max_delay_ms)
+    }
+}
+
+/// A provider that retries and falls back. Its `model()` is the first in the chain.
+pub struct Resilient {
+    chain: Vec<Rc<dyn Provider>>,
+    policy: RetryPolicy,
+    sleeper: Rc<dyn Sleeper>,
+}
+
+impl Resilient {
+    /// `chain` must not be empty: the first is the configured model.
+    pub fn new(
+        chain: Vec<Rc<dyn Provider>>,
+        policy: RetryPolicy,
+        sleeper: Rc<dyn Sleeper>,
+    ) -> Option<Self> {
+        (!chain.is_empty()).then_some(Self {
+            chain,
+            policy,
+            sleeper,
+        })
+    }
+}
+
+#[async_trait(?Send)]
+impl Provider for Resilient {
+    fn model(&self) -> &ModelRef {
+        self.chain[0].model()
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        let mut last: Option<Completion> = None;
+        for (i, provider) in self.chain.iter().enumerate() {
+            if let (Some(previous), Some(failed)) = (i.checked_sub(1), &last) {
+                on_event(&LlmEvent::Fallback {
+                    from: self.chain[previous].model().clone(),
+                    to: provider.model().clone(),
+                    reason: failed
+                        .error
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                });
+            }
+            let mut attempt = 1;
+            loop {
+                let mut streamed = false;
+                let completion = provider
+                    .stream(request, &mut |event| {
+                        // Usage alone (e.g. from `message_start`) shows the user nothing.
+                        streamed |= !matches!(event, LlmEvent::Usage(_));
+                        on_event(event)
+                    })
+                    .await;
+                let retryable = match &completion.error {
+                    None => return completion,
+                    Some(error) => error.is_retryable() && !streamed,
+                };
+                if !retryable {
+                    return completion;
+                }
+                if attempt >= self.policy.max_attempts {
+                    last = Some(completion);
+                    break;
+                }
+                let hint = completion.error.as_ref().and_then(|e| e.retry_after_ms());
+                let wait = self.policy.delay_ms(attempt, hint, self.sleeper.random());
+                self.sleeper.sleep(wait).await;
+                attempt += 1;
+            }
+        }
+        // Every model failed retryably: report the last failure.
+        last.unwrap_or_else(|| unreachable_empty_chain(self.model()))
+    }
+}
+
+/// `Resilient::new` refuses an empty chain, so the loop above always ran; this keeps the type
+/// system satisfied without a panic.
+fn unreachable_empty_chain(model: &ModelRef) -> Completion {
+    super::provider::failed(model, super::LlmError::Config("no model to call".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{AssistantMessage, ContentBlock, LlmError, StopReason, Usage};
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+
+    /// Plays outcomes: `Ok(text)` answers, `Err((error, streamed_text))` fails.
+    struct Flaky {
+        model: ModelRef,
+        outcomes: RefCell<VecDeque<Result<&'static str, (LlmError, &'static str)>>>,
+        calls: RefCell<u32>,
+    }
+
+    fn flaky(id: &str, outcomes: Vec<Result<&'static str, (LlmError, &'static str)>>) -> Rc<Flaky> {
+        Rc::new(Flaky {
+            model: ModelRef::parse(id).unwrap(),
+            outcomes: RefCell::new(outcomes.into()),
+            calls: RefCell::new(0),
+        })
+    }
+
+    #[async_trait(?Send)]
+    impl Provider for Flaky {
+        fn model(&self) -> &ModelRef {
+            &self.model
+        }
+
+        async fn stream(
+            &self,
+            _: &LlmRequest<'_>,
+            on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+        ) -> Completion {
+            *self.calls.borrow_mut() += 1;
+            on_event(&LlmEvent::Usage(Usage {
+                input_tokens: 1,
+                ..Default::default()
+            }));
+            let (text, error) = match self
+                .outcomes
+                .borrow_mut()
+                .pop_front()
+                .expect("no outcome left")
+            {
+                Ok(text) => (text, None),
+                Err((error, text)) => (text, Some(error)),
+            };
+            if !text.is_empty() {
+                on_event(&LlmEvent::TextStart { index: 0 });
+                on_event(&LlmEvent::TextDelta {
+                    index: 0,
+                    delta: text.into(),
+                });
+            }
+            Completion {
+                message: AssistantMessage {
+                    content: if text.is_empty() {
+                        vec![]
+                    } else {
+                        vec![ContentBlock::Text { text: text.into() }]
+                    },
+                    stop_reason: if error.is_some() {
+                        StopReason::Error
+                    } else {
+                        StopReason::EndTurn
+                    },
+                    model: self.model.model.clone(),
+                    provider: self.model.provider.clone(),
+                    usage: Usage::default(),
+                },
+                error,
+            }
+        }
+    }
+
+    #[derive(Default)]
+    struct FakeClock {
+        slept: RefCell<Vec<u64>>,
+    }
+
+    #[async_trait(?Send)]
+    impl Sleeper for FakeClock {
+        async fn sleep(&self, ms: u64) {
+            self.slept.borrow_mut().push(ms);
+        }
+        fn random(&self) -> f64 {
+            0.5
+        }
+    }
+
+    fn rate_limited(after: Option<u64>) -> LlmError {
+        LlmError::RateLimited {
+            provider: "anthropic".into(),
+            message: "slow down".into(),
+            retry_after_ms: after,
+        }
+    }
+
+    fn overloaded() -> LlmError {
+        LlmError::Overloaded {
+            provider: "anthropic".into(),
+            message: "Overloaded".into(),
+            retry_after_ms: None,
+        }
+    }
+
+    fn run(chain: Vec<Rc<dyn Provider>>, clock: &Rc<FakeClock>) -> (Completion, Vec<LlmEvent>) {
+        let resilient = Resilient::new(chain, RetryPolicy::default(), clock.clone()).unwrap();
+        let mut events = vec![];
+        let request = crate::llm::providers::testing::request();
+        let c = futures::executor::block_on(
+            resilient.stream(&request, &mut |e| events.push(e.clone())),
+        );
+        (c, events)
+    }
+
+    #[test]
+    fn a_429_is_retried_after_the_providers_wait_and_then_succeeds() {
+        let primary = flaky(
+            "anthropic:claude-sonnet-4-5",
+            vec![Err((rate_limited(Some(7_000)), "")), Ok("hello")],
+        );
+        let clock = Rc::new(FakeClock::default());
+        let (c, _) = run(vec![primary.clone()], &clock);
+        assert_eq!(c.error, None);
+        assert_eq!(c.message.text(), "hello");
+        assert_eq!(*clock.slept.borrow(), [7_000]);
+        assert_eq!(*primary.calls.borrow(), 2);
+    }
+
+    #[test]
+    fn backoff_grows_with_jitter_and_is_capped() {
+        let p = RetryPolicy::default();
+        assert_eq!(
+            [
+                p.delay_ms(1, None, 0.5),
+                p.delay_ms(2, None, 0.5),
+                p.delay_ms(3, None, 0.5)
+            ],
+            [375, 750, 1500]
+        );
+        assert_eq!(p.delay_ms(1, None, 0.0), 250);
+        assert_eq!(p.delay_ms(10, None, 1.0), 8_000);
+        assert_eq!(p.delay_ms(1, Some(60_000), 0.5), 8_000);
+    }
+
+    #[test]
+    fn exhausted_retries_fall_back_to_the_next_model_and_say_so() {
+        let primary = flaky(
+            "anthropic:claude-sonnet-4-5",
+            vec![
+                Err((overloaded(), "")),
+                Err((overloaded(), "")),
+                Err((overloaded(), "")),
+            ],
+        );
+        let fallback = flaky("openai:gpt-4o", vec![Ok("from the fallback")]);
+        let clock = Rc::new(FakeClock::default());
+        let (c, events) = run(vec![primary.clone(), fallback.clone()], &clock);
+        assert_eq!(c.error, None);
+        assert_eq!(
+            (c.message.provider.as_str(), c.message.text().as_str()),
+            ("openai", "from the fallback")
+        );
+        assert_eq!(*primary.calls.borrow(), 3);
+        assert_eq!(clock.slept.borrow().len(), 2);
+        let switch = events.iter().find_map(|e| match e {
+            LlmEvent::Fallback { from, to, reason } => {
+                Some((from.to_string(), to.to_string(), reason.clone()))
+            }
+            _ => None,
+        });
+        assert_eq!(
+            switch,
+            Some((
+                "anthropic:claude-sonnet-4-5".into(),
+                "openai:gpt-4o".into(),
+                overloaded().to_string()
+            ))
+        );
+    }
+
+    #[test]
+    fn nothing_is_retried_once_output_has_streamed() {
+        let primary = flaky(
+            "anthropic:claude-sonnet-4-5",
+            vec![Err((overloaded(), "Partial"))],
+        );
+        let fallback = flaky("openai:gpt-4o", vec![Ok("unused")]);
+        let clock = Rc::new(FakeClock::default());
+        let (c, _) = run(vec![primary.clone(), fallback.clone()], &clock);
+        assert_eq!(c.message.text(), "Partial");
+        assert_eq!(c.error, Some(overloaded()));
+        assert_eq!((*primary.calls.borrow(), *fallback.calls.borrow()), (1, 0));
+    }
+
+    #[test]
+    fn a_bad_request_is_neither_retried_nor_sent_elsewhere() {
+        let bad = LlmError::BadRequest {
+            provider: "anthropic".into(),
+            status: 400,
+            message: "bad".into(),
+        };
+        let primary = flaky("anthropic:claude-sonnet-4-5", vec![Err((bad.clone(), ""))]);
+        let fallback = flaky("openai:gpt-4o", vec![Ok("unused")]);
+        let clock = Rc::new(FakeClock::default());
+        let (c, _) = run(vec![primary, fallback.clone()], &clock);
+        assert_eq!(c.error, Some(bad));
+        assert_eq!(*fallback.calls.borrow(), 0);
+        assert!(clock.slept.borrow().is_empty());
+    }
+
+    #[test]
+    fn when_every_model_fails_the_last_error_is_reported() {
+        let primary = flaky("anthropic:a", vec![Err((overloaded(), "")); 3]);
+        let fallback = flaky("openai:b", vec![Err((rate_limited(None), "")); 3]);
+        let clock = Rc::new(FakeClock::default());
+        let (c, _) = run(vec![primary, fallback], &clock);
+        assert_eq!(c.error, Some(rate_limited(None)));
+    }
+}
