@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{AgentEvent, AgentMessage, AgentState, ToolKind, ToolRegistry, TurnEndInfo, TurnHooks};
+use crate::llm::transform::prepare_for;
 use crate::llm::{
     LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, ToolCall, ToolResult,
 };
@@ -83,7 +84,8 @@ pub async fn run_agent_turn(
             emit(AgentEvent::ProviderSwitch { from, to: &model });
         }
 
-        let mut history = super::convert_to_llm(&state.messages);
+        // Normalised for this model: the history may come from another provider (handoff).
+        let mut history = prepare_for(&super::convert_to_llm(&state.messages), &model);
         if let Some(t) = transform {
             history = t.transform(history).await;
         }

@@ -14,6 +14,7 @@ pub mod providers;
 pub mod repair;
 pub mod retry;
 pub mod sse;
+pub mod transform;
 pub mod transport;
 pub mod types;
 

@@ -104,6 +104,15 @@ impl Provider for Resilient {
                         .unwrap_or_default(),
                 });
             }
+            // A fallback model gets the history prepared for it (the caller prepared it for the
+            // first).
+            let prepared;
+            let mut fallback_request = *request;
+            if i > 0 {
+                prepared = super::transform::prepare_for(request.messages, provider.model());
+                fallback_request.messages = &prepared;
+            }
+            let request = &fallback_request;
             let mut attempt = 1;
             loop {
                 let mut streamed = false;

@@ -7,6 +7,8 @@ pub mod ollama;
 pub mod openai;
 
 #[cfg(test)]
+mod handoff_tests;
+#[cfg(test)]
 pub(crate) mod testing;
 
 pub use anthropic::Anthropic;

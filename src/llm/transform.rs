@@ -1,0 +1,343 @@
+//! History normalisation before any provider: what makes replaying a conversation to a
+//! different provider (a model switch or a fallback mid-conversation) always produce a request
+//! that provider accepts.
+//!
+//! - Reasoning from another model becomes plain text; its signatures, encrypted reasoning and
+//!   signature-only blocks are dropped (they are only valid for the model that made them).
+//! - Tool-call ids are rewritten to what the target allows (Anthropic: `[a-zA-Z0-9_-]{1,64}`;
+//!   OpenAI: at most 40 characters), the same way on the call and on its result.
+//! - A tool call without a result gets a synthetic error result; a result without its call is
+//!   dropped.
+//! - Assistant messages that ended in an error or were aborted are dropped.
+//!
+//! Merging consecutive same-role messages is left to the encoders of the providers that need
+//! alternation (Anthropic, Gemini), since only they know their roles.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{ContentBlock, Message, ModelRef, StopReason, ToolResult};
+
+/// The result content given to a tool call that never got one.
+pub const NO_RESULT: &str = "No result provided: the call was interrupted.";
+
+/// `messages` prepared for `target`.
+pub fn prepare_for(messages: &[Message], target: &ModelRef) -> Vec<Message> {
+    let kept = |m: &&Message| match m {
+        Message::Assistant(a) => !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted),
+        _ => true,
+    };
+    // Ids of calls that survive, and what they become for the target.
+    let mut ids = IdMap::new(target);
+    for message in messages.iter().filter(kept) {
+        if let Message::Assistant(a) = message {
+            for call in a.tool_calls() {
+                ids.map(&call.id);
+            }
+        }
+    }
+
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut pending: Vec<(String, String)> = Vec::new(); // (new id, tool name) awaiting a result
+    for message in messages.iter().filter(kept) {
+        match message {
+            Message::ToolResult(r) => {
+                let Some(id) = ids.get(&r.tool_call_id) else {
+                    continue; // its call was dropped
+                };
+                let Some(at) = pending.iter().position(|(p, _)| p == id) else {
+                    continue; // a second result for the same call
+                };
+                pending.remove(at);
+                out.push(Message::ToolResult(ToolResult {
+                    tool_call_id: id.to_string(),
+                    ..r.clone()
+                }));
+            }
+            Message::User { .. } => {
+                close_pending(&mut out, &mut pending);
+                out.push(message.clone());
+            }
+            Message::Assistant(a) => {
+                close_pending(&mut out, &mut pending);
+                let same_model = a.provider == target.provider && a.model == target.model;
+                let mut answer = a.clone();
+                answer.content = a
+                    .content
+                    .iter()
+                    .filter_map(|block| match block {
+                        ContentBlock::ToolUse(call) => {
+                            let mut call = call.clone();
+                            call.id = ids.get(&call.id).unwrap_or(&call.id).to_string();
+                            if !same_model {
+                                call.signature = None;
+                            }
+                            pending.push((call.id.clone(), call.name.clone()));
+                            Some(ContentBlock::ToolUse(call))
+                        }
+                        _ if same_model => Some(block.clone()),
+                        ContentBlock::Thinking { thinking, .. } if !thinking.trim().is_empty() => {
+                            Some(ContentBlock::Text {
+                                text: thinking.clone(),
+                            })
+                        }
+                        ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {
+                            None
+                        }
+                        ContentBlock::Text { .. } => Some(block.clone()),
+                    })
+                    .collect();
+                out.push(Message::Assistant(answer));
+            }
+        }
+    }
+    close_pending(&mut out, &mut pending);
+    out
+}
+
+fn close_pending(out: &mut Vec<Message>, pending: &mut Vec<(String, String)>) {
+    for (id, name) in pending.drain(..) {
+        out.push(Message::ToolResult(ToolResult {
+            tool_call_id: id,
+            tool_name: name,
+            content: NO_RESULT.to_string(),
+            is_error: true,
+        }));
+    }
+}
+
+/// Tool-call ids as the target accepts them, rewritten consistently and kept unique.
+struct IdMap {
+    max_len: usize,
+    rewrite: bool,
+    map: HashMap<String, String>,
+    used: HashSet<String>,
+}
+
+impl IdMap {
+    fn new(target: &ModelRef) -> Self {
+        let (rewrite, max_len) = match target.provider.as_str() {
+            "anthropic" => (true, 64),
+            "openai" => (true, 40),
+            // Gemini and Ollama match results by name or position; ids never reach them.
+            _ => (false, usize::MAX),
+        };
+        Self {
+            max_len,
+            rewrite,
+            map: HashMap::new(),
+            used: HashSet::new(),
+        }
+    }
+
+    fn map(&mut self, id: &str) {
+        if self.map.contains_key(id) {
+            return;
+        }
+        let mut new: String = if self.rewrite {
+            id.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .take(self.max_len)
+                .collect()
+        } else {
+            id.to_string()
+        };
+        if new.is_empty() {
+            new.push_str("call");
+        }
+        // Truncation or replacement can collide: add a counter, within the length limit.
+        let base = new.clone();
+        let mut n = 1;
+        while self.used.contains(&new) {
+            let suffix = format!("_{n}");
+            let keep = base.len().min(self.max_len.saturating_sub(suffix.len()));
+            new = format!("{}{suffix}", &base[..keep]);
+            n += 1;
+        }
+        self.used.insert(new.clone());
+        self.map.insert(id.to_string(), new);
+    }
+
+    fn get(&self, id: &str) -> Option<&str> {
+        self.map.get(id).map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{AssistantMessage, ToolCall, Usage};
+    use serde_json::json;
+
+    fn assistant(
+        provider: &str,
+        model: &str,
+        content: Vec<ContentBlock>,
+        stop: StopReason,
+    ) -> Message {
+        Message::Assistant(AssistantMessage {
+            content,
+            stop_reason: stop,
+            model: model.into(),
+            provider: provider.into(),
+            usage: Usage::default(),
+        })
+    }
+
+    fn call(id: &str, signature: Option<&str>) -> ContentBlock {
+        ContentBlock::ToolUse(ToolCall {
+            id: id.into(),
+            name: "t".into(),
+            input: json!({}),
+            signature: signature.map(Into::into),
+        })
+    }
+
+    fn result(id: &str) -> Message {
+        Message::ToolResult(ToolResult {
+            tool_call_id: id.into(),
+            tool_name: "t".into(),
+            content: "ok".into(),
+            is_error: false,
+        })
+    }
+
+    #[test]
+    fn foreign_thinking_becomes_text_and_signatures_go() {
+        let history = vec![
+            Message::user_text("q"),
+            assistant(
+                "gemini",
+                "gemini-3-pro",
+                vec![
+                    ContentBlock::Thinking {
+                        thinking: "let me think".into(),
+                        signature: Some("g-sig".into()),
+                    },
+                    ContentBlock::Thinking {
+                        thinking: String::new(),
+                        signature: Some("g-sig2".into()),
+                    },
+                    ContentBlock::RedactedThinking { data: "xx".into() },
+                    call("call_1_0", Some("g-sig3")),
+                ],
+                StopReason::ToolUse,
+            ),
+            result("call_1_0"),
+        ];
+        let out = prepare_for(
+            &history,
+            &ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
+        );
+        let Message::Assistant(a) = &out[1] else {
+            panic!()
+        };
+        assert_eq!(
+            a.content[0],
+            ContentBlock::Text {
+                text: "let me think".into()
+            }
+        );
+        assert_eq!(a.content.len(), 2);
+        assert!(matches!(&a.content[1], ContentBlock::ToolUse(c) if c.signature.is_none()));
+        // The same model keeps everything.
+        let same = prepare_for(&history, &ModelRef::parse("gemini:gemini-3-pro").unwrap());
+        assert_eq!(same, history);
+    }
+
+    #[test]
+    fn ids_are_rewritten_consistently_and_stay_unique() {
+        let long = "x".repeat(70);
+        let history = vec![
+            Message::user_text("q"),
+            assistant(
+                "ollama",
+                "m",
+                vec![
+                    call("call.1:a", None),
+                    call("call.1/a", None),
+                    call(&long, None),
+                ],
+                StopReason::ToolUse,
+            ),
+            result("call.1:a"),
+            result("call.1/a"),
+            result(&long),
+        ];
+        let out = prepare_for(&history, &ModelRef::parse("openai:gpt-4o").unwrap());
+        let Message::Assistant(a) = &out[1] else {
+            panic!()
+        };
+        let ids: Vec<&str> = a.tool_calls().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids[0], "call_1_a");
+        assert_eq!(ids[1], "call_1_a_1");
+        assert_eq!(ids[2].len(), 40);
+        let results: Vec<&str> = out[2..]
+            .iter()
+            .map(|m| match m {
+                Message::ToolResult(r) => r.tool_call_id.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(results, ids);
+    }
+
+    #[test]
+    fn orphans_get_results_and_failed_answers_are_dropped() {
+        let history = vec![
+            Message::user_text("q"),
+            assistant(
+                "anthropic",
+                "m",
+                vec![call("a", None), call("b", None)],
+                StopReason::ToolUse,
+            ),
+            result("a"),
+            Message::user_text("new question"),
+            assistant(
+                "anthropic",
+                "m",
+                vec![
+                    ContentBlock::Text {
+                        text: "partial".into(),
+                    },
+                    call("c", None),
+                ],
+                StopReason::Error,
+            ),
+            result("c"),
+            assistant(
+                "anthropic",
+                "m",
+                vec![ContentBlock::Text { text: "cut".into() }],
+                StopReason::Aborted,
+            ),
+            Message::user_text("again"),
+        ];
+        let out = prepare_for(&history, &ModelRef::parse("anthropic:m").unwrap());
+        let kinds: Vec<String> = out
+            .iter()
+            .map(|m| match m {
+                Message::User { .. } => "user".to_string(),
+                Message::Assistant(_) => "assistant".to_string(),
+                Message::ToolResult(r) => format!("result {} {}", r.tool_call_id, r.is_error),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "user",
+                "assistant",
+                "result a false",
+                "result b true",
+                "user",
+                "user"
+            ]
+        );
+    }
+}
