@@ -1,5 +1,5 @@
 # The two commands a user needs are `make dev` and `make test`; both install what is missing.
-.PHONY: dev test build setup
+.PHONY: dev test build setup bench
 
 dev:
 	@scripts/dev.sh
@@ -12,3 +12,6 @@ build:
 
 setup:
 	@scripts/setup.sh --local-model
+
+bench:
+	@cargo bench --quiet --bench decode

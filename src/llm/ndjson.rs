@@ -13,7 +13,7 @@ impl NdjsonDecoder {
         mut bytes: &[u8],
         on_line: &mut dyn FnMut(&str) -> Result<(), E>,
     ) -> Result<(), E> {
-        while let Some(i) = bytes.iter().position(|&b| b == b'\n') {
+        while let Some(i) = memchr::memchr(b'\n', bytes) {
             if self.line.is_empty() {
                 emit(&bytes[..i], on_line)?;
             } else {

@@ -38,7 +38,7 @@ impl SseDecoder {
                 bytes = &bytes[1..];
             }
         }
-        while let Some(i) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(i) = memchr::memchr2(b'\n', b'\r', bytes) {
             let terminator = bytes[i];
             if self.line.is_empty() {
                 self.line_done(&bytes[..i], on_frame)?;
