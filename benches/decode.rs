@@ -44,7 +44,10 @@ const RUNS: usize = 30;
 
 /// Serves one prepared copy of the chunks per call, one chunk per read. The copies are made
 /// before timing starts, so the figures are the decoder's alone.
-struct Replay(RefCell<Vec<Vec<Result<Vec<u8>, String>>>>);
+struct Replay(RefCell<Vec<Body>>);
+
+/// One response body: its chunks as the transport yields them.
+type Body = Vec<Result<Vec<u8>, String>>;
 
 impl Replay {
     fn new(chunks: &[Vec<u8>]) -> Rc<Self> {
