@@ -68,6 +68,10 @@ impl HttpTransport for Replay {
             body: Box::pin(futures::stream::iter(chunks)),
         })
     }
+
+    async fn get(&self, _: HttpRequest) -> Result<HttpResponse, String> {
+        Err("not used by the benchmark".into())
+    }
 }
 
 fn read(path: &str) -> String {

@@ -57,6 +57,10 @@ impl Provider for Scripted {
         &self.model
     }
 
+    async fn health_check(&self) -> Result<(), LlmError> {
+        Ok(())
+    }
+
     async fn stream(
         &self,
         request: &LlmRequest<'_>,

@@ -12,26 +12,35 @@ pub struct FetchTransport;
 #[async_trait(?Send)]
 impl HttpTransport for FetchTransport {
     async fn post(&self, request: HttpRequest) -> Result<HttpResponse, String> {
-        let headers = Headers::new();
-        for (name, value) in &request.headers {
-            headers.set(name, value).map_err(|e| e.to_string())?;
-        }
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post)
-            .with_headers(headers)
-            .with_body(Some(JsValue::from_str(&request.body)));
-        let outgoing = Request::new_with_init(&request.url, &init).map_err(|e| e.to_string())?;
-        let mut response = Fetch::Request(outgoing)
-            .send()
-            .await
-            .map_err(|e| format!("{} ({})", e, request.url))?;
-        let status = response.status_code();
-        let headers = response.headers().entries().collect();
-        let body = response.stream().map_err(|e| e.to_string())?;
-        Ok(HttpResponse {
-            status,
-            headers,
-            body: Box::pin(body.map(|chunk| chunk.map_err(|e| e.to_string()))),
-        })
+        send(Method::Post, request).await
     }
+
+    async fn get(&self, request: HttpRequest) -> Result<HttpResponse, String> {
+        send(Method::Get, request).await
+    }
+}
+
+async fn send(method: Method, request: HttpRequest) -> Result<HttpResponse, String> {
+    let headers = Headers::new();
+    for (name, value) in &request.headers {
+        headers.set(name, value).map_err(|e| e.to_string())?;
+    }
+    let mut init = RequestInit::new();
+    let body = (method == Method::Post).then(|| JsValue::from_str(&request.body));
+    init.with_method(method)
+        .with_headers(headers)
+        .with_body(body);
+    let outgoing = Request::new_with_init(&request.url, &init).map_err(|e| e.to_string())?;
+    let mut response = Fetch::Request(outgoing)
+        .send()
+        .await
+        .map_err(|e| format!("{} ({})", e, request.url))?;
+    let status = response.status_code();
+    let headers = response.headers().entries().collect();
+    let body = response.stream().map_err(|e| e.to_string())?;
+    Ok(HttpResponse {
+        status,
+        headers,
+        body: Box::pin(body.map(|chunk| chunk.map_err(|e| e.to_string()))),
+    })
 }

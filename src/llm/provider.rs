@@ -8,8 +8,8 @@ use super::ndjson::NdjsonDecoder;
 use super::partial::PartialMessage;
 use super::sse::SseDecoder;
 use super::{
-    AssistantMessage, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, ModelRef,
-    StopReason,
+    AssistantMessage, ByteStream, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
+    ModelRef, StopReason,
 };
 
 /// How a streamed call ended. The message is always there: on failure it holds whatever
@@ -31,6 +31,15 @@ pub trait Provider {
         request: &LlmRequest<'_>,
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion;
+
+    /// One whole answer. Streaming underneath: the providers' non-streaming modes carry the
+    /// same content, and one code path per provider is less to get wrong.
+    async fn complete(&self, request: &LlmRequest<'_>) -> Completion {
+        self.stream(request, &mut |_| {}).await
+    }
+
+    /// Whether the provider answers and accepts our credentials, without spending tokens.
+    async fn health_check(&self) -> Result<(), LlmError>;
 }
 
 /// What a decoder says after a frame.
@@ -102,69 +111,73 @@ pub(crate) async fn stream_response(
     request: HttpRequest,
     model: &ModelRef,
     framing: Framing,
+    decoder: impl Decode,
+    on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+) -> Completion {
+    let provider = model.provider.as_str();
+    match transport.post(request).await {
+        Err(e) => failed(
+            model,
+            LlmError::Network {
+                provider: provider.to_string(),
+                message: e,
+            },
+        ),
+        Ok(response) if !(200..300).contains(&response.status) => {
+            failed(model, http_error(provider, response).await)
+        }
+        Ok(response) => decode_body(response.body, model, framing, decoder, on_event).await,
+    }
+}
+
+/// Decodes a streamed answer body, wherever it came from (HTTP, or a platform binding).
+pub(crate) async fn decode_body(
+    mut body: ByteStream,
+    model: &ModelRef,
+    framing: Framing,
     mut decoder: impl Decode,
     on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
 ) -> Completion {
     let provider = model.provider.as_str();
     let mut message = PartialMessage::default();
     let mut out = Vec::new();
-    let error = match transport.post(request).await {
-        Err(e) => Some(LlmError::Network {
-            provider: provider.to_string(),
-            message: e,
-        }),
-        Ok(response) if !(200..300).contains(&response.status) => {
-            Some(http_error(provider, response).await)
-        }
-        Ok(response) => {
-            let mut body = response.body;
-            let mut framer = match framing {
-                Framing::Sse => Framer::Sse(SseDecoder::new()),
-                Framing::Ndjson => Framer::Ndjson(NdjsonDecoder::default()),
-            };
-            let mut flow = Flow::More;
-            let mut failure = None;
-            while flow == Flow::More && failure.is_none() {
-                let result = match body.next().await {
-                    Some(Ok(bytes)) => framer.push(&bytes, &mut |event, data| {
-                        if flow == Flow::Done {
-                            return Ok(()); // trailing frames after the end (e.g. `[DONE]`)
-                        }
-                        flow = decoder.frame(event, data, &mut message, &mut out)?;
-                        Ok(())
-                    }),
-                    Some(Err(e)) => Err(LlmError::Network {
-                        provider: provider.to_string(),
-                        message: e,
-                    }),
-                    None => {
-                        let r = framer.finish(&mut |event, data| {
-                            if flow == Flow::Done {
-                                return Ok(());
-                            }
-                            flow = decoder.frame(event, data, &mut message, &mut out)?;
-                            Ok(())
-                        });
-                        if r.is_ok() && flow == Flow::More {
-                            flow = decoder.at_eof();
-                        }
-                        if r.is_ok() && flow == Flow::More {
-                            Err(LlmError::Truncated {
-                                provider: provider.to_string(),
-                            })
-                        } else {
-                            r
-                        }
-                    }
-                };
-                failure = result.err();
-                for event in out.drain(..) {
-                    on_event(&event);
-                }
-            }
-            failure
-        }
+    let mut framer = match framing {
+        Framing::Sse => Framer::Sse(SseDecoder::new()),
+        Framing::Ndjson => Framer::Ndjson(NdjsonDecoder::default()),
     };
+    let mut flow = Flow::More;
+    let mut error = None;
+    while flow == Flow::More && error.is_none() {
+        let mut on_frame = |event: &str, data: &str| {
+            if flow == Flow::Done {
+                return Ok(()); // trailing frames after the end (e.g. `[DONE]`)
+            }
+            flow = decoder.frame(event, data, &mut message, &mut out)?;
+            Ok(())
+        };
+        let result = match body.next().await {
+            Some(Ok(bytes)) => framer.push(&bytes, &mut on_frame),
+            Some(Err(e)) => Err(LlmError::Network {
+                provider: provider.to_string(),
+                message: e,
+            }),
+            None => framer.finish(&mut on_frame).and_then(|()| {
+                if flow == Flow::More {
+                    flow = decoder.at_eof();
+                }
+                match flow {
+                    Flow::Done => Ok(()),
+                    Flow::More => Err(LlmError::Truncated {
+                        provider: provider.to_string(),
+                    }),
+                }
+            }),
+        };
+        error = result.err();
+        for event in out.drain(..) {
+            on_event(&event);
+        }
+    }
     message.end_all(&mut out);
     for event in out.drain(..) {
         on_event(&event);
@@ -221,6 +234,22 @@ pub(crate) fn error_message(body: &str) -> String {
         "(empty body)".to_string()
     } else {
         trimmed.chars().take(500).collect()
+    }
+}
+
+/// A health check: a GET that must answer 2xx; anything else is the provider's error.
+pub(crate) async fn check_health(
+    transport: &dyn HttpTransport,
+    request: HttpRequest,
+    provider: &str,
+) -> Result<(), LlmError> {
+    match transport.get(request).await {
+        Err(message) => Err(LlmError::Network {
+            provider: provider.to_string(),
+            message,
+        }),
+        Ok(response) if (200..300).contains(&response.status) => Ok(()),
+        Ok(response) => Err(http_error(provider, response).await),
     }
 }
 

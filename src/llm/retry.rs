@@ -86,6 +86,11 @@ impl Provider for Resilient {
         self.chain[0].model()
     }
 
+    /// The configured model's health; fallbacks exist for when it is unwell.
+    async fn health_check(&self) -> Result<(), super::LlmError> {
+        self.chain[0].health_check().await
+    }
+
     async fn stream(
         &self,
         request: &LlmRequest<'_>,
@@ -177,6 +182,10 @@ mod tests {
     impl Provider for Flaky {
         fn model(&self) -> &ModelRef {
             &self.model
+        }
+
+        async fn health_check(&self) -> Result<(), LlmError> {
+            Ok(())
         }
 
         async fn stream(

@@ -37,4 +37,7 @@ impl HttpResponse {
 pub trait HttpTransport {
     /// Sends a POST. Errors are network failures only; any HTTP status is a response.
     async fn post(&self, request: HttpRequest) -> Result<HttpResponse, String>;
+
+    /// Sends a GET (`request.body` is ignored). Used for health checks.
+    async fn get(&self, request: HttpRequest) -> Result<HttpResponse, String>;
 }

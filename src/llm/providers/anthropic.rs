@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{failed, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, failed, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -47,6 +47,19 @@ impl Anthropic {
             base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
             api_key,
             transport,
+        }
+    }
+
+    /// `GET /v1/models`: reachable, and the key is accepted.
+    pub fn health_request(&self) -> HttpRequest {
+        let mut headers = vec![("anthropic-version", API_VERSION.to_string())];
+        if let Some(key) = &self.api_key {
+            headers.push(("x-api-key", key.clone()));
+        }
+        HttpRequest {
+            url: join_url(&self.base_url, "v1/models"),
+            headers,
+            body: String::new(),
         }
     }
 
@@ -91,6 +104,10 @@ impl Anthropic {
 impl Provider for Anthropic {
     fn model(&self) -> &ModelRef {
         &self.model
+    }
+
+    async fn health_check(&self) -> Result<(), LlmError> {
+        check_health(self.transport.as_ref(), self.health_request(), "anthropic").await
     }
 
     async fn stream(

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{failed, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, failed, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -51,6 +51,20 @@ impl Gemini {
             base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
             api_key,
             transport,
+        }
+    }
+
+    /// `GET /v1beta/models/{model}`: reachable, the key is accepted, and the model exists.
+    pub fn health_request(&self) -> HttpRequest {
+        let mut headers = vec![];
+        if let Some(key) = &self.api_key {
+            headers.push(("x-goog-api-key", key.clone()));
+        }
+        let path = format!("v1beta/models/{}", self.model.model);
+        HttpRequest {
+            url: join_url(&self.base_url, &path),
+            headers,
+            body: String::new(),
         }
     }
 
@@ -107,6 +121,10 @@ impl Gemini {
 impl Provider for Gemini {
     fn model(&self) -> &ModelRef {
         &self.model
+    }
+
+    async fn health_check(&self) -> Result<(), LlmError> {
+        check_health(self.transport.as_ref(), self.health_request(), "gemini").await
     }
 
     async fn stream(

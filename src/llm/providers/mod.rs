@@ -24,3 +24,84 @@ pub(crate) fn join_url(base: &str, path: &str) -> String {
         path.trim_start_matches('/')
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::testing::ScriptedTransport;
+    use super::*;
+    use crate::llm::{HttpTransport, LlmError, ModelRef, Provider};
+
+    fn transport(status: u16, body: &str) -> Rc<ScriptedTransport> {
+        Rc::new(ScriptedTransport {
+            status,
+            headers: vec![],
+            chunks: vec![body.as_bytes().to_vec()],
+            last_request: Default::default(),
+        })
+    }
+
+    fn providers(t: Rc<dyn HttpTransport>) -> Vec<Box<dyn Provider>> {
+        let m = |id| ModelRef::parse(id).unwrap();
+        let base = Some("http://127.0.0.1:9");
+        vec![
+            Box::new(Anthropic::new(
+                m("anthropic:claude-haiku-4-5"),
+                base,
+                Some("k".into()),
+                t.clone(),
+            )),
+            Box::new(OpenAiChat::new(
+                m("openai:gpt-4o"),
+                Some("http://127.0.0.1:9/v1"),
+                Some("k".into()),
+                t.clone(),
+            )),
+            Box::new(Gemini::new(
+                m("gemini:gemini-2.5-flash"),
+                base,
+                Some("k".into()),
+                t.clone(),
+            )),
+            Box::new(Ollama::new(m("ollama:llama3.2"), base, t)),
+        ]
+    }
+
+    #[test]
+    fn health_checks_ask_each_provider_without_spending_tokens() {
+        let want = [
+            ("http://127.0.0.1:9/v1/models", Some(("x-api-key", "k"))),
+            (
+                "http://127.0.0.1:9/v1/models",
+                Some(("authorization", "Bearer k")),
+            ),
+            (
+                "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash",
+                Some(("x-goog-api-key", "k")),
+            ),
+            ("http://127.0.0.1:9/api/tags", None),
+        ];
+        for (i, (url, header)) in want.into_iter().enumerate() {
+            let ok = transport(200, "{}");
+            let provider = providers(ok.clone()).remove(i);
+            assert_eq!(futures::executor::block_on(provider.health_check()), Ok(()));
+            let sent = ok.last_request.borrow().clone().unwrap();
+            assert_eq!(sent.url, url);
+            if let Some((name, value)) = header {
+                assert!(
+                    sent.headers.contains(&(name, value.to_string())),
+                    "{:?}",
+                    sent.headers
+                );
+            }
+            let denied = transport(401, r#"{"error": {"message": "invalid key"}}"#);
+            let provider = providers(denied).remove(i);
+            let error = futures::executor::block_on(provider.health_check()).unwrap_err();
+            assert!(
+                matches!(&error, LlmError::Auth { status: 401, message, .. } if message == "invalid key"),
+                "{error:?}"
+            );
+        }
+    }
+}

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{failed, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, failed, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -39,6 +39,15 @@ impl Ollama {
             model,
             base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
             transport,
+        }
+    }
+
+    /// `GET /api/tags`: the server answers.
+    pub fn health_request(&self) -> HttpRequest {
+        HttpRequest {
+            url: join_url(&self.base_url, "api/tags"),
+            headers: vec![],
+            body: String::new(),
         }
     }
 
@@ -79,6 +88,10 @@ impl Ollama {
 impl Provider for Ollama {
     fn model(&self) -> &ModelRef {
         &self.model
+    }
+
+    async fn health_check(&self) -> Result<(), LlmError> {
+        check_health(self.transport.as_ref(), self.health_request(), "ollama").await
     }
 
     async fn stream(

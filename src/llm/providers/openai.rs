@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{failed, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, failed, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -49,6 +49,19 @@ impl OpenAiChat {
             base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
             api_key,
             transport,
+        }
+    }
+
+    /// `GET {base}/models`: reachable, and the key is accepted.
+    pub fn health_request(&self) -> HttpRequest {
+        let mut headers = vec![];
+        if let Some(key) = &self.api_key {
+            headers.push(("authorization", format!("Bearer {key}")));
+        }
+        HttpRequest {
+            url: join_url(&self.base_url, "models"),
+            headers,
+            body: String::new(),
         }
     }
 
@@ -97,6 +110,10 @@ impl OpenAiChat {
 impl Provider for OpenAiChat {
     fn model(&self) -> &ModelRef {
         &self.model
+    }
+
+    async fn health_check(&self) -> Result<(), LlmError> {
+        check_health(self.transport.as_ref(), self.health_request(), "openai").await
     }
 
     async fn stream(

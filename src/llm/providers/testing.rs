@@ -64,6 +64,10 @@ impl HttpTransport for ScriptedTransport {
             body: Box::pin(futures::stream::iter(items)),
         })
     }
+
+    async fn get(&self, request: HttpRequest) -> Result<HttpResponse, String> {
+        self.post(request).await
+    }
 }
 
 pub fn request() -> LlmRequest<'static> {
