@@ -7,9 +7,10 @@
 //! - `coordinator`: the Worker's typed client for it
 //! - `turn`: running a turn at the edge (hooks, inbox, stream)
 //! - [`ui_stream`]: agent events → AI SDK UI message stream (pure, natively tested)
-//! - `fetch`: the `fetch`-based transport Layer 1 uses
+//! - `fetch`, `ai`: the `fetch` transport and the Workers AI binding Layer 1 uses
 //! - [`config`], [`error`]: environment parsing; the one JSON error shape
 
+mod ai;
 pub mod config;
 mod conversation;
 mod coordinator;

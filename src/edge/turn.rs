@@ -6,8 +6,9 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use futures::channel::mpsc;
-use worker::{console_error, console_warn, Context, Response};
+use worker::{console_error, console_warn, Context, Env, Response};
 
+use super::ai::WorkersAiBinding;
 use super::config::Config;
 use super::coordinator::Coordinator;
 use super::error::ApiError;
@@ -19,11 +20,15 @@ use crate::agent::{
     run_agent_turn, AgentMessage, AgentState, CurrentTime, HookError, Inbox, ProviderResolver,
     ToolRegistry, TurnHooks, TurnOutcome,
 };
-use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat};
+use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper};
 
 /// The provider serving `model`, configured from the environment.
-pub fn provider_for(config: &Config, model: &ModelRef) -> Result<Rc<dyn Provider>, LlmError> {
+pub fn provider_for(
+    env: &Env,
+    config: &Config,
+    model: &ModelRef,
+) -> Result<Rc<dyn Provider>, LlmError> {
     let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport);
     match model.provider.as_str() {
         "anthropic" => Ok(Rc::new(Anthropic::new(
@@ -49,17 +54,25 @@ pub fn provider_for(config: &Config, model: &ModelRef) -> Result<Rc<dyn Provider
             config.ollama_base_url.as_deref(),
             transport,
         ))),
+        "workers-ai" => {
+            let binding = WorkersAiBinding::from_env(env).map_err(LlmError::Config)?;
+            Ok(Rc::new(WorkersAi::new(model.clone(), Rc::new(binding))))
+        }
         other => Err(LlmError::Config(format!(
-            "unknown provider `{other}` in model `{model}` (known: anthropic, openai, gemini, ollama)"
+            "unknown provider `{other}` in model `{model}` (known: anthropic, openai, gemini, ollama, workers-ai)"
         ))),
     }
 }
 
 /// The conversation's model with the configured fallbacks behind it, retried as the policy says.
-pub fn resilient_provider(config: &Config, model: &ModelRef) -> Result<Rc<dyn Provider>, LlmError> {
-    let mut chain = vec![provider_for(config, model)?];
+pub fn resilient_provider(
+    env: &Env,
+    config: &Config,
+    model: &ModelRef,
+) -> Result<Rc<dyn Provider>, LlmError> {
+    let mut chain = vec![provider_for(env, config, model)?];
     for fallback in config.fallback_models.iter().filter(|m| *m != model) {
-        chain.push(provider_for(config, fallback)?);
+        chain.push(provider_for(env, config, fallback)?);
     }
     let provider = Resilient::new(chain, RetryPolicy::default(), Rc::new(WorkerSleeper))
         .ok_or_else(|| LlmError::Config("no model to call".into()))?;

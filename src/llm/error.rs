@@ -213,19 +213,75 @@ fn mentions_content_filter(lower: &str) -> bool {
 }
 
 /// The wait a provider asked for, from (in order) `retry-after-ms`, `retry-after` (seconds),
-/// and OpenAI's `x-ratelimit-reset-requests` / `-tokens` (durations such as `1s`, `6m0s`,
-/// `20ms`). `header` looks a header up by lower-case name.
+/// OpenAI's `x-ratelimit-reset-requests` / `-tokens` (durations such as `1s`, `6m0s`, `20ms`),
+/// and Anthropic's `anthropic-ratelimit-*-reset` (RFC 3339 instants). `header` looks a header
+/// up by lower-case name.
 pub fn retry_after_ms<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Option<u64> {
+    let now_ms = web_time::SystemTime::now()
+        .duration_since(web_time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    retry_after_ms_at(header, now_ms)
+}
+
+fn retry_after_ms_at<'a>(header: impl Fn(&str) -> Option<&'a str>, now_ms: i64) -> Option<u64> {
     if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
         return Some(ms.max(0.0) as u64);
     }
     if let Some(s) = header("retry-after").and_then(|v| v.trim().parse::<f64>().ok()) {
         return Some((s.max(0.0) * 1000.0) as u64);
     }
-    ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
+    let openai = ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
         .iter()
         .filter_map(|name| header(name).and_then(parse_duration_ms))
-        .max()
+        .max();
+    if openai.is_some() {
+        return openai;
+    }
+    [
+        "anthropic-ratelimit-requests-reset",
+        "anthropic-ratelimit-tokens-reset",
+        "anthropic-ratelimit-input-tokens-reset",
+        "anthropic-ratelimit-output-tokens-reset",
+    ]
+    .iter()
+    .filter_map(|name| header(name).and_then(parse_rfc3339_ms))
+    .map(|at| at.saturating_sub(now_ms).max(0) as u64)
+    .max()
+}
+
+/// `2026-11-21T06:10:05Z` or with fractional seconds / an offset → ms since the epoch.
+fn parse_rfc3339_ms(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (date, rest) = text.split_once(['T', 't', ' '])?;
+    let mut ymd = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
+    let zone_at = rest.find(['Z', 'z', '+', '-']).unwrap_or(rest.len());
+    let (time, zone) = rest.split_at(zone_at);
+    let mut hms = time.splitn(3, ':');
+    let h: i64 = hms.next()?.parse().ok()?;
+    let min: i64 = hms.next()?.parse().ok()?;
+    let sec: f64 = hms.next()?.parse().ok()?;
+    let offset_min = match zone.chars().next() {
+        None | Some('Z' | 'z') => 0,
+        Some(sign) => {
+            let (oh, om) = zone[1..].split_once(':')?;
+            let minutes = oh.parse::<i64>().ok()? * 60 + om.parse::<i64>().ok()?;
+            if sign == '-' {
+                -minutes
+            } else {
+                minutes
+            }
+        }
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + min * 60 - offset_min * 60;
+    Some(secs * 1000 + (sec * 1000.0).round() as i64)
 }
 
 /// `1h2m3.5s`, `6m0s`, `20ms`, `0.5s` → milliseconds.

@@ -24,7 +24,7 @@ pub async fn create(req: Request, env: &Env) -> Result<Response, ApiError> {
     if let Some(model) = &body.model {
         let model = ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         // Fail now, not at the first message, on a provider we cannot serve.
-        crate::edge::turn::provider_for(&config(env)?, &model)
+        crate::edge::turn::provider_for(env, &config(env)?, &model)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     }
     if matches!(&body.metadata, Some(m) if !m.is_object()) {

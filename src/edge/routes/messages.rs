@@ -83,8 +83,8 @@ pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Re
         Some(model) => ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?,
         None => config.default_model.clone(),
     };
-    let provider =
-        resilient_provider(&config, &model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let provider = resilient_provider(env, &config, &model)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
     let turn_id = new_id()?;
     match coordinator.submit(&turn_id, &message).await? {

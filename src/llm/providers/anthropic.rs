@@ -609,6 +609,24 @@ mod tests {
     }
 
     #[test]
+    fn every_stop_reason_maps_and_unknown_ones_are_kept() {
+        for (wire, ours) in [
+            ("end_turn", StopReason::EndTurn),
+            ("max_tokens", StopReason::MaxTokens),
+            ("stop_sequence", StopReason::StopSequence),
+            ("tool_use", StopReason::ToolUse),
+            ("pause_turn", StopReason::PauseTurn),
+            ("refusal", StopReason::Refusal),
+            (
+                "model_context_window_exceeded",
+                StopReason::Other("model_context_window_exceeded".into()),
+            ),
+        ] {
+            assert_eq!(map_stop_reason(wire), ours);
+        }
+    }
+
+    #[test]
     fn redacted_thinking_is_kept_whole_and_sent_back() {
         let (events, c) =
             run_at_every_split(&make, &fixture("anthropic/redacted-thinking-padded.sse"));

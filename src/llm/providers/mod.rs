@@ -5,6 +5,7 @@ pub mod anthropic;
 pub mod gemini;
 pub mod ollama;
 pub mod openai;
+pub mod workers_ai;
 
 #[cfg(test)]
 mod handoff_tests;
@@ -15,6 +16,7 @@ pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use ollama::Ollama;
 pub use openai::OpenAiChat;
+pub use workers_ai::{AiBinding, WorkersAi};
 
 /// Joins a base URL and a path without doubling or dropping the slash.
 pub(crate) fn join_url(base: &str, path: &str) -> String {

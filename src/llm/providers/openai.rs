@@ -138,7 +138,10 @@ impl Provider for OpenAiChat {
     }
 }
 
-fn encode_messages<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<wire::Message<'a>> {
+pub(crate) fn encode_messages<'a>(
+    system: Option<&'a str>,
+    messages: &'a [Message],
+) -> Vec<wire::Message<'a>> {
     let mut out = Vec::with_capacity(messages.len() + 1);
     if let Some(system) = system {
         out.push(wire::Message::System { content: system });
@@ -212,7 +215,7 @@ pub(crate) fn map_finish_reason(reason: &str) -> StopReason {
 }
 
 #[derive(Default)]
-struct Decoder {
+pub(crate) struct Decoder {
     text: Option<usize>,
     thinking: Option<usize>,
     /// (wire tool-call index, our content index)
@@ -321,8 +324,8 @@ impl Decode for Decoder {
     }
 }
 
-/// Serde shapes of the wire format; private to this file.
-mod wire {
+/// Serde shapes of the wire format; shared only with `workers_ai.rs`, which speaks it too.
+pub(crate) mod wire {
     use super::*;
 
     #[derive(Serialize)]
