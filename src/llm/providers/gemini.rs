@@ -617,6 +617,12 @@ mod tests {
         let body = b"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"I can\"}],\"role\": \"model\"},\"finishReason\": \"SAFETY\"}]}\r\n\r\n".to_vec();
         let (_, c) = crate::llm::providers::testing::run(&make, vec![body]);
         assert_eq!(c.message.stop_reason, StopReason::ContentFilter);
+        let body = b"data: {\"candidates\": [{\"content\": {\"parts\": [],\"role\": \"model\"},\"finishReason\": \"MALFORMED_FUNCTION_CALL\"}]}\r\n\r\n".to_vec();
+        let (_, c) = crate::llm::providers::testing::run(&make, vec![body]);
+        assert_eq!(
+            (c.error, c.message.stop_reason),
+            (None, StopReason::Other("malformed_function_call".into()))
+        );
         let body = b"data: {\"error\": {\"code\": 429, \"message\": \"Resource exhausted\", \"status\": \"RESOURCE_EXHAUSTED\"}}\r\n\r\n".to_vec();
         let (_, c) = crate::llm::providers::testing::run(&make, vec![body]);
         assert!(
