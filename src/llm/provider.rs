@@ -105,16 +105,21 @@ impl Framer {
     }
 }
 
-/// Runs one streamed call through `transport`.
+/// Runs one streamed call through `transport`; `request` is the provider's encoded request, or
+/// why it could not be encoded.
 pub(crate) async fn stream_response(
     transport: &dyn HttpTransport,
-    request: HttpRequest,
+    request: Result<HttpRequest, LlmError>,
     model: &ModelRef,
     framing: Framing,
     decoder: impl Decode,
     on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
 ) -> Completion {
     let provider = model.provider.as_str();
+    let request = match request {
+        Ok(request) => request,
+        Err(error) => return failed(model, error),
+    };
     match transport.post(request).await {
         Err(e) => failed(
             model,

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{check_health, failed, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -132,24 +132,19 @@ impl Provider for Gemini {
         request: &LlmRequest<'_>,
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
-        match self.http_request(request) {
-            Ok(http) => {
-                let decoder = Decoder {
-                    id_prefix: request.messages.len(),
-                    ..Decoder::default()
-                };
-                stream_response(
-                    self.transport.as_ref(),
-                    http,
-                    &self.model,
-                    Framing::Sse,
-                    decoder,
-                    on_event,
-                )
-                .await
-            }
-            Err(error) => failed(&self.model, error),
-        }
+        let decoder = Decoder {
+            id_prefix: request.messages.len(),
+            ..Decoder::default()
+        };
+        stream_response(
+            self.transport.as_ref(),
+            self.http_request(request),
+            &self.model,
+            Framing::Sse,
+            decoder,
+            on_event,
+        )
+        .await
     }
 }
 

@@ -22,10 +22,10 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{check_health, failed, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
-    ModelRef, Provider, StopReason, Usage,
+    ModelRef, Provider, StopReason, ToolDef, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -70,18 +70,7 @@ impl OpenAiChat {
         let body = wire::Request {
             model: &self.model.model,
             messages: encode_messages(request.system, request.messages),
-            tools: request
-                .tools
-                .iter()
-                .map(|t| wire::Tool {
-                    kind: "function",
-                    function: wire::Function {
-                        name: &t.name,
-                        description: &t.description,
-                        parameters: &t.input_schema,
-                    },
-                })
-                .collect(),
+            tools: encode_tools(request.tools),
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             stream: true,
@@ -121,21 +110,31 @@ impl Provider for OpenAiChat {
         request: &LlmRequest<'_>,
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
-        match self.http_request(request) {
-            Ok(http) => {
-                stream_response(
-                    self.transport.as_ref(),
-                    http,
-                    &self.model,
-                    Framing::Sse,
-                    Decoder::default(),
-                    on_event,
-                )
-                .await
-            }
-            Err(error) => failed(&self.model, error),
-        }
+        let decoder = Decoder::default();
+        stream_response(
+            self.transport.as_ref(),
+            self.http_request(request),
+            &self.model,
+            Framing::Sse,
+            decoder,
+            on_event,
+        )
+        .await
     }
+}
+
+pub(crate) fn encode_tools(tools: &[ToolDef]) -> Vec<wire::Tool<'_>> {
+    tools
+        .iter()
+        .map(|t| wire::Tool {
+            kind: "function",
+            function: wire::Function {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.input_schema,
+            },
+        })
+        .collect()
 }
 
 pub(crate) fn encode_messages<'a>(

@@ -42,18 +42,7 @@ impl WorkersAi {
     pub fn input(&self, request: &LlmRequest<'_>) -> Result<String, LlmError> {
         let input = Input {
             messages: openai::encode_messages(request.system, request.messages),
-            tools: request
-                .tools
-                .iter()
-                .map(|t| openai::wire::Tool {
-                    kind: "function",
-                    function: openai::wire::Function {
-                        name: &t.name,
-                        description: &t.description,
-                        parameters: &t.input_schema,
-                    },
-                })
-                .collect(),
+            tools: openai::encode_tools(request.tools),
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             stream: true,
