@@ -1,168 +1,19 @@
 //! Agent-loop scenarios with a scripted provider, run natively on a single-threaded executor
 //! (the futures are not `Send`, as on wasm).
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
+mod support;
+
+use support::*;
+
 use std::rc::Rc;
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentEvent, AgentMessage, AgentState, CurrentTime, HookError, LocalInbox,
-    ProviderResolver, ServerTool, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome,
+    run_agent_turn, AgentMessage, AgentState, LocalInbox, ServerTool, ToolRegistry, TurnOutcome,
     SKIPPED_FOR_STEERING,
 };
-use edge_agent::llm::{
-    AssistantMessage, Completion, ContentBlock, LlmError, LlmEvent, LlmRequest, Message, ModelRef,
-    Provider, StopReason, ToolCall, ToolDef, Usage,
-};
+use edge_agent::llm::{Message, ToolDef};
 use serde_json::{json, Map, Value};
-
-/// One scripted answer: text, then tool calls.
-struct Answer {
-    text: &'static str,
-    calls: Vec<(&'static str, &'static str, Value)>,
-}
-
-fn text(text: &'static str) -> Answer {
-    Answer {
-        text,
-        calls: vec![],
-    }
-}
-
-fn calls(calls: Vec<(&'static str, &'static str, Value)>) -> Answer {
-    Answer { text: "", calls }
-}
-
-/// Plays answers in order and records what each call was sent.
-struct Scripted {
-    model: ModelRef,
-    answers: RefCell<VecDeque<Answer>>,
-    seen: RefCell<Vec<Vec<Message>>>,
-}
-
-impl Scripted {
-    fn new(answers: Vec<Answer>) -> Rc<Self> {
-        Rc::new(Self {
-            model: ModelRef::parse("scripted:model-1").unwrap(),
-            answers: RefCell::new(answers.into()),
-            seen: RefCell::new(vec![]),
-        })
-    }
-}
-
-#[async_trait(?Send)]
-impl Provider for Scripted {
-    fn model(&self) -> &ModelRef {
-        &self.model
-    }
-
-    async fn health_check(&self) -> Result<(), LlmError> {
-        Ok(())
-    }
-
-    async fn stream(
-        &self,
-        request: &LlmRequest<'_>,
-        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
-    ) -> Completion {
-        self.seen.borrow_mut().push(request.messages.to_vec());
-        let answer = self
-            .answers
-            .borrow_mut()
-            .pop_front()
-            .expect("script ran out of answers");
-        let mut content = vec![];
-        if !answer.text.is_empty() {
-            let index = content.len();
-            on_event(&LlmEvent::TextStart { index });
-            on_event(&LlmEvent::TextDelta {
-                index,
-                delta: answer.text.to_string(),
-            });
-            on_event(&LlmEvent::TextEnd { index });
-            content.push(ContentBlock::Text {
-                text: answer.text.to_string(),
-            });
-        }
-        for (id, name, input) in &answer.calls {
-            let index = content.len();
-            on_event(&LlmEvent::ToolCallStart {
-                index,
-                id: id.to_string(),
-                name: name.to_string(),
-            });
-            on_event(&LlmEvent::ToolCallEnd {
-                index,
-                id: id.to_string(),
-                name: name.to_string(),
-                input: input.clone(),
-            });
-            content.push(ContentBlock::ToolUse(ToolCall {
-                id: id.to_string(),
-                name: name.to_string(),
-                input: input.clone(),
-                signature: None,
-            }));
-        }
-        let usage = Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-            ..Default::default()
-        };
-        on_event(&LlmEvent::Usage(usage));
-        Completion {
-            message: AssistantMessage {
-                stop_reason: if answer.calls.is_empty() {
-                    StopReason::EndTurn
-                } else {
-                    StopReason::ToolUse
-                },
-                content,
-                model: self.model.model.clone(),
-                provider: self.model.provider.clone(),
-                usage,
-            },
-            error: None,
-        }
-    }
-}
-
-struct Resolver(Rc<Scripted>);
-
-#[async_trait(?Send)]
-impl ProviderResolver for Resolver {
-    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
-        Ok(self.0.clone())
-    }
-}
-
-/// Records every hook call; `fail_on_message` makes persistence fail.
-#[derive(Default)]
-struct Recorder {
-    stored: RefCell<Vec<String>>,
-    warnings: RefCell<Vec<String>>,
-    fail_on_message: bool,
-}
-
-#[async_trait(?Send)]
-impl TurnHooks for Recorder {
-    async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
-        Ok(true)
-    }
-
-    async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
-        if self.fail_on_message {
-            return Err(HookError("D1 is down".into()));
-        }
-        self.stored.borrow_mut().push(message.kind().to_string());
-        Ok(())
-    }
-
-    fn warn(&self, message: &str) {
-        self.warnings.borrow_mut().push(message.to_string());
-    }
-}
 
 /// A tool that, while it runs, lets a steering message arrive.
 struct SendsSteering {
@@ -181,80 +32,6 @@ impl ServerTool for SendsSteering {
             .enqueue_steering(AgentMessage::user_text("stop, use Celsius"));
         Ok(json!("first tool ran"))
     }
-}
-
-fn tool_def(name: &str) -> ToolDef {
-    ToolDef {
-        name: name.into(),
-        description: name.into(),
-        input_schema: json!({"type": "object"}),
-    }
-}
-
-/// Runs a turn and returns (outcome, event names, state).
-fn run(
-    provider: &Rc<Scripted>,
-    tools: &ToolRegistry,
-    hooks: &Recorder,
-    inbox: Rc<LocalInbox>,
-) -> (TurnOutcome, Vec<String>, AgentState) {
-    let mut state = AgentState::new(Some("be brief".into()), vec![AgentMessage::user_text("hi")]);
-    state.inbox = inbox;
-    let mut events = Vec::new();
-    let outcome = futures::executor::block_on(run_agent_turn(
-        &Resolver(provider.clone()),
-        &mut state,
-        tools,
-        None,
-        hooks,
-        &mut |e| events.push(describe(&e)),
-    ));
-    (outcome, events, state)
-}
-
-fn describe(e: &AgentEvent<'_>) -> String {
-    match e {
-        AgentEvent::TurnStart { turn, .. } => format!("turn-start {turn}"),
-        AgentEvent::Llm(LlmEvent::TextDelta { delta, .. }) => format!("text {delta}"),
-        AgentEvent::Llm(LlmEvent::ToolCallEnd { name, .. }) => format!("call {name}"),
-        AgentEvent::Llm(_) => "llm".into(),
-        AgentEvent::TurnEnd { turn, .. } => format!("turn-end {turn}"),
-        AgentEvent::ToolExecution { call, is_error, .. } => {
-            format!("tool {} error={is_error}", call.name)
-        }
-        AgentEvent::ClientToolRequest { calls } => format!("client-tools {}", calls.len()),
-        AgentEvent::Steering { skipped, messages } => format!(
-            "steering skipped=[{}] messages={}",
-            skipped
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-                .join(","),
-            messages.len()
-        ),
-        AgentEvent::ProviderSwitch { from, to } => format!("switch {from}->{to}"),
-        AgentEvent::Done {
-            final_text,
-            total_turns,
-            total_usage,
-        } => {
-            format!(
-                "done {final_text:?} turns={total_turns} in={}",
-                total_usage.input_tokens
-            )
-        }
-        AgentEvent::Error { message, .. } => format!("error {message}"),
-    }
-}
-
-fn kinds(state: &AgentState) -> Vec<&'static str> {
-    state.messages.iter().map(|m| m.kind()).collect()
-}
-
-fn current_time_registry() -> ToolRegistry {
-    let mut tools = ToolRegistry::new();
-    tools.register_server_tool(Box::new(CurrentTime::default()));
-    tools
 }
 
 #[test]
