@@ -7,7 +7,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::AgentMessage;
-use crate::llm::Usage;
+use crate::llm::{Sleeper, Usage};
 
 /// Where messages sent while a turn runs wait for it.
 #[async_trait(?Send)]
@@ -57,6 +57,17 @@ pub struct AgentState {
     pub messages: Vec<AgentMessage>,
     /// Most LLM calls in one turn (`MAX_LLM_CALLS`).
     pub max_llm_calls: u32,
+    /// Most tool calls run in one turn (`MAX_TOOL_CALLS`); calls past it get error results.
+    pub max_tool_calls: u32,
+    /// How long one server tool may run (`TOOL_TIMEOUT_MS`); needs `timer`.
+    pub tool_timeout_ms: Option<u64>,
+    /// How long the whole turn may run (`TURN_DEADLINE_MS`), checked before each LLM call and
+    /// each tool.
+    pub turn_deadline_ms: Option<u64>,
+    /// The platform's timer, for tool timeouts.
+    pub timer: Option<Rc<dyn Sleeper>>,
+    /// Tool calls run so far in this turn.
+    pub tool_calls: u32,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
     /// LLM calls made so far in this turn.
@@ -71,6 +82,11 @@ impl AgentState {
             system_prompt,
             messages,
             max_llm_calls: 10,
+            max_tool_calls: 50,
+            tool_timeout_ms: None,
+            turn_deadline_ms: None,
+            timer: None,
+            tool_calls: 0,
             max_tokens: 4096,
             temperature: None,
             llm_calls: 0,

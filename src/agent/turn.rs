@@ -45,8 +45,8 @@ pub enum TurnOutcome {
     Stopped,
     /// The model called client tools; the turn waits for their results.
     AwaitingToolResults(Vec<ToolCall>),
-    /// `MAX_LLM_CALLS` was reached.
-    LimitReached,
+    /// A limit ended the turn (`MAX_LLM_CALLS`, `TURN_DEADLINE_MS`); says which.
+    LimitReached(String),
     /// The LLM, the provider resolver or `on_turn_end` failed.
     Failed { message: String, is_retryable: bool },
 }
@@ -61,18 +61,23 @@ pub async fn run_agent_turn(
     emit: &mut dyn FnMut(AgentEvent<'_>),
 ) -> TurnOutcome {
     let definitions = tools.definitions();
+    let started = web_time::Instant::now();
     let mut previous: Option<ModelRef> = None;
     'calls: loop {
-        if state.llm_calls >= state.max_llm_calls {
-            let message = format!(
+        let limit = if state.llm_calls >= state.max_llm_calls {
+            Some(format!(
                 "stopped after {} LLM calls in one turn (MAX_LLM_CALLS)",
                 state.max_llm_calls
-            );
+            ))
+        } else {
+            deadline_passed(state, started)
+        };
+        if let Some(message) = limit {
             emit(AgentEvent::Error {
-                message,
+                message: message.clone(),
                 is_retryable: false,
             });
-            return TurnOutcome::LimitReached;
+            return TurnOutcome::LimitReached(message);
         }
 
         let provider = match resolver.resolve().await {
@@ -177,14 +182,45 @@ pub async fn run_agent_turn(
                 inject(state, hooks, emit, skipped, steering).await;
                 continue 'calls;
             }
+            // Past a limit, the remaining calls are answered with why they did not run, so the
+            // model sees it and every call keeps a result.
+            let refusal = if let Some(message) = deadline_passed(state, started) {
+                Some(format!("not run: {message}"))
+            } else if state.tool_calls >= state.max_tool_calls {
+                Some(format!(
+                    "not run: {} tool calls were made in this turn (MAX_TOOL_CALLS)",
+                    state.max_tool_calls
+                ))
+            } else {
+                None
+            };
+            if let Some(message) = refusal {
+                let output = Value::String(message.clone());
+                emit(AgentEvent::ToolExecution {
+                    call,
+                    output: &output,
+                    is_error: true,
+                    duration_ms: 0,
+                });
+                add_message(
+                    state,
+                    hooks,
+                    AgentMessage::ToolResult(error_result(call, &message)),
+                )
+                .await;
+                continue;
+            }
             match tools.classify(&call.name) {
                 Some(ToolKind::Server(tool)) => {
-                    let started = web_time::Instant::now();
+                    state.tool_calls += 1;
+                    let tool_started = web_time::Instant::now();
                     let result = match call.arguments() {
-                        Ok(arguments) => tool.call(arguments).await,
+                        Ok(arguments) => {
+                            run_with_timeout(tool.call(arguments), state, &call.name).await
+                        }
                         Err(e) => Err(e),
                     };
-                    let duration_ms = started.elapsed().as_millis() as u64;
+                    let duration_ms = tool_started.elapsed().as_millis() as u64;
                     let (output, is_error) = match result {
                         Ok(output) => (output, false),
                         Err(message) => (Value::String(message), true),
@@ -232,6 +268,34 @@ pub async fn run_agent_turn(
         if !steering.is_empty() {
             inject(state, hooks, emit, &[], steering).await;
         }
+    }
+}
+
+/// The deadline message, if `TURN_DEADLINE_MS` has passed.
+fn deadline_passed(state: &AgentState, started: web_time::Instant) -> Option<String> {
+    let deadline = state.turn_deadline_ms?;
+    let elapsed = started.elapsed().as_millis() as u64;
+    (elapsed >= deadline).then(|| {
+        format!("the turn ran {elapsed} ms, past its deadline of {deadline} ms (TURN_DEADLINE_MS)")
+    })
+}
+
+/// Runs a tool, giving up after `TOOL_TIMEOUT_MS` when a timer is available.
+async fn run_with_timeout(
+    call: impl std::future::Future<Output = Result<Value, String>>,
+    state: &AgentState,
+    name: &str,
+) -> Result<Value, String> {
+    let (Some(timer), Some(ms)) = (&state.timer, state.tool_timeout_ms) else {
+        return call.await;
+    };
+    let call = std::pin::pin!(call);
+    let timeout = std::pin::pin!(timer.sleep(ms));
+    match futures::future::select(call, timeout).await {
+        futures::future::Either::Left((result, _)) => result,
+        futures::future::Either::Right(_) => Err(format!(
+            "`{name}` did not finish within {ms} ms (TOOL_TIMEOUT_MS)"
+        )),
     }
 }
 

@@ -20,6 +20,9 @@ pub struct Config {
     pub gemini_base_url: Option<String>,
     pub ollama_base_url: Option<String>,
     pub max_llm_calls: u32,
+    pub max_tool_calls: u32,
+    pub tool_timeout_ms: u32,
+    pub turn_deadline_ms: u32,
     pub max_tokens: u32,
     /// How long a turn's lease lives without renewal; a dead turn frees its conversation after
     /// this long.
@@ -59,6 +62,9 @@ impl Config {
             gemini_base_url: url(&get, "GEMINI_BASE_URL")?,
             ollama_base_url: url(&get, "OLLAMA_BASE_URL")?,
             max_llm_calls: number(&get, "MAX_LLM_CALLS", 10, 1..=100)?,
+            max_tool_calls: number(&get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
+            tool_timeout_ms: number(&get, "TOOL_TIMEOUT_MS", 30_000, 100..=900_000)?,
+            turn_deadline_ms: number(&get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
             max_tokens: number(&get, "MAX_OUTPUT_TOKENS", 4096, 1..=200_000)?,
             lease_ttl_ms: number(&get, "LEASE_TTL_MS", 30_000, 1_000..=600_000)?,
         })

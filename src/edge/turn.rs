@@ -152,6 +152,10 @@ impl Turn {
     ) {
         let mut state = AgentState::new(self.conversation.system.clone(), history);
         state.max_llm_calls = self.config.max_llm_calls;
+        state.max_tool_calls = self.config.max_tool_calls;
+        state.tool_timeout_ms = Some(self.config.tool_timeout_ms.into());
+        state.turn_deadline_ms = Some(self.config.turn_deadline_ms.into());
+        state.timer = Some(Rc::new(WorkerSleeper));
         state.max_tokens = self.config.max_tokens;
         state.inbox = Rc::new(CoordinatorInbox {
             coordinator: self.coordinator.clone(),

@@ -247,7 +247,7 @@ impl UiStream {
         let finish_reason = match outcome {
             TurnOutcome::AwaitingToolResults(_) => "tool-calls",
             TurnOutcome::Failed { .. } => "error",
-            TurnOutcome::LimitReached => "length",
+            TurnOutcome::LimitReached(_) => "length",
             TurnOutcome::Completed | TurnOutcome::Stopped => match self.last_stop {
                 Some(StopReason::MaxTokens) => "length",
                 Some(StopReason::ContentFilter | StopReason::Refusal) => "content-filter",
