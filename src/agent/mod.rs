@@ -13,6 +13,7 @@
 pub mod event;
 pub mod hooks;
 pub mod message;
+pub mod schema;
 pub mod state;
 pub mod tools;
 mod turn;

@@ -214,7 +214,7 @@ pub async fn run_agent_turn(
                 Some(ToolKind::Server(tool)) => {
                     state.tool_calls += 1;
                     let tool_started = web_time::Instant::now();
-                    let result = match call.arguments() {
+                    let result = match checked_arguments(call, &tool.definition().input_schema) {
                         Ok(arguments) => {
                             run_with_timeout(tool.call(arguments), state, &call.name).await
                         }
@@ -268,6 +268,25 @@ pub async fn run_agent_turn(
         if !steering.is_empty() {
             inject(state, hooks, emit, &[], steering).await;
         }
+    }
+}
+
+/// The call's arguments if they are an object that fits the tool's schema, else a message that
+/// tells the model what to fix.
+fn checked_arguments<'c>(
+    call: &'c ToolCall,
+    schema: &Value,
+) -> Result<&'c serde_json::Map<String, Value>, String> {
+    let arguments = call.arguments()?;
+    let problems = super::schema::validate(schema, &call.input);
+    if problems.is_empty() {
+        Ok(arguments)
+    } else {
+        Err(format!(
+            "invalid arguments for `{}`: {}. Fix them and call the tool again.",
+            call.name,
+            problems.join("; ")
+        ))
     }
 }
 

@@ -1,0 +1,79 @@
+//! Tool behaviours in the loop: argument validation against the schema.
+
+mod support;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use edge_agent::agent::{
+    run_agent_turn, AgentMessage, AgentState, ServerTool, ToolRegistry, TurnOutcome,
+};
+use edge_agent::llm::ToolDef;
+use serde_json::{json, Map, Value};
+use support::*;
+
+/// A weather tool that records what its handler received.
+struct Weather {
+    def: ToolDef,
+    received: Rc<RefCell<Vec<Value>>>,
+}
+
+#[async_trait(?Send)]
+impl ServerTool for Weather {
+    fn definition(&self) -> &ToolDef {
+        &self.def
+    }
+    async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
+        self.received
+            .borrow_mut()
+            .push(Value::Object(arguments.clone()));
+        Ok(json!({"temp_c": 4}))
+    }
+}
+
+#[test]
+fn arguments_that_break_the_schema_never_reach_the_handler_and_the_model_can_correct_them() {
+    let received = Rc::new(RefCell::new(vec![]));
+    let mut tools = ToolRegistry::new();
+    tools.register_server_tool(Box::new(Weather {
+        def: ToolDef {
+            name: "weather".into(),
+            description: "Weather for a city".into(),
+            input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        },
+        received: received.clone(),
+    }));
+    let provider = Scripted::new(vec![
+        calls(vec![("c1", "weather", json!({"city": 5}))]),
+        calls(vec![("c2", "weather", json!({"city": "Oslo"}))]),
+        text("4 degrees."),
+    ]);
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("weather?")]);
+    let outcome = futures::executor::block_on(run_agent_turn(
+        &Resolver(provider.clone()),
+        &mut state,
+        &tools,
+        None,
+        &Recorder::default(),
+        &mut |_| {},
+    ));
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(
+        *received.borrow(),
+        [json!({"city": "Oslo"})],
+        "only the valid call ran"
+    );
+    let AgentMessage::ToolResult(first) = &state.messages[2] else {
+        panic!()
+    };
+    assert!(first.is_error);
+    assert_eq!(first.content, "invalid arguments for `weather`: $.city: expected string, got number. Fix them and call the tool again.");
+    let AgentMessage::ToolResult(second) = &state.messages[4] else {
+        panic!()
+    };
+    assert_eq!(
+        (second.is_error, second.content.as_str()),
+        (false, "{\"temp_c\":4}")
+    );
+}
