@@ -77,3 +77,100 @@ fn arguments_that_break_the_schema_never_reach_the_handler_and_the_model_can_cor
         (false, "{\"temp_c\":4}")
     );
 }
+
+mod plan {
+    use super::*;
+    use edge_agent::agent::{plan_from_history, PlanItem, UpdatePlan};
+    use edge_agent::llm::{ContentBlock, Message};
+
+    fn recited(messages: &[Message]) -> Option<String> {
+        match messages.last() {
+            Some(Message::User { content }) => match &content[0] {
+                ContentBlock::Text { text } if text.starts_with("## Current Plan") => {
+                    Some(text.clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn update_plan_keeps_a_todo_list_recited_before_each_call_and_never_stored() {
+        let provider = Scripted::new(vec![
+            calls(vec![(
+                "p1",
+                "update_plan",
+                json!({"items": [{"title": "Find flights", "done": false}, {"title": "Book hotel", "done": false}]}),
+            )]),
+            calls(vec![(
+                "p2",
+                "update_plan",
+                json!({"items": [{"title": "Find flights", "done": true}, {"title": "Book hotel", "done": false}]}),
+            )]),
+            text("Flights found; the hotel is next."),
+        ]);
+        let mut state = AgentState::new(None, vec![AgentMessage::user_text("plan my trip")]);
+        let mut tools = ToolRegistry::new();
+        tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
+        let outcome = futures::executor::block_on(run_agent_turn(
+            &Resolver(provider.clone()),
+            &mut state,
+            &tools,
+            None,
+            &Recorder::default(),
+            &mut |_| {},
+        ));
+        assert_eq!(outcome, TurnOutcome::Completed);
+        let seen = provider.seen.borrow();
+        assert_eq!(recited(&seen[0]), None, "no plan yet");
+        assert_eq!(
+            recited(&seen[1]).as_deref(),
+            Some("## Current Plan (TODO List)\n⬜ 1. Find flights\n⬜ 2. Book hotel\n")
+        );
+        assert_eq!(
+            recited(&seen[2]).as_deref(),
+            Some("## Current Plan (TODO List)\n✅ 1. Find flights\n⬜ 2. Book hotel\n")
+        );
+        assert!(!state.messages.iter().any(|m| matches!(m, AgentMessage::User { content } if matches!(&content[0], ContentBlock::Text { text } if text.starts_with("## Current Plan")))));
+        assert_eq!(
+            state.plan.borrow()[0],
+            PlanItem {
+                title: "Find flights".into(),
+                done: true
+            }
+        );
+        // The next request rebuilds the plan from the stored history.
+        assert_eq!(plan_from_history(&state.messages), *state.plan.borrow());
+    }
+
+    #[test]
+    fn a_rejected_plan_update_is_not_the_plan() {
+        let provider = Scripted::new(vec![
+            calls(vec![(
+                "p1",
+                "update_plan",
+                json!({"items": [{"title": "A", "done": false}]}),
+            )]),
+            calls(vec![("p2", "update_plan", json!({"items": "not a list"}))]),
+            text("ok"),
+        ]);
+        let mut state = AgentState::new(None, vec![AgentMessage::user_text("go")]);
+        let mut tools = ToolRegistry::new();
+        tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
+        futures::executor::block_on(run_agent_turn(
+            &Resolver(provider),
+            &mut state,
+            &tools,
+            None,
+            &Recorder::default(),
+            &mut |_| {},
+        ));
+        let want = vec![PlanItem {
+            title: "A".into(),
+            done: false,
+        }];
+        assert_eq!(*state.plan.borrow(), want);
+        assert_eq!(plan_from_history(&state.messages), want);
+    }
+}

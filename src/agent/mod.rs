@@ -13,6 +13,7 @@
 pub mod event;
 pub mod hooks;
 pub mod message;
+pub mod plan;
 pub mod schema;
 pub mod state;
 pub mod tools;
@@ -21,6 +22,7 @@ mod turn;
 pub use event::AgentEvent;
 pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
+pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
 pub use state::{AgentState, Inbox, LocalInbox};
 pub use tools::{CurrentTime, ServerTool, ToolKind, ToolRegistry};
 pub use turn::{

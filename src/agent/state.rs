@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
+use super::plan::{plan_from_history, Plan};
 use super::AgentMessage;
 use crate::llm::{Sleeper, Usage};
 
@@ -68,6 +69,8 @@ pub struct AgentState {
     pub timer: Option<Rc<dyn Sleeper>>,
     /// Tool calls run so far in this turn.
     pub tool_calls: u32,
+    /// The todo list `update_plan` keeps, recited before every LLM call.
+    pub plan: Plan,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
     /// LLM calls made so far in this turn.
@@ -77,7 +80,9 @@ pub struct AgentState {
 }
 
 impl AgentState {
+    /// A state for `messages`; the plan is taken from them.
     pub fn new(system_prompt: Option<String>, messages: Vec<AgentMessage>) -> Self {
+        let plan = Rc::new(RefCell::new(plan_from_history(&messages)));
         Self {
             system_prompt,
             messages,
@@ -87,6 +92,7 @@ impl AgentState {
             turn_deadline_ms: None,
             timer: None,
             tool_calls: 0,
+            plan,
             max_tokens: 4096,
             temperature: None,
             llm_calls: 0,

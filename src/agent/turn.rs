@@ -94,6 +94,10 @@ pub async fn run_agent_turn(
         if let Some(t) = transform {
             history = t.transform(history).await;
         }
+        // Recited last, where the model attends most; never stored.
+        if let Some(plan) = super::plan::recitation(&state.plan.borrow()) {
+            history.push(plan);
+        }
         state.llm_calls += 1;
         let turn = state.llm_calls;
         emit(AgentEvent::TurnStart {

@@ -18,7 +18,7 @@ use super::ui_stream::{UiStream, HEADERS};
 use super::{new_id, now_ms};
 use crate::agent::{
     run_agent_turn, AgentMessage, AgentState, CurrentTime, HookError, Inbox, ProviderResolver,
-    ToolRegistry, TurnHooks, TurnOutcome,
+    ToolRegistry, TurnHooks, TurnOutcome, UpdatePlan,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper};
@@ -163,6 +163,7 @@ impl Turn {
         });
         let mut tools = ToolRegistry::new();
         tools.register_server_tool(Box::new(CurrentTime::default()));
+        tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
         let hooks = D1Hooks {
             store: self.store.clone(),
             conversation_id: self.conversation.id.clone(),
