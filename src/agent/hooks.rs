@@ -36,6 +36,13 @@ pub trait TurnHooks {
         Ok(())
     }
 
+    /// The history was compacted: `compaction.replaces` (indices into the history before the
+    /// change) became `compaction.summary`. Persistence mirrors it here; failing is logged, like
+    /// `on_message`.
+    async fn on_compaction(&self, _compaction: &super::Compaction) -> Result<(), HookError> {
+        Ok(())
+    }
+
     /// An LLM or provider-resolution failure.
     async fn on_error(&self, _error: &str, _is_retryable: bool) -> Result<(), HookError> {
         Ok(())

@@ -10,6 +10,7 @@
 //! numbered by [`AgentEvent::TurnStart`]'s `turn` field as in the seed design, and is a *step*
 //! in the UI stream.
 
+pub mod compact;
 pub mod event;
 pub mod hooks;
 pub mod message;
@@ -19,6 +20,7 @@ pub mod state;
 pub mod tools;
 mod turn;
 
+pub use compact::{Compaction, Compactor};
 pub use event::AgentEvent;
 pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::plan::{plan_from_history, Plan};
-use super::AgentMessage;
+use super::{AgentMessage, Compactor};
 use crate::llm::{Sleeper, Usage};
 
 /// Where messages sent while a turn runs wait for it.
@@ -71,6 +71,8 @@ pub struct AgentState {
     pub tool_calls: u32,
     /// The todo list `update_plan` keeps, recited before every LLM call.
     pub plan: Plan,
+    /// Compacts the history before an LLM call when it grows too long.
+    pub compactor: Option<Rc<Compactor>>,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
     /// LLM calls made so far in this turn.
@@ -93,6 +95,7 @@ impl AgentState {
             timer: None,
             tool_calls: 0,
             plan,
+            compactor: None,
             max_tokens: 4096,
             temperature: None,
             llm_calls: 0,

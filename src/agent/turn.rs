@@ -89,6 +89,14 @@ pub async fn run_agent_turn(
             emit(AgentEvent::ProviderSwitch { from, to: &model });
         }
 
+        if let Some(compactor) = state.compactor.clone() {
+            if let Some(compaction) = compactor.compact(&state.messages).await {
+                if let Err(e) = hooks.on_compaction(&compaction).await {
+                    hooks.warn(&format!("on_compaction failed; the turn goes on: {e}"));
+                }
+                compaction.apply(&mut state.messages);
+            }
+        }
         // Normalised for this model: the history may come from another provider (handoff).
         let mut history = prepare_for(&super::convert_to_llm(&state.messages), &model);
         if let Some(t) = transform {

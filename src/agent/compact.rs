@@ -1,0 +1,170 @@
+//! Compaction: when the history grows past a share of the model's context window, older whole
+//! exchanges are summarised into one `summary` message (sent to the LLM as a user message).
+//!
+//! - Tokens are estimated, CJK-aware: a CJK character is about one token, other text about four
+//!   characters a token.
+//! - Cuts fall only where an exchange starts (a user or summary message), so a tool call is
+//!   never separated from its result, and the latest user message always stays verbatim.
+//! - The summary comes from a resolved (usually cheaper) provider. If it fails, the oldest whole
+//!   exchanges are dropped instead, so the turn can still go on.
+//! - The [`Compaction`] says which messages the summary replaces, so the application can persist
+//!   the same change.
+
+use std::ops::Range;
+use std::rc::Rc;
+
+use super::{convert_to_llm, AgentMessage, ProviderResolver};
+use crate::llm::{ContentBlock, LlmRequest, Message};
+
+/// Roughly how many tokens `text` is.
+pub fn estimate_tokens(text: &str) -> u64 {
+    let (mut cjk, mut other) = (0u64, 0u64);
+    for c in text.chars() {
+        if is_cjk(c) {
+            cjk += 1;
+        } else {
+            other += 1;
+        }
+    }
+    cjk + other.div_ceil(4)
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3400..=0x4DBF    // CJK Extension A
+        | 0x4E00..=0x9FFF    // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
+        | 0xFF00..=0xFFEF    // full-width forms
+        | 0x20000..=0x2FA1F) // CJK Extensions B–F
+}
+
+/// Estimated tokens of one message as the LLM would see it (plus a little framing).
+pub fn message_tokens(message: &AgentMessage) -> u64 {
+    const FRAMING: u64 = 4;
+    let text: u64 = match message {
+        AgentMessage::User { content } => content.iter().map(block_tokens).sum(),
+        AgentMessage::Assistant(a) => a.content.iter().map(block_tokens).sum(),
+        AgentMessage::ToolResult(r) => estimate_tokens(&r.content),
+        AgentMessage::Summary { text } => estimate_tokens(text),
+        // Never sent to the LLM.
+        AgentMessage::ContextNote { .. }
+        | AgentMessage::SystemEvent { .. }
+        | AgentMessage::ToolLog { .. } => return 0,
+    };
+    text + FRAMING
+}
+
+fn block_tokens(block: &ContentBlock) -> u64 {
+    match block {
+        ContentBlock::Text { text } => estimate_tokens(text),
+        ContentBlock::Thinking { thinking, .. } => estimate_tokens(thinking),
+        ContentBlock::ToolUse(call) => {
+            estimate_tokens(&call.name) + estimate_tokens(&call.input.to_string())
+        }
+        ContentBlock::RedactedThinking { data } => estimate_tokens(data) / 2,
+    }
+}
+
+/// A change to the history: `replaces` is taken out and `summary` (if any) put in its place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    pub replaces: Range<usize>,
+    /// `None` when summarising failed and the oldest exchanges were dropped instead.
+    pub summary: Option<AgentMessage>,
+}
+
+impl Compaction {
+    pub fn apply(&self, messages: &mut Vec<AgentMessage>) {
+        messages.splice(self.replaces.clone(), self.summary.clone());
+    }
+}
+
+pub struct Compactor {
+    /// Who writes the summary.
+    pub summariser: Rc<dyn ProviderResolver>,
+    pub context_window: u64,
+    /// Compact when the estimate passes this share of the window (e.g. 0.8).
+    pub threshold_ratio: f64,
+}
+
+const INSTRUCTION: &str = "Summarise the conversation above for your own later use. Keep every \
+    fact, decision, name, number, open question and unfinished task; drop pleasantries. Write it \
+    as notes, not as a reply to the user.";
+
+impl Compactor {
+    /// The compaction `messages` need, if they are over the threshold.
+    pub async fn compact(&self, messages: &[AgentMessage]) -> Option<Compaction> {
+        let total: u64 = messages.iter().map(message_tokens).sum();
+        let threshold = (self.context_window as f64 * self.threshold_ratio) as u64;
+        if total <= threshold {
+            return None;
+        }
+        let cut = self.cut(messages, threshold / 2)?;
+        let replaces = 0..cut;
+        match self.summarise(&messages[replaces.clone()]).await {
+            Some(text) => Some(Compaction {
+                replaces,
+                summary: Some(AgentMessage::Summary { text }),
+            }),
+            None => Some(Compaction {
+                replaces,
+                summary: None,
+            }),
+        }
+    }
+
+    /// Where the kept tail starts: the earliest exchange start from which the tail fits
+    /// `target`, but never past the latest user message. `None` if nothing can be cut.
+    fn cut(&self, messages: &[AgentMessage], target: u64) -> Option<usize> {
+        let latest_user = messages
+            .iter()
+            .rposition(|m| matches!(m, AgentMessage::User { .. }))?;
+        let starts = (1..=latest_user).filter(|&i| {
+            matches!(
+                messages[i],
+                AgentMessage::User { .. } | AgentMessage::Summary { .. }
+            )
+        });
+        let mut chosen = None;
+        for start in starts {
+            chosen = Some(start);
+            let tail: u64 = messages[start..].iter().map(message_tokens).sum();
+            if tail <= target {
+                break;
+            }
+        }
+        chosen
+    }
+
+    async fn summarise(&self, old: &[AgentMessage]) -> Option<String> {
+        let provider = self.summariser.resolve().await.ok()?;
+        let mut history =
+            crate::llm::transform::prepare_for(&convert_to_llm(old), provider.model());
+        history.push(Message::user_text(INSTRUCTION));
+        let request = LlmRequest {
+            system: Some("You compress conversations into faithful notes."),
+            messages: &history,
+            tools: &[],
+            max_tokens: 1024,
+            temperature: None,
+        };
+        let completion = provider.complete(&request).await;
+        let text = completion.message.text();
+        (completion.error.is_none() && !text.trim().is_empty()).then_some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cjk_text_counts_about_a_token_a_character() {
+        assert_eq!(estimate_tokens("你好世界"), 4);
+        assert_eq!(estimate_tokens("hello world!"), 3);
+        assert_eq!(estimate_tokens("こんにちは world"), 5 + 2);
+        assert_eq!(estimate_tokens(""), 0);
+    }
+}
