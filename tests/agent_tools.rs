@@ -174,3 +174,82 @@ mod plan {
         assert_eq!(plan_from_history(&state.messages), want);
     }
 }
+
+mod toolsets {
+    use super::*;
+    use edge_agent::agent::CurrentTime;
+    use edge_agent::llm::ContentBlock;
+
+    struct Named(ToolDef);
+
+    #[async_trait(?Send)]
+    impl ServerTool for Named {
+        fn definition(&self) -> &ToolDef {
+            &self.0
+        }
+        async fn call(&self, _: &Map<String, Value>) -> Result<Value, String> {
+            Ok(json!("ok"))
+        }
+    }
+
+    fn last_user_text(history: &[AgentMessage]) -> String {
+        history
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                AgentMessage::User { content } => content.iter().find_map(|b| match b {
+                    ContentBlock::Text { text } => Some(text.clone()),
+                    _ => None,
+                }),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_selector_decides_per_call_which_toolsets_the_model_sees() {
+        let mut tools = ToolRegistry::new();
+        tools.register_server_tool(Box::new(CurrentTime::default()));
+        tools.register_in_toolset("weather", Box::new(Named(tool_def("forecast"))));
+        tools.register_in_toolset("travel", Box::new(Named(tool_def("book_flight"))));
+        tools.register_in_toolset("travel", Box::new(Named(tool_def("book_hotel"))));
+        let asked: Rc<RefCell<Vec<Vec<String>>>> = Rc::default();
+        let log = asked.clone();
+        tools.set_toolset_selector(Box::new(move |history, available| {
+            log.borrow_mut()
+                .push(available.iter().map(|s| s.to_string()).collect());
+            let text = last_user_text(history);
+            available
+                .iter()
+                .filter(|set| text.contains(*set))
+                .map(|s| s.to_string())
+                .collect()
+        }));
+        tools.merge_client_tools([tool_def("show_map")]);
+        let inbox = Rc::new(edge_agent::agent::LocalInbox::default());
+        inbox.enqueue_followup(AgentMessage::user_text("now the travel part"));
+        let provider = Scripted::new(vec![text("Sunny."), text("Booked.")]);
+        let mut state =
+            AgentState::new(None, vec![AgentMessage::user_text("what is the weather?")]);
+        state.inbox = inbox;
+        futures::executor::block_on(run_agent_turn(
+            &Resolver(provider.clone()),
+            &mut state,
+            &tools,
+            None,
+            &Recorder::default(),
+            &mut |_| {},
+        ));
+        let offered = provider.offered.borrow();
+        assert_eq!(offered[0], ["current_time", "forecast", "show_map"]);
+        assert_eq!(
+            offered[1],
+            ["current_time", "book_flight", "book_hotel", "show_map"]
+        );
+        assert_eq!(
+            asked.borrow()[0],
+            ["travel", "weather"],
+            "the selector is told the toolsets there are"
+        );
+    }
+}

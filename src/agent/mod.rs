@@ -26,7 +26,7 @@ pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
 pub use state::{AgentState, Inbox, LocalInbox};
-pub use tools::{CurrentTime, ServerTool, ToolKind, ToolRegistry};
+pub use tools::{CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
     run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, SKIPPED_FOR_STEERING,
 };

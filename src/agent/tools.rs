@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
+use super::AgentMessage;
 use crate::llm::ToolDef;
 
 /// A tool that runs inside the Worker.
@@ -21,10 +22,16 @@ pub enum ToolKind<'a> {
     Client(&'a ToolDef),
 }
 
+/// Picks, before each LLM call, which toolsets the model sees, from the history so far and the
+/// toolset names there are (seed 003: a few relevant tools work better than every tool).
+pub type ToolsetSelector = Box<dyn Fn(&[AgentMessage], &[&str]) -> Vec<String>>;
+
 #[derive(Default)]
 pub struct ToolRegistry {
-    server: Vec<Box<dyn ServerTool>>,
+    /// Server tools with the toolset each belongs to (`None`: always offered).
+    server: Vec<(Option<String>, Box<dyn ServerTool>)>,
     client: Vec<ToolDef>,
+    selector: Option<ToolsetSelector>,
 }
 
 impl ToolRegistry {
@@ -32,10 +39,25 @@ impl ToolRegistry {
         Self::default()
     }
 
+    /// A server tool that is always offered.
     pub fn register_server_tool(&mut self, tool: Box<dyn ServerTool>) {
+        self.register(None, tool);
+    }
+
+    /// A server tool offered only when the selector picks `toolset`.
+    pub fn register_in_toolset(&mut self, toolset: &str, tool: Box<dyn ServerTool>) {
+        self.register(Some(toolset.to_string()), tool);
+    }
+
+    /// Decides per LLM call which toolsets are offered. Without one, every tool is.
+    pub fn set_toolset_selector(&mut self, selector: ToolsetSelector) {
+        self.selector = Some(selector);
+    }
+
+    fn register(&mut self, toolset: Option<String>, tool: Box<dyn ServerTool>) {
         let name = tool.definition().name.clone();
-        self.server.retain(|t| t.definition().name != name);
-        self.server.push(tool);
+        self.server.retain(|(_, t)| t.definition().name != name);
+        self.server.push((toolset, tool));
     }
 
     /// Adds tools the caller executes (from the request). A server tool of the same name wins:
@@ -49,7 +71,11 @@ impl ToolRegistry {
     }
 
     pub fn classify(&self, name: &str) -> Option<ToolKind<'_>> {
-        if let Some(tool) = self.server.iter().find(|t| t.definition().name == name) {
+        if let Some((_, tool)) = self
+            .server
+            .iter()
+            .find(|(_, t)| t.definition().name == name)
+        {
             return Some(ToolKind::Server(tool.as_ref()));
         }
         self.client
@@ -62,7 +88,29 @@ impl ToolRegistry {
     pub fn definitions(&self) -> Vec<ToolDef> {
         self.server
             .iter()
-            .map(|t| t.definition().clone())
+            .map(|(_, t)| t.definition().clone())
+            .chain(self.client.iter().cloned())
+            .collect()
+    }
+
+    /// The tools offered for the next LLM call: those in no toolset, those in the toolsets the
+    /// selector picks for `history`, and the client's.
+    pub fn offered(&self, history: &[AgentMessage]) -> Vec<ToolDef> {
+        let Some(selector) = &self.selector else {
+            return self.definitions();
+        };
+        let mut names: Vec<&str> = self
+            .server
+            .iter()
+            .filter_map(|(set, _)| set.as_deref())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let chosen = selector(history, &names);
+        self.server
+            .iter()
+            .filter(|(set, _)| set.as_ref().is_none_or(|s| chosen.contains(s)))
+            .map(|(_, t)| t.definition().clone())
             .chain(self.client.iter().cloned())
             .collect()
     }

@@ -60,7 +60,6 @@ pub async fn run_agent_turn(
     hooks: &dyn TurnHooks,
     emit: &mut dyn FnMut(AgentEvent<'_>),
 ) -> TurnOutcome {
-    let definitions = tools.definitions();
     let started = web_time::Instant::now();
     let mut previous: Option<ModelRef> = None;
     'calls: loop {
@@ -112,6 +111,7 @@ pub async fn run_agent_turn(
             turn,
             model: &model,
         });
+        let definitions = tools.offered(&state.messages);
         let request = LlmRequest {
             system: state.system_prompt.as_deref(),
             messages: &history,

@@ -46,6 +46,8 @@ pub struct Scripted {
     pub model: ModelRef,
     pub answers: RefCell<VecDeque<Answer>>,
     pub seen: RefCell<Vec<Vec<Message>>>,
+    /// The tool names offered on each call.
+    pub offered: RefCell<Vec<Vec<String>>>,
 }
 
 impl Scripted {
@@ -54,6 +56,7 @@ impl Scripted {
             model: ModelRef::parse("scripted:model-1").unwrap(),
             answers: RefCell::new(answers.into()),
             seen: RefCell::new(vec![]),
+            offered: RefCell::new(vec![]),
         })
     }
 }
@@ -74,6 +77,9 @@ impl Provider for Scripted {
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
         self.seen.borrow_mut().push(request.messages.to_vec());
+        self.offered
+            .borrow_mut()
+            .push(request.tools.iter().map(|t| t.name.clone()).collect());
         let answer = self
             .answers
             .borrow_mut()
