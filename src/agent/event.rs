@@ -25,6 +25,13 @@ pub enum AgentEvent<'a> {
     },
     /// The model called tools the client runs; the turn pauses until their results arrive.
     ClientToolRequest { calls: &'a [ToolCall] },
+    /// The model called tools that need a person's approval; the turn pauses for decisions.
+    ApprovalRequest { calls: &'a [ToolCall] },
+    /// A person denied a call; it did not run and the model is told so.
+    ToolDenied {
+        call: &'a ToolCall,
+        reason: Option<&'a str>,
+    },
     /// Messages sent during the turn were injected; `skipped` tool calls were not run.
     Steering {
         skipped: &'a [ToolCall],

@@ -2,6 +2,7 @@
 //! `Inbox` through which messages sent during the turn reach it.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use async_trait::async_trait;
@@ -52,6 +53,21 @@ impl Inbox for LocalInbox {
     }
 }
 
+/// A person's decision on a tool call that needed approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    pub approved: bool,
+    pub reason: Option<String>,
+}
+
+/// What the caller brings back to a paused turn, by tool call id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolAnswers {
+    /// Client tool results: (content, is_error).
+    pub results: HashMap<String, (String, bool)>,
+    pub approvals: HashMap<String, Approval>,
+}
+
 /// The state of one turn. Request-scoped: storage is the source of truth.
 pub struct AgentState {
     pub system_prompt: Option<String>,
@@ -73,6 +89,8 @@ pub struct AgentState {
     pub plan: Plan,
     /// Compacts the history before an LLM call when it grows too long.
     pub compactor: Option<Rc<Compactor>>,
+    /// Client results and approvals for the calls a paused turn waits on.
+    pub answers: ToolAnswers,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
     /// LLM calls made so far in this turn.
@@ -96,6 +114,7 @@ impl AgentState {
             tool_calls: 0,
             plan,
             compactor: None,
+            answers: ToolAnswers::default(),
             max_tokens: 4096,
             temperature: None,
             llm_calls: 0,

@@ -19,6 +19,8 @@ pub trait ServerTool {
 /// How a tool the model called is executed.
 pub enum ToolKind<'a> {
     Server(&'a dyn ServerTool),
+    /// A server tool that runs only once a person approves the call.
+    NeedsApproval(&'a dyn ServerTool),
     Client(&'a ToolDef),
 }
 
@@ -32,6 +34,8 @@ pub struct ToolRegistry {
     server: Vec<(Option<String>, Box<dyn ServerTool>)>,
     client: Vec<ToolDef>,
     selector: Option<ToolsetSelector>,
+    /// Server tools that wait for a person's approval (`APPROVAL_REQUIRED_TOOLS`).
+    approval_required: Vec<String>,
 }
 
 impl ToolRegistry {
@@ -47,6 +51,11 @@ impl ToolRegistry {
     /// A server tool offered only when the selector picks `toolset`.
     pub fn register_in_toolset(&mut self, toolset: &str, tool: Box<dyn ServerTool>) {
         self.register(Some(toolset.to_string()), tool);
+    }
+
+    /// Makes calls to the server tool `name` wait for a person's approval.
+    pub fn require_approval(&mut self, name: &str) {
+        self.approval_required.push(name.to_string());
     }
 
     /// Decides per LLM call which toolsets are offered. Without one, every tool is.
@@ -76,6 +85,9 @@ impl ToolRegistry {
             .iter()
             .find(|(_, t)| t.definition().name == name)
         {
+            if self.approval_required.iter().any(|n| n == name) {
+                return Some(ToolKind::NeedsApproval(tool.as_ref()));
+            }
             return Some(ToolKind::Server(tool.as_ref()));
         }
         self.client

@@ -24,6 +24,9 @@ use crate::llm::{
 /// The result content of a tool call skipped because the user sent a new message.
 pub const SKIPPED_FOR_STEERING: &str = "skipped: the user sent a new message";
 
+/// The result content of a tool call a person did not approve (a reason may follow).
+pub const DENIED: &str = "denied: the user did not approve this call";
+
 /// Picks the provider before every LLM call, so a turn can move to another model midway.
 #[async_trait(?Send)]
 pub trait ProviderResolver {
@@ -45,6 +48,8 @@ pub enum TurnOutcome {
     Stopped,
     /// The model called client tools; the turn waits for their results.
     AwaitingToolResults(Vec<ToolCall>),
+    /// The model called tools that need a person's approval; the turn waits for decisions.
+    AwaitingApproval(Vec<ToolCall>),
     /// A limit ended the turn (`MAX_LLM_CALLS`, `TURN_DEADLINE_MS`); says which.
     LimitReached(String),
     /// The LLM, the provider resolver or `on_turn_end` failed.
@@ -62,7 +67,20 @@ pub async fn run_agent_turn(
 ) -> TurnOutcome {
     let started = web_time::Instant::now();
     let mut previous: Option<ModelRef> = None;
-    'calls: loop {
+    // A paused turn resumes with the calls its last answer left without results.
+    let mut pending = pending_calls(&state.messages);
+    loop {
+        if !pending.is_empty() {
+            if let Some(paused) = run_tools(&pending, state, tools, hooks, emit, started).await {
+                return paused;
+            }
+            pending.clear();
+            // A message that arrived during the last tool joins before the next call.
+            let steering = state.inbox.drain_steering().await;
+            if !steering.is_empty() {
+                inject(state, hooks, emit, &[], steering).await;
+            }
+        }
         let limit = if state.llm_calls >= state.max_llm_calls {
             Some(format!(
                 "stopped after {} LLM calls in one turn (MAX_LLM_CALLS)",
@@ -171,116 +189,208 @@ pub async fn run_agent_turn(
         }
         previous = Some(model);
 
-        let calls: Vec<ToolCall> = answer.tool_calls().cloned().collect();
-        if calls.is_empty() {
+        pending = answer.tool_calls().cloned().collect();
+        if pending.is_empty() {
             let waiting = state.inbox.drain_at_end().await;
             if waiting.is_empty() {
                 done(state, emit);
                 return TurnOutcome::Completed;
             }
             inject(state, hooks, emit, &[], waiting).await;
-            continue 'calls;
         }
+    }
+}
 
-        let mut client_calls = Vec::new();
-        for (i, call) in calls.iter().enumerate() {
-            let steering = state.inbox.drain_steering().await;
-            if !steering.is_empty() {
-                let skipped = &calls[i..];
-                for call in skipped {
-                    let result = error_result(call, SKIPPED_FOR_STEERING);
-                    add_message(state, hooks, AgentMessage::ToolResult(result)).await;
+/// The tool calls of the last answer that have no result yet, unless the user has spoken since
+/// (then they were abandoned, and the handoff transform answers them for the model).
+fn pending_calls(messages: &[AgentMessage]) -> Vec<ToolCall> {
+    let Some(at) = messages
+        .iter()
+        .rposition(|m| matches!(m, AgentMessage::Assistant(_)))
+    else {
+        return vec![];
+    };
+    let AgentMessage::Assistant(answer) = &messages[at] else {
+        return vec![];
+    };
+    let after = &messages[at + 1..];
+    if after.iter().any(|m| matches!(m, AgentMessage::User { .. })) {
+        return vec![];
+    }
+    answer
+        .tool_calls()
+        .filter(|c| {
+            !after
+                .iter()
+                .any(|m| matches!(m, AgentMessage::ToolResult(r) if r.tool_call_id == c.id))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Runs one answer's tool calls in order, with a steering check before each. `Some` when the
+/// turn must pause for client results or approvals.
+async fn run_tools(
+    calls: &[ToolCall],
+    state: &mut AgentState,
+    tools: &ToolRegistry,
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+    started: web_time::Instant,
+) -> Option<TurnOutcome> {
+    let mut client_calls = Vec::new();
+    let mut approvals = Vec::new();
+    for (i, call) in calls.iter().enumerate() {
+        let steering = state.inbox.drain_steering().await;
+        if !steering.is_empty() {
+            let skipped = &calls[i..];
+            for call in skipped {
+                let result = error_result(call, SKIPPED_FOR_STEERING);
+                add_message(state, hooks, AgentMessage::ToolResult(result)).await;
+            }
+            inject(state, hooks, emit, skipped, steering).await;
+            return None;
+        }
+        // Past a limit, the remaining calls are answered with why they did not run, so the
+        // model sees it and every call keeps a result.
+        let refusal = if let Some(message) = deadline_passed(state, started) {
+            Some(format!("not run: {message}"))
+        } else if state.tool_calls >= state.max_tool_calls {
+            Some(format!(
+                "not run: {} tool calls were made in this turn (MAX_TOOL_CALLS)",
+                state.max_tool_calls
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
+            fail_call(state, hooks, emit, call, message).await;
+            continue;
+        }
+        match tools.classify(&call.name) {
+            Some(ToolKind::Server(tool)) => execute(tool, call, state, hooks, emit).await,
+            Some(ToolKind::NeedsApproval(tool)) => match state.answers.approvals.remove(&call.id) {
+                Some(decision) if decision.approved => {
+                    execute(tool, call, state, hooks, emit).await
                 }
-                inject(state, hooks, emit, skipped, steering).await;
-                continue 'calls;
-            }
-            // Past a limit, the remaining calls are answered with why they did not run, so the
-            // model sees it and every call keeps a result.
-            let refusal = if let Some(message) = deadline_passed(state, started) {
-                Some(format!("not run: {message}"))
-            } else if state.tool_calls >= state.max_tool_calls {
-                Some(format!(
-                    "not run: {} tool calls were made in this turn (MAX_TOOL_CALLS)",
-                    state.max_tool_calls
-                ))
-            } else {
-                None
-            };
-            if let Some(message) = refusal {
-                let output = Value::String(message.clone());
-                emit(AgentEvent::ToolExecution {
-                    call,
-                    output: &output,
-                    is_error: true,
-                    duration_ms: 0,
-                });
-                add_message(
-                    state,
-                    hooks,
-                    AgentMessage::ToolResult(error_result(call, &message)),
-                )
-                .await;
-                continue;
-            }
-            match tools.classify(&call.name) {
-                Some(ToolKind::Server(tool)) => {
-                    state.tool_calls += 1;
-                    let tool_started = web_time::Instant::now();
-                    let result = match checked_arguments(call, &tool.definition().input_schema) {
-                        Ok(arguments) => {
-                            run_with_timeout(tool.call(arguments), state, &call.name).await
-                        }
-                        Err(e) => Err(e),
-                    };
-                    let duration_ms = tool_started.elapsed().as_millis() as u64;
-                    let (output, is_error) = match result {
-                        Ok(output) => (output, false),
-                        Err(message) => (Value::String(message), true),
-                    };
-                    emit(AgentEvent::ToolExecution {
+                Some(decision) => {
+                    emit(AgentEvent::ToolDenied {
                         call,
-                        output: &output,
-                        is_error,
-                        duration_ms,
+                        reason: decision.reason.as_deref(),
                     });
+                    let message = match &decision.reason {
+                        Some(reason) => format!("{DENIED}: {reason}"),
+                        None => DENIED.to_string(),
+                    };
+                    add_message(
+                        state,
+                        hooks,
+                        AgentMessage::ToolResult(error_result(call, &message)),
+                    )
+                    .await;
+                }
+                None => approvals.push(call.clone()),
+            },
+            Some(ToolKind::Client(_)) => match state.answers.results.remove(&call.id) {
+                Some((content, is_error)) => {
                     let result = ToolResult {
                         tool_call_id: call.id.clone(),
                         tool_name: call.name.clone(),
-                        content: match output {
-                            Value::String(s) => s,
-                            other => other.to_string(),
-                        },
+                        content,
                         is_error,
                     };
                     add_message(state, hooks, AgentMessage::ToolResult(result)).await;
                 }
-                Some(ToolKind::Client(_)) => client_calls.push(call.clone()),
-                None => {
-                    let message = format!("unknown tool `{}`", call.name);
-                    let output = Value::String(message.clone());
-                    emit(AgentEvent::ToolExecution {
-                        call,
-                        output: &output,
-                        is_error: true,
-                        duration_ms: 0,
-                    });
-                    let result = error_result(call, &message);
-                    add_message(state, hooks, AgentMessage::ToolResult(result)).await;
-                }
+                None => client_calls.push(call.clone()),
+            },
+            None => {
+                fail_call(
+                    state,
+                    hooks,
+                    emit,
+                    call,
+                    format!("unknown tool `{}`", call.name),
+                )
+                .await
             }
         }
-        if !client_calls.is_empty() {
-            emit(AgentEvent::ClientToolRequest {
-                calls: &client_calls,
-            });
-            return TurnOutcome::AwaitingToolResults(client_calls);
-        }
-        // A message that arrived during the last tool joins before the next call.
-        let steering = state.inbox.drain_steering().await;
-        if !steering.is_empty() {
-            inject(state, hooks, emit, &[], steering).await;
-        }
     }
+    if !approvals.is_empty() {
+        emit(AgentEvent::ApprovalRequest { calls: &approvals });
+    }
+    if !client_calls.is_empty() {
+        emit(AgentEvent::ClientToolRequest {
+            calls: &client_calls,
+        });
+    }
+    if !approvals.is_empty() {
+        Some(TurnOutcome::AwaitingApproval(approvals))
+    } else if !client_calls.is_empty() {
+        Some(TurnOutcome::AwaitingToolResults(client_calls))
+    } else {
+        None
+    }
+}
+
+/// Runs a server tool (arguments checked, timeout applied) and records its result.
+async fn execute(
+    tool: &dyn super::ServerTool,
+    call: &ToolCall,
+    state: &mut AgentState,
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+) {
+    state.tool_calls += 1;
+    let tool_started = web_time::Instant::now();
+    let result = match checked_arguments(call, &tool.definition().input_schema) {
+        Ok(arguments) => run_with_timeout(tool.call(arguments), state, &call.name).await,
+        Err(e) => Err(e),
+    };
+    let duration_ms = tool_started.elapsed().as_millis() as u64;
+    let (output, is_error) = match result {
+        Ok(output) => (output, false),
+        Err(message) => (Value::String(message), true),
+    };
+    emit(AgentEvent::ToolExecution {
+        call,
+        output: &output,
+        is_error,
+        duration_ms,
+    });
+    let result = ToolResult {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content: match output {
+            Value::String(s) => s,
+            other => other.to_string(),
+        },
+        is_error,
+    };
+    add_message(state, hooks, AgentMessage::ToolResult(result)).await;
+}
+
+/// A call that did not run: reported and recorded as an error result.
+async fn fail_call(
+    state: &mut AgentState,
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+    call: &ToolCall,
+    message: String,
+) {
+    let output = Value::String(message);
+    emit(AgentEvent::ToolExecution {
+        call,
+        output: &output,
+        is_error: true,
+        duration_ms: 0,
+    });
+    let message = output.as_str().unwrap_or_default();
+    add_message(
+        state,
+        hooks,
+        AgentMessage::ToolResult(error_result(call, message)),
+    )
+    .await;
 }
 
 /// The call's arguments if they are an object that fits the tool's schema, else a message that

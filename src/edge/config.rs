@@ -12,6 +12,8 @@ pub struct Config {
     pub default_model: ModelRef,
     /// Tried in order when the model fails retryably (`FALLBACK_MODELS`, comma-separated).
     pub fallback_models: Vec<ModelRef>,
+    /// Server tools that wait for a person's approval (`APPROVAL_REQUIRED_TOOLS`).
+    pub approval_required_tools: Vec<String>,
     pub anthropic_api_key: Option<String>,
     pub anthropic_base_url: Option<String>,
     pub openai_api_key: Option<String>,
@@ -54,6 +56,15 @@ impl Config {
         Ok(Self {
             default_model,
             fallback_models,
+            approval_required_tools: get("APPROVAL_REQUIRED_TOOLS")
+                .map(|list| {
+                    list.split(',')
+                        .map(str::trim)
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
             anthropic_api_key: get("ANTHROPIC_API_KEY"),
             anthropic_base_url: url(&get, "ANTHROPIC_BASE_URL")?,
             openai_api_key: get("OPENAI_API_KEY"),

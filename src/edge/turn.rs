@@ -164,6 +164,9 @@ impl Turn {
         let mut tools = ToolRegistry::new();
         tools.register_server_tool(Box::new(CurrentTime::default()));
         tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
+        for name in &self.config.approval_required_tools {
+            tools.require_approval(name);
+        }
         let hooks = D1Hooks {
             store: self.store.clone(),
             conversation_id: self.conversation.id.clone(),

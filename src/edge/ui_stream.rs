@@ -68,6 +68,15 @@ enum Chunk<'a> {
         tool_call_id: &'a str,
         error_text: &'a str,
     },
+    #[serde(rename_all = "camelCase")]
+    ToolApprovalRequest {
+        approval_id: &'a str,
+        tool_call_id: &'a str,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolOutputDenied {
+        tool_call_id: &'a str,
+    },
     #[serde(rename = "data-usage")]
     DataUsage {
         data: UsageData<'a>,
@@ -236,6 +245,26 @@ impl UiStream {
                     },
                 );
             }
+            // The approval id is the call id: one decision per call.
+            AgentEvent::ApprovalRequest { calls } => {
+                for call in *calls {
+                    write(
+                        out,
+                        &Chunk::ToolApprovalRequest {
+                            approval_id: &call.id,
+                            tool_call_id: &call.id,
+                        },
+                    );
+                }
+            }
+            AgentEvent::ToolDenied { call, .. } => {
+                write(
+                    out,
+                    &Chunk::ToolOutputDenied {
+                        tool_call_id: &call.id,
+                    },
+                );
+            }
             // The tool inputs are out already; `finish` says the client has work to do.
             AgentEvent::ClientToolRequest { .. } | AgentEvent::Done { .. } => {}
         }
@@ -245,7 +274,7 @@ impl UiStream {
     pub fn finish(mut self, outcome: &TurnOutcome, out: &mut String) {
         self.close_step(out);
         let finish_reason = match outcome {
-            TurnOutcome::AwaitingToolResults(_) => "tool-calls",
+            TurnOutcome::AwaitingToolResults(_) | TurnOutcome::AwaitingApproval(_) => "tool-calls",
             TurnOutcome::Failed { .. } => "error",
             TurnOutcome::LimitReached(_) => "length",
             TurnOutcome::Completed | TurnOutcome::Stopped => match self.last_stop {

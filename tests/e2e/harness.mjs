@@ -223,6 +223,7 @@ const ALLOWED_KEYS = {
   "tool-input-start": ["toolCallId", "toolName"], "tool-input-delta": ["toolCallId", "inputTextDelta"],
   "tool-input-available": ["toolCallId", "toolName", "input"],
   "tool-output-available": ["toolCallId", "output"], "tool-output-error": ["toolCallId", "errorText"],
+  "tool-approval-request": ["approvalId", "toolCallId"], "tool-output-denied": ["toolCallId"],
   error: ["errorText"],
 };
 

@@ -219,6 +219,15 @@ pub fn describe(e: &AgentEvent<'_>) -> String {
             format!("tool {} error={is_error}", call.name)
         }
         AgentEvent::ClientToolRequest { calls } => format!("client-tools {}", calls.len()),
+        AgentEvent::ApprovalRequest { calls } => format!(
+            "approval {}",
+            calls
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        AgentEvent::ToolDenied { call, reason } => format!("denied {} {reason:?}", call.id),
         AgentEvent::Steering { skipped, messages } => format!(
             "steering skipped=[{}] messages={}",
             skipped
