@@ -14,6 +14,13 @@ pub trait ServerTool {
 
     /// Runs the tool. `Err` is a message for the model, recorded as an error result.
     async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String>;
+
+    /// Whether calls to this tool may run at the same time as other such calls from the same
+    /// answer (no side effects that depend on order). Results are recorded in call order
+    /// either way.
+    fn concurrent(&self) -> bool {
+        false
+    }
 }
 
 /// How a tool the model called is executed.
@@ -153,6 +160,10 @@ impl Default for CurrentTime {
 impl ServerTool for CurrentTime {
     fn definition(&self) -> &ToolDef {
         &self.definition
+    }
+
+    fn concurrent(&self) -> bool {
+        true
     }
 
     async fn call(&self, _arguments: &Map<String, Value>) -> Result<Value, String> {

@@ -240,10 +240,13 @@ async fn run_tools(
 ) -> Option<TurnOutcome> {
     let mut client_calls = Vec::new();
     let mut approvals = Vec::new();
-    for (i, call) in calls.iter().enumerate() {
+    let mut i = 0;
+    while i < calls.len() {
+        let call = &calls[i];
+        i += 1;
         let steering = state.inbox.drain_steering().await;
         if !steering.is_empty() {
-            let skipped = &calls[i..];
+            let skipped = &calls[i - 1..];
             for call in skipped {
                 let result = error_result(call, SKIPPED_FOR_STEERING);
                 add_message(state, hooks, AgentMessage::ToolResult(result)).await;
@@ -265,6 +268,18 @@ async fn run_tools(
         };
         if let Some(message) = refusal {
             fail_call(state, hooks, emit, call, message).await;
+            continue;
+        }
+        // Consecutive calls to tools that allow it run together (within MAX_TOOL_CALLS).
+        let room = state.max_tool_calls.saturating_sub(state.tool_calls) as usize;
+        let batch_end = (i - 1..calls.len())
+            .take(room)
+            .take_while(|&j| concurrent(tools, &calls[j]))
+            .last()
+            .map_or(i - 1, |j| j + 1);
+        if batch_end > i {
+            run_concurrently(&calls[i - 1..batch_end], state, tools, hooks, emit).await;
+            i = batch_end;
             continue;
         }
         match tools.classify(&call.name) {
@@ -332,6 +347,31 @@ async fn run_tools(
     }
 }
 
+fn concurrent(tools: &ToolRegistry, call: &ToolCall) -> bool {
+    matches!(tools.classify(&call.name), Some(ToolKind::Server(tool)) if tool.concurrent())
+}
+
+/// Runs several concurrent-safe server tools at once; records their results in call order.
+async fn run_concurrently(
+    calls: &[ToolCall],
+    state: &mut AgentState,
+    tools: &ToolRegistry,
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+) {
+    let runs = calls
+        .iter()
+        .filter_map(|call| match tools.classify(&call.name) {
+            Some(ToolKind::Server(tool)) => Some(invoke(tool, call, state)),
+            _ => None,
+        });
+    let outcomes = futures::future::join_all(runs).await;
+    for (call, (output, is_error, duration_ms)) in calls.iter().zip(outcomes) {
+        state.tool_calls += 1;
+        record(call, output, is_error, duration_ms, state, hooks, emit).await;
+    }
+}
+
 /// Runs a server tool (arguments checked, timeout applied) and records its result.
 async fn execute(
     tool: &dyn super::ServerTool,
@@ -341,16 +381,38 @@ async fn execute(
     emit: &mut dyn FnMut(AgentEvent<'_>),
 ) {
     state.tool_calls += 1;
+    let (output, is_error, duration_ms) = invoke(tool, call, state).await;
+    record(call, output, is_error, duration_ms, state, hooks, emit).await;
+}
+
+/// One tool call: (output, is_error, duration in ms).
+async fn invoke(
+    tool: &dyn super::ServerTool,
+    call: &ToolCall,
+    state: &AgentState,
+) -> (Value, bool, u64) {
     let tool_started = web_time::Instant::now();
     let result = match checked_arguments(call, &tool.definition().input_schema) {
         Ok(arguments) => run_with_timeout(tool.call(arguments), state, &call.name).await,
         Err(e) => Err(e),
     };
     let duration_ms = tool_started.elapsed().as_millis() as u64;
-    let (output, is_error) = match result {
-        Ok(output) => (output, false),
-        Err(message) => (Value::String(message), true),
-    };
+    match result {
+        Ok(output) => (output, false, duration_ms),
+        Err(message) => (Value::String(message), true, duration_ms),
+    }
+}
+
+/// Reports a finished call and stores its result.
+async fn record(
+    call: &ToolCall,
+    output: Value,
+    is_error: bool,
+    duration_ms: u64,
+    state: &mut AgentState,
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+) {
     emit(AgentEvent::ToolExecution {
         call,
         output: &output,

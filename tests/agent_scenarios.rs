@@ -1,0 +1,324 @@
+//! Timing-sensitive loop scenarios: concurrent tools, messages arriving at awkward moments, and
+//! a provider switch mid-turn.
+
+mod support;
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use async_trait::async_trait;
+use edge_agent::agent::{
+    run_agent_turn, AgentMessage, AgentState, LocalInbox, ProviderResolver, ServerTool,
+    ToolRegistry, TurnOutcome,
+};
+use edge_agent::llm::{
+    Completion, LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, ToolDef,
+};
+use serde_json::{json, Map, Value};
+use support::*;
+
+/// Pending once, then ready: lets a single-threaded executor switch between futures.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Logs when it starts and ends, yielding in between.
+struct Lookup {
+    def: ToolDef,
+    log: Rc<RefCell<Vec<String>>>,
+    concurrent: bool,
+}
+
+#[async_trait(?Send)]
+impl ServerTool for Lookup {
+    fn definition(&self) -> &ToolDef {
+        &self.def
+    }
+    fn concurrent(&self) -> bool {
+        self.concurrent
+    }
+    async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
+        let key = arguments
+            .get("key")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
+        self.log.borrow_mut().push(format!("start {key}"));
+        YieldOnce(false).await;
+        self.log.borrow_mut().push(format!("end {key}"));
+        Ok(json!(key))
+    }
+}
+
+fn lookups(concurrent: bool) -> (ToolRegistry, Rc<RefCell<Vec<String>>>) {
+    let log = Rc::new(RefCell::new(vec![]));
+    let mut tools = ToolRegistry::new();
+    tools.register_server_tool(Box::new(Lookup {
+        def: tool_def("lookup"),
+        log: log.clone(),
+        concurrent,
+    }));
+    (tools, log)
+}
+
+fn three_lookups() -> Rc<Scripted> {
+    Scripted::new(vec![
+        calls(vec![
+            ("a", "lookup", json!({"key": "a"})),
+            ("b", "lookup", json!({"key": "b"})),
+            ("c", "lookup", json!({"key": "c"})),
+        ]),
+        text("done"),
+    ])
+}
+
+fn run(
+    provider: &Rc<Scripted>,
+    tools: &ToolRegistry,
+    inbox: Rc<LocalInbox>,
+) -> (TurnOutcome, Vec<String>, AgentState) {
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("go")]);
+    state.inbox = inbox;
+    let mut events = vec![];
+    let outcome = futures::executor::block_on(run_agent_turn(
+        &Resolver(provider.clone()),
+        &mut state,
+        tools,
+        None,
+        &Recorder::default(),
+        &mut |e| events.push(describe(&e)),
+    ));
+    (outcome, events, state)
+}
+
+fn result_ids(state: &AgentState) -> Vec<String> {
+    state
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            AgentMessage::ToolResult(r) => Some(format!("{}={}", r.tool_call_id, r.content)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn independent_calls_run_together_and_results_keep_call_order() {
+    let (tools, log) = lookups(true);
+    let (outcome, _, state) = run(&three_lookups(), &tools, Default::default());
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(
+        *log.borrow(),
+        ["start a", "start b", "start c", "end a", "end b", "end c"]
+    );
+    assert_eq!(result_ids(&state), ["a=a", "b=b", "c=c"]);
+}
+
+#[test]
+fn tools_that_do_not_allow_it_run_one_after_another() {
+    let (tools, log) = lookups(false);
+    run(&three_lookups(), &tools, Default::default());
+    assert_eq!(
+        *log.borrow(),
+        ["start a", "end a", "start b", "end b", "start c", "end c"]
+    );
+}
+
+/// Enqueues a message into the inbox while it runs.
+struct Interrupts {
+    def: ToolDef,
+    inbox: Rc<LocalInbox>,
+}
+
+#[async_trait(?Send)]
+impl ServerTool for Interrupts {
+    fn definition(&self) -> &ToolDef {
+        &self.def
+    }
+    async fn call(&self, _: &Map<String, Value>) -> Result<Value, String> {
+        self.inbox
+            .enqueue_steering(AgentMessage::user_text("also check Bergen"));
+        Ok(json!("Oslo: 4C"))
+    }
+}
+
+#[test]
+fn steering_arriving_during_the_last_tool_skips_nothing_and_joins_before_the_next_call() {
+    let inbox = Rc::new(LocalInbox::default());
+    let mut tools = current_time_registry();
+    tools.register_server_tool(Box::new(Interrupts {
+        def: tool_def("weather"),
+        inbox: inbox.clone(),
+    }));
+    let provider = Scripted::new(vec![
+        calls(vec![
+            ("c1", "current_time", json!({})),
+            ("c2", "weather", json!({})),
+        ]),
+        text("Oslo 4C; Bergen next."),
+    ]);
+    let (outcome, events, state) = run(&provider, &tools, inbox);
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert!(
+        events.contains(&"steering skipped=[] messages=1".to_string()),
+        "{events:?}"
+    );
+    assert_eq!(
+        kinds(&state),
+        [
+            "user",
+            "assistant",
+            "tool_result",
+            "tool_result",
+            "user",
+            "assistant"
+        ]
+    );
+    assert!(result_ids(&state).iter().all(|r| !r.contains("skipped")));
+    assert_eq!(
+        provider.seen.borrow()[1].last().unwrap(),
+        &Message::user_text("also check Bergen")
+    );
+}
+
+/// A provider that, while it answers, lets a follow-up arrive.
+struct FollowupWhileAnswering {
+    inner: Rc<Scripted>,
+    inbox: Rc<LocalInbox>,
+    sent: Cell<bool>,
+}
+
+#[async_trait(?Send)]
+impl Provider for FollowupWhileAnswering {
+    fn model(&self) -> &ModelRef {
+        self.inner.model()
+    }
+    async fn health_check(&self) -> Result<(), LlmError> {
+        Ok(())
+    }
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        if !self.sent.replace(true) {
+            self.inbox
+                .enqueue_followup(AgentMessage::user_text("and in Fahrenheit?"));
+        }
+        self.inner.stream(request, on_event).await
+    }
+}
+
+struct Fixed(Rc<dyn Provider>);
+
+#[async_trait(?Send)]
+impl ProviderResolver for Fixed {
+    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
+        Ok(self.0.clone())
+    }
+}
+
+#[test]
+fn a_followup_arriving_while_the_model_answers_starts_another_round() {
+    let inbox = Rc::new(LocalInbox::default());
+    let inner = Scripted::new(vec![text("4C."), text("39F.")]);
+    let provider = Rc::new(FollowupWhileAnswering {
+        inner: inner.clone(),
+        inbox: inbox.clone(),
+        sent: Cell::new(false),
+    });
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("temperature?")]);
+    state.inbox = inbox;
+    let mut events = vec![];
+    let outcome = futures::executor::block_on(run_agent_turn(
+        &Fixed(provider),
+        &mut state,
+        &ToolRegistry::new(),
+        None,
+        &Recorder::default(),
+        &mut |e| events.push(describe(&e)),
+    ));
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(kinds(&state), ["user", "assistant", "user", "assistant"]);
+    assert_eq!(events.last().unwrap(), "done \"39F.\" turns=2 in=20");
+}
+
+/// Hands out the primary, then a second model (e.g. credits ran out mid-turn).
+struct Switches {
+    first: Rc<Scripted>,
+    second: Rc<Scripted>,
+    calls: Cell<u32>,
+}
+
+#[async_trait(?Send)]
+impl ProviderResolver for Switches {
+    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
+        let n = self.calls.get();
+        self.calls.set(n + 1);
+        Ok(if n == 0 {
+            self.first.clone()
+        } else {
+            self.second.clone()
+        })
+    }
+}
+
+#[test]
+fn a_provider_switch_mid_turn_is_reported_and_the_history_handed_over() {
+    let first = Scripted::new(vec![calls(vec![("toolu_01:x", "current_time", json!({}))])]);
+    let second = Rc::new(Scripted {
+        model: ModelRef::parse("other:model-2").unwrap(),
+        ..Rc::try_unwrap(Scripted::new(vec![text("Noon, says the second model.")]))
+            .ok()
+            .unwrap()
+    });
+    let resolver = Switches {
+        first,
+        second: second.clone(),
+        calls: Cell::new(0),
+    };
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("time?")]);
+    let mut events = vec![];
+    let outcome = futures::executor::block_on(run_agent_turn(
+        &resolver,
+        &mut state,
+        &current_time_registry(),
+        None,
+        &Recorder::default(),
+        &mut |e| events.push(describe(&e)),
+    ));
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert!(
+        events.contains(&"switch scripted:model-1->other:model-2".to_string()),
+        "{events:?}"
+    );
+    let AgentMessage::Assistant(last) = state.messages.last().unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (last.provider.as_str(), last.model.as_str()),
+        ("other", "model-2")
+    );
+    // The second model got the first one's call and its result, consistently.
+    let seen = &second.seen.borrow()[0];
+    let Message::Assistant(a) = &seen[1] else {
+        panic!()
+    };
+    let Message::ToolResult(r) = &seen[2] else {
+        panic!()
+    };
+    assert_eq!(a.tool_calls().next().unwrap().id, r.tool_call_id);
+}
