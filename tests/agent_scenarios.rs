@@ -322,3 +322,87 @@ fn a_provider_switch_mid_turn_is_reported_and_the_history_handed_over() {
     };
     assert_eq!(a.tool_calls().next().unwrap().id, r.tool_call_id);
 }
+
+/// Answers with reasoning, then text.
+struct Thinks(ModelRef);
+
+#[async_trait(?Send)]
+impl Provider for Thinks {
+    fn model(&self) -> &ModelRef {
+        &self.0
+    }
+    async fn health_check(&self) -> Result<(), LlmError> {
+        Ok(())
+    }
+    async fn stream(
+        &self,
+        _: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        use edge_agent::llm::{AssistantMessage, ContentBlock, StopReason, Usage};
+        for e in [
+            LlmEvent::ThinkingStart { index: 0 },
+            LlmEvent::ThinkingDelta {
+                index: 0,
+                delta: "The user wants".into(),
+            },
+            LlmEvent::ThinkingDelta {
+                index: 0,
+                delta: " a number.".into(),
+            },
+            LlmEvent::ThinkingEnd { index: 0 },
+            LlmEvent::TextStart { index: 1 },
+            LlmEvent::TextDelta {
+                index: 1,
+                delta: "42".into(),
+            },
+            LlmEvent::TextEnd { index: 1 },
+        ] {
+            on_event(&e);
+        }
+        Completion {
+            message: AssistantMessage {
+                content: vec![
+                    ContentBlock::Thinking {
+                        thinking: "The user wants a number.".into(),
+                        signature: Some("sig".into()),
+                    },
+                    ContentBlock::Text { text: "42".into() },
+                ],
+                stop_reason: StopReason::EndTurn,
+                model: self.0.model.clone(),
+                provider: self.0.provider.clone(),
+                usage: Usage::default(),
+            },
+            error: None,
+        }
+    }
+}
+
+#[test]
+fn reasoning_streams_through_and_stays_on_the_stored_answer() {
+    let provider: Rc<dyn Provider> = Rc::new(Thinks(
+        ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
+    ));
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("a number?")]);
+    let mut deltas = vec![];
+    futures::executor::block_on(run_agent_turn(
+        &Fixed(provider),
+        &mut state,
+        &ToolRegistry::new(),
+        None,
+        &Recorder::default(),
+        &mut |e| {
+            if let edge_agent::agent::AgentEvent::Llm(LlmEvent::ThinkingDelta { delta, .. }) = e {
+                deltas.push(delta.clone());
+            }
+        },
+    ));
+    assert_eq!(deltas, ["The user wants", " a number."]);
+    let AgentMessage::Assistant(a) = &state.messages[1] else {
+        panic!()
+    };
+    assert!(
+        matches!(&a.content[0], edge_agent::llm::ContentBlock::Thinking { thinking, signature: Some(s) } if thinking == "The user wants a number." && s == "sig")
+    );
+}
