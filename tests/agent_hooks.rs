@@ -9,8 +9,8 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, HookError, NoHooks, ProviderResolver, TurnEndInfo,
-    TurnHooks, TurnOutcome,
+    AgentMessage, AgentState, HookError, NoHooks, ProviderResolver, TurnEndInfo, TurnHooks,
+    TurnOutcome,
 };
 use edge_agent::llm::{LlmError, Provider};
 use serde_json::json;
@@ -92,17 +92,7 @@ fn turn_with(
     resolver: &dyn ProviderResolver,
     hooks: &dyn TurnHooks,
 ) -> (TurnOutcome, Vec<String>, AgentState) {
-    let mut state = AgentState::new(None, vec![AgentMessage::user_text("hi")]);
-    let mut events = vec![];
-    let outcome = futures::executor::block_on(run_agent_turn(
-        resolver,
-        &mut state,
-        &current_time_registry(),
-        None,
-        hooks,
-        &mut |e| events.push(describe(&e)),
-    ));
-    (outcome, events, state)
+    run_turn(resolver, &current_time_registry(), hooks, asking("hi"))
 }
 
 fn overloaded() -> LlmError {

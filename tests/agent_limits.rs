@@ -6,9 +6,7 @@ mod support;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, ServerTool, ToolRegistry, TurnOutcome,
-};
+use edge_agent::agent::{AgentMessage, AgentState, ServerTool, ToolRegistry, TurnOutcome};
 use edge_agent::llm::{Message, Sleeper, ToolDef};
 use serde_json::{json, Map, Value};
 use support::*;
@@ -51,23 +49,19 @@ impl ServerTool for Slow {
     }
 }
 
-fn run_turn(
+fn run(
     provider: &Rc<Scripted>,
     tools: &ToolRegistry,
     configure: impl FnOnce(&mut AgentState),
 ) -> (TurnOutcome, Vec<String>, AgentState) {
-    let mut state = AgentState::new(None, vec![AgentMessage::user_text("go")]);
+    let mut state = asking("go");
     configure(&mut state);
-    let mut events = vec![];
-    let outcome = futures::executor::block_on(run_agent_turn(
+    run_turn(
         &Resolver(provider.clone()),
-        &mut state,
         tools,
-        None,
         &Recorder::default(),
-        &mut |e| events.push(describe(&e)),
-    ));
-    (outcome, events, state)
+        state,
+    )
 }
 
 fn results(state: &AgentState) -> Vec<(String, bool, String)> {
@@ -93,7 +87,7 @@ fn calls_past_max_tool_calls_get_error_results_and_the_model_answers() {
         ]),
         text("Two were enough."),
     ]);
-    let (outcome, _, state) = run_turn(&provider, &current_time_registry(), |s| {
+    let (outcome, _, state) = run(&provider, &current_time_registry(), |s| {
         s.max_tool_calls = 2
     });
     assert_eq!(outcome, TurnOutcome::Completed);
@@ -118,7 +112,7 @@ fn a_tool_that_hangs_times_out_into_an_error_result() {
         ]),
         text("The page did not load."),
     ]);
-    let (outcome, events, state) = run_turn(&provider, &tools, |s| {
+    let (outcome, events, state) = run(&provider, &tools, |s| {
         s.timer = Some(Rc::new(Elapsed));
         s.tool_timeout_ms = Some(100);
     });
@@ -144,7 +138,7 @@ fn the_turn_deadline_refuses_further_tools_and_ends_the_turn() {
         ("c1", "crunch", json!({})),
         ("c2", "current_time", json!({})),
     ])]);
-    let (outcome, events, state) = run_turn(&provider, &tools, |s| s.turn_deadline_ms = Some(30));
+    let (outcome, events, state) = run(&provider, &tools, |s| s.turn_deadline_ms = Some(30));
     assert!(
         matches!(&outcome, TurnOutcome::LimitReached(m) if m.contains("TURN_DEADLINE_MS")),
         "{outcome:?}"

@@ -7,31 +7,23 @@ use support::*;
 
 use std::rc::Rc;
 
-use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, LocalInbox, ServerTool, ToolRegistry, TurnOutcome,
+    run_agent_turn, AgentMessage, AgentState, LocalInbox, ToolRegistry, TurnOutcome,
     SKIPPED_FOR_STEERING,
 };
-use edge_agent::llm::{Message, ToolDef};
-use serde_json::{json, Map, Value};
+use edge_agent::llm::Message;
+use serde_json::{json, Value};
 
-/// A tool that, while it runs, lets a steering message arrive.
-struct SendsSteering {
-    def: ToolDef,
+/// Runs a turn that starts from "hi" with a system prompt.
+fn run(
+    provider: &Rc<Scripted>,
+    tools: &ToolRegistry,
+    hooks: &Recorder,
     inbox: Rc<LocalInbox>,
-}
-
-#[async_trait(?Send)]
-impl ServerTool for SendsSteering {
-    fn definition(&self) -> &ToolDef {
-        &self.def
-    }
-
-    async fn call(&self, _arguments: &Map<String, Value>) -> Result<Value, String> {
-        self.inbox
-            .enqueue_steering(AgentMessage::user_text("stop, use Celsius"));
-        Ok(json!("first tool ran"))
-    }
+) -> (TurnOutcome, Vec<String>, AgentState) {
+    let mut state = AgentState::new(Some("be brief".into()), vec![AgentMessage::user_text("hi")]);
+    state.inbox = inbox;
+    run_turn(&Resolver(provider.clone()), tools, hooks, state)
 }
 
 #[test]
@@ -99,9 +91,11 @@ fn tool_round_trip_runs_current_time_and_calls_the_llm_again() {
 fn steering_between_two_tool_calls_skips_the_rest_and_records_skipped_results() {
     let inbox = Rc::new(LocalInbox::default());
     let mut tools = current_time_registry();
-    tools.register_server_tool(Box::new(SendsSteering {
+    tools.register_server_tool(Box::new(SteersWhileRunning {
         def: tool_def("fetch_weather"),
         inbox: inbox.clone(),
+        message: "stop, use Celsius",
+        output: "first tool ran",
     }));
     let provider = Scripted::new(vec![
         calls(vec![

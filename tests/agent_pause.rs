@@ -7,8 +7,7 @@ mod support;
 use std::rc::Rc;
 
 use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, Approval, ToolAnswers, ToolRegistry, TurnOutcome,
-    DENIED,
+    AgentMessage, AgentState, Approval, ToolAnswers, ToolRegistry, TurnOutcome, DENIED,
 };
 use edge_agent::llm::Message;
 use serde_json::json;
@@ -28,16 +27,12 @@ fn run(
 ) -> (TurnOutcome, Vec<String>, AgentState) {
     let mut state = AgentState::new(None, messages);
     state.answers = answers;
-    let mut events = vec![];
-    let outcome = futures::executor::block_on(run_agent_turn(
+    run_turn(
         &Resolver(provider.clone()),
-        &mut state,
         &registry(),
-        None,
         &Recorder::default(),
-        &mut |e| events.push(describe(&e)),
-    ));
-    (outcome, events, state)
+        state,
+    )
 }
 
 fn approval(id: &str, approved: bool, reason: Option<&str>) -> ToolAnswers {

@@ -90,18 +90,14 @@ fn run(
     tools: &ToolRegistry,
     inbox: Rc<LocalInbox>,
 ) -> (TurnOutcome, Vec<String>, AgentState) {
-    let mut state = AgentState::new(None, vec![AgentMessage::user_text("go")]);
+    let mut state = asking("go");
     state.inbox = inbox;
-    let mut events = vec![];
-    let outcome = futures::executor::block_on(run_agent_turn(
+    run_turn(
         &Resolver(provider.clone()),
-        &mut state,
         tools,
-        None,
         &Recorder::default(),
-        &mut |e| events.push(describe(&e)),
-    ));
-    (outcome, events, state)
+        state,
+    )
 }
 
 fn result_ids(state: &AgentState) -> Vec<String> {
@@ -137,31 +133,15 @@ fn tools_that_do_not_allow_it_run_one_after_another() {
     );
 }
 
-/// Enqueues a message into the inbox while it runs.
-struct Interrupts {
-    def: ToolDef,
-    inbox: Rc<LocalInbox>,
-}
-
-#[async_trait(?Send)]
-impl ServerTool for Interrupts {
-    fn definition(&self) -> &ToolDef {
-        &self.def
-    }
-    async fn call(&self, _: &Map<String, Value>) -> Result<Value, String> {
-        self.inbox
-            .enqueue_steering(AgentMessage::user_text("also check Bergen"));
-        Ok(json!("Oslo: 4C"))
-    }
-}
-
 #[test]
 fn steering_arriving_during_the_last_tool_skips_nothing_and_joins_before_the_next_call() {
     let inbox = Rc::new(LocalInbox::default());
     let mut tools = current_time_registry();
-    tools.register_server_tool(Box::new(Interrupts {
+    tools.register_server_tool(Box::new(SteersWhileRunning {
         def: tool_def("weather"),
         inbox: inbox.clone(),
+        message: "also check Bergen",
+        output: "Oslo: 4C",
     }));
     let provider = Scripted::new(vec![
         calls(vec![

@@ -9,13 +9,13 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use edge_agent::agent::{
     run_agent_turn, AgentEvent, AgentMessage, AgentState, CurrentTime, HookError, LocalInbox,
-    ProviderResolver, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome,
+    ProviderResolver, ServerTool, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome,
 };
 use edge_agent::llm::{
     AssistantMessage, Completion, ContentBlock, LlmError, LlmEvent, LlmRequest, Message, ModelRef,
     Provider, StopReason, ToolCall, ToolDef, Usage,
 };
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 /// One scripted answer: text, then tool calls.
 pub struct Answer {
@@ -188,17 +188,17 @@ pub fn tool_def(name: &str) -> ToolDef {
 }
 
 /// Runs a turn and returns (outcome, event names, state).
-pub fn run(
-    provider: &Rc<Scripted>,
+/// Runs one turn on `state` and returns its outcome, its events (see [`describe`]) and the
+/// state after it.
+pub fn run_turn(
+    resolver: &dyn ProviderResolver,
     tools: &ToolRegistry,
-    hooks: &Recorder,
-    inbox: Rc<LocalInbox>,
+    hooks: &dyn TurnHooks,
+    mut state: AgentState,
 ) -> (TurnOutcome, Vec<String>, AgentState) {
-    let mut state = AgentState::new(Some("be brief".into()), vec![AgentMessage::user_text("hi")]);
-    state.inbox = inbox;
     let mut events = Vec::new();
     let outcome = futures::executor::block_on(run_agent_turn(
-        &Resolver(provider.clone()),
+        resolver,
         &mut state,
         tools,
         None,
@@ -206,6 +206,32 @@ pub fn run(
         &mut |e| events.push(describe(&e)),
     ));
     (outcome, events, state)
+}
+
+/// A state whose history is one user message.
+pub fn asking(text: &str) -> AgentState {
+    AgentState::new(None, vec![AgentMessage::user_text(text)])
+}
+
+/// A tool that, while it runs, lets a steering message arrive.
+pub struct SteersWhileRunning {
+    pub def: ToolDef,
+    pub inbox: Rc<LocalInbox>,
+    pub message: &'static str,
+    pub output: &'static str,
+}
+
+#[async_trait(?Send)]
+impl ServerTool for SteersWhileRunning {
+    fn definition(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, _: &Map<String, Value>) -> Result<Value, String> {
+        self.inbox
+            .enqueue_steering(AgentMessage::user_text(self.message));
+        Ok(json!(self.output))
+    }
 }
 
 pub fn describe(e: &AgentEvent<'_>) -> String {
