@@ -1,13 +1,15 @@
 //! `run_agent_turn`: the agent loop, in the seed design's order.
 //!
 //! ```text
+//! first: answer the calls a paused turn left pending (client results, approvals)
 //! loop:
-//!   resolve provider (a change emits ProviderSwitch)
-//!   convert history for the LLM, apply the context transform
-//!   call the LLM, streaming its events through
+//!   check limits; resolve the provider (a change emits ProviderSwitch)
+//!   compact if the history is too long; convert it for the LLM, hand it over, transform
+//!   recite the plan; call the LLM, streaming its events through
 //!   store the answer (on_message), on_turn_end (false stops)
 //!   no tool calls: drain the inbox at the end; nothing there ends the turn
-//!   for each tool call: drain steering first (a message skips the rest), then run it
+//!   for each tool call: drain steering first (a message skips the rest), then run it;
+//!   client tools and unapproved calls pause the turn
 //! ```
 
 use std::rc::Rc;
