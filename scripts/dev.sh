@@ -8,7 +8,8 @@ PORT="${PORT:-8787}"
 
 has_key() { [ -f .dev.vars ] && grep -Eq "^[[:space:]]*(ANTHROPIC|OPENAI|GEMINI)_API_KEY[[:space:]]*=[[:space:]]*\"?[^\"[:space:]]" .dev.vars; }
 
-vars=()
+# Local development only: production leaves ALLOW_ANONYMOUS unset (off).
+vars=(--var "ALLOW_ANONYMOUS:true")
 if has_key; then
   scripts/setup.sh
 else

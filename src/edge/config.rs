@@ -3,6 +3,7 @@
 
 use crate::llm::ModelRef;
 
+use super::auth::AuthConfig;
 use super::error::ApiError;
 
 pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
@@ -29,6 +30,8 @@ pub struct Config {
     /// How long a turn's lease lives without renewal; a dead turn frees its conversation after
     /// this long.
     pub lease_ttl_ms: u32,
+    /// Who may call (`JWT_SECRET`, `API_KEYS`, `ALLOW_ANONYMOUS`).
+    pub auth: AuthConfig,
 }
 
 impl Config {
@@ -78,6 +81,13 @@ impl Config {
             turn_deadline_ms: number(&get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
             max_tokens: number(&get, "MAX_OUTPUT_TOKENS", 4096, 1..=200_000)?,
             lease_ttl_ms: number(&get, "LEASE_TTL_MS", 30_000, 1_000..=600_000)?,
+            auth: AuthConfig {
+                jwt_secret: get("JWT_SECRET"),
+                api_keys: get("API_KEYS")
+                    .map(|list| AuthConfig::parse_api_keys(&list))
+                    .unwrap_or_default(),
+                allow_anonymous: flag(&get, "ALLOW_ANONYMOUS")?,
+            },
         })
     }
 }
@@ -90,6 +100,18 @@ fn url(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<Strin
             format!("`{v}` is not an http(s) URL"),
         )),
         None => Ok(None),
+    }
+}
+
+fn flag(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<bool, ApiError> {
+    match get(name).as_deref().map(str::trim) {
+        None => Ok(false),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some("false" | "0" | "no") => Ok(false),
+        Some(other) => Err(ApiError::config(
+            name,
+            format!("`{other}` is not true or false"),
+        )),
     }
 }
 
@@ -134,6 +156,10 @@ mod tests {
         assert_eq!(c.max_llm_calls, 10);
         assert_eq!(c.openai_base_url, None);
         assert!(c.fallback_models.is_empty());
+        assert!(
+            !c.auth.allow_anonymous,
+            "anonymous access is off unless asked for"
+        );
     }
 
     #[test]
@@ -157,6 +183,11 @@ mod tests {
                 vec![("OPENAI_BASE_URL", "localhost:8080")],
                 "OPENAI_BASE_URL",
             ),
+            (
+                vec![("FALLBACK_MODELS", "openai:gpt-4o, haiku")],
+                "FALLBACK_MODELS",
+            ),
+            (vec![("ALLOW_ANONYMOUS", "sure")], "ALLOW_ANONYMOUS"),
         ] {
             let message = config(&vars).unwrap_err().to_string();
             assert!(message.contains(name), "{message}");

@@ -11,6 +11,7 @@
 //! - [`config`], [`error`]: environment parsing; the one JSON error shape
 
 mod ai;
+pub mod auth;
 pub mod config;
 mod conversation;
 mod coordinator;
@@ -51,15 +52,28 @@ async fn route(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method();
+    if let (Method::Get, ["healthz"]) = (&method, segments.as_slice()) {
+        return routes::health::get(env).await;
+    }
+    // Everything else acts for a caller.
+    let config = config(env)?;
+    let authorization = req.headers().get("authorization")?;
+    let user = config
+        .auth
+        .user(authorization.as_deref(), now_ms() / 1000)?;
+    let user = user.as_str();
     match (method, segments.as_slice()) {
-        (Method::Get, ["healthz"]) => routes::health::get(env).await,
-        (Method::Post, ["v1", "conversations"]) => routes::conversations::create(req, env).await,
-        (Method::Get, ["v1", "conversations", id]) => routes::conversations::get(env, id).await,
+        (Method::Post, ["v1", "conversations"]) => {
+            routes::conversations::create(req, env, user).await
+        }
+        (Method::Get, ["v1", "conversations", id]) => {
+            routes::conversations::get(env, user, id).await
+        }
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
-            routes::messages::list(&req, env, id).await
+            routes::messages::list(&req, env, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "messages"]) => {
-            routes::messages::send(req, env, ctx, id).await
+            routes::messages::send(req, env, ctx, user, id).await
         }
         (_, ["healthz"] | ["v1", "conversations"] | ["v1", "conversations", _])
         | (_, ["v1", "conversations", _, "messages"]) => Err(ApiError::MethodNotAllowed(format!(
@@ -77,9 +91,6 @@ fn error_response(e: &ApiError) -> worker::Result<Response> {
         .with_status(e.status())
         .with_headers(headers))
 }
-
-/// The caller. Authentication is not built yet: every request acts as one local user.
-pub(crate) const ANONYMOUS: &str = "anonymous";
 
 pub(crate) fn config(env: &Env) -> Result<Config, ApiError> {
     Config::from_lookup(|name| env.var(name).ok().map(|v| v.to_string()))

@@ -36,8 +36,10 @@ function run(args, opts = {}) {
   });
 }
 
-/** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. */
+/** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
+ * access is on unless `vars` say otherwise (the auth tests do). */
 export async function startWorker({ persistDir, vars = {} }) {
+  vars = { ALLOW_ANONYMOUS: "true", ...vars };
   await run(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistDir]);
   const port = await freePort();
   const args = [WRANGLER, "dev", "--persist-to", persistDir, "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
@@ -263,8 +265,8 @@ export function shape(chunks) {
   return out;
 }
 
-export async function api(base, method, path, body) {
-  const r = await fetch(base + path, { method, headers: { "content-type": "application/json" }, body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body) });
+export async function api(base, method, path, body, headers = {}) {
+  const r = await fetch(base + path, { method, headers: { "content-type": "application/json", ...headers }, body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body) });
   return r;
 }
 

@@ -7,7 +7,7 @@ use worker::{Env, Request, Response};
 use crate::edge::coordinator::Coordinator;
 use crate::edge::error::ApiError;
 use crate::edge::store::{Conversation, Store};
-use crate::edge::{config, json_body, json_response, new_id, now_ms, ANONYMOUS};
+use crate::edge::{config, json_body, json_response, new_id, now_ms};
 use crate::llm::ModelRef;
 
 #[derive(Deserialize)]
@@ -19,7 +19,7 @@ struct Create {
     metadata: Option<Value>,
 }
 
-pub async fn create(req: Request, env: &Env) -> Result<Response, ApiError> {
+pub async fn create(req: Request, env: &Env, user: &str) -> Result<Response, ApiError> {
     let body: Create = json_body(req).await?;
     if let Some(model) = &body.model {
         let model = ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -35,7 +35,7 @@ pub async fn create(req: Request, env: &Env) -> Result<Response, ApiError> {
     let now = now_ms();
     let conversation = Conversation {
         id: new_id()?,
-        owner: ANONYMOUS.to_string(),
+        owner: user.to_string(),
         title: body.title,
         system: body.system,
         model: body.model,
@@ -49,9 +49,9 @@ pub async fn create(req: Request, env: &Env) -> Result<Response, ApiError> {
     json_response(201, &conversation)
 }
 
-pub async fn get(env: &Env, id: &str) -> Result<Response, ApiError> {
+pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
     let conversation = Store::new(env.d1("DB")?)
-        .conversation(ANONYMOUS, id)
+        .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))?;
     let status = Coordinator::for_conversation(env, id, config(env)?.lease_ttl_ms)?

@@ -12,7 +12,7 @@ use crate::edge::coordinator::{Coordinator, Submitted};
 use crate::edge::error::ApiError;
 use crate::edge::store::Store;
 use crate::edge::turn::{resilient_provider, Turn};
-use crate::edge::{config, json_body, json_response, new_id, ANONYMOUS};
+use crate::edge::{config, json_body, json_response, new_id};
 use crate::llm::{ContentBlock, ModelRef};
 
 /// Longest user message accepted, in bytes.
@@ -65,7 +65,13 @@ impl UserContent {
     }
 }
 
-pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Response, ApiError> {
+pub async fn send(
+    req: Request,
+    env: &Env,
+    ctx: &Context,
+    user: &str,
+    id: &str,
+) -> Result<Response, ApiError> {
     let body: Send = json_body(req).await?;
     let message = body
         .message
@@ -73,7 +79,7 @@ pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Re
         .into_message()?;
     let store = Rc::new(Store::new(env.d1("DB")?));
     let conversation = store
-        .conversation(ANONYMOUS, id)
+        .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))?;
     let config = config(env)?;
@@ -118,10 +124,10 @@ pub async fn send(req: Request, env: &Env, ctx: &Context, id: &str) -> Result<Re
     }
 }
 
-pub async fn list(req: &Request, env: &Env, id: &str) -> Result<Response, ApiError> {
+pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
     let store = Store::new(env.d1("DB")?);
     store
-        .conversation(ANONYMOUS, id)
+        .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))?;
     let url = req.url()?;

@@ -1,0 +1,84 @@
+// Who may call, and that users only ever see their own conversations.
+
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { after, before, test } from "node:test";
+import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+
+const SECRET = "jwt-secret-for-tests";
+let anthropic, worker;
+
+const b64url = (s) => Buffer.from(s).toString("base64url");
+function jwt(claims, secret = SECRET) {
+  const body = `${b64url(JSON.stringify({ alg: "HS256", typ: "JWT" }))}.${b64url(JSON.stringify(claims))}`;
+  return `${body}.${createHmac("sha256", secret).update(body).digest("base64url")}`;
+}
+const now = () => Math.floor(Date.now() / 1000);
+const as = (token) => ({ authorization: `Bearer ${token}` });
+const alice = as(jwt({ sub: "alice", exp: now() + 600 }));
+const bob = as(jwt({ sub: "bob", exp: now() + 600 }));
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  worker = await startWorker({
+    persistDir: freshPersistDir(),
+    vars: { ALLOW_ANONYMOUS: "false", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" },
+  });
+});
+
+after(async () => {
+  await worker?.stop();
+  await anthropic?.close();
+});
+
+test("requests without a valid token are 401 JSON errors that never echo the token", async () => {
+  const cases = [
+    [undefined, /Authorization: Bearer/],
+    [{ authorization: "Basic YWxpY2U6cHc=" }, /Bearer <token>/],
+    [as("sk-wrong"), /not a valid key or JWT/],
+    [as(jwt({ sub: "alice" }, "another-secret")), /bad signature/],
+    [as(jwt({ sub: "alice", exp: now() - 3600 })), /expired/],
+    [as(jwt({ sub: "alice", nbf: now() + 3600 })), /not valid yet/],
+  ];
+  for (const [headers, why] of cases) {
+    const r = await api(worker.url, "POST", "/v1/conversations", {}, headers);
+    assert.equal(r.status, 401, JSON.stringify(headers));
+    const text = await r.text();
+    const json = JSON.parse(text);
+    assert.equal(json.error.code, "unauthorized");
+    assert.match(json.error.message, why);
+    if (headers?.authorization) assert.ok(!text.includes(headers.authorization.slice(7)), "the token is not echoed");
+  }
+  assert.equal((await api(worker.url, "GET", "/healthz")).status, 200, "health stays public");
+});
+
+test("a user sees and touches only their own conversations; others get 404 everywhere", async () => {
+  const created = await api(worker.url, "POST", "/v1/conversations", { title: "alice's" }, alice);
+  assert.equal(created.status, 201);
+  const { id } = await created.json();
+  anthropic.script({ text: "Hello Alice." });
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "hi" }, alice));
+  assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Hello Alice.");
+
+  const requests = anthropic.requests.length;
+  for (const [method, path, body] of [
+    ["GET", `/v1/conversations/${id}`],
+    ["GET", `/v1/conversations/${id}/messages`],
+    ["POST", `/v1/conversations/${id}/messages`, { message: "let me in" }],
+  ]) {
+    const r = await api(worker.url, method, path, body, bob);
+    assert.equal(r.status, 404, `${method} ${path}`);
+    assert.equal((await r.json()).error.code, "not_found");
+  }
+  assert.equal(anthropic.requests.length, requests, "bob's message never reached the model");
+  const history = await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, alice)).json();
+  assert.deepEqual(history.messages.map((m) => m.kind), ["user", "assistant"]);
+});
+
+test("a server key from API_KEYS acts as its named user", async () => {
+  const created = await api(worker.url, "POST", "/v1/conversations", {}, as("sk-server-key"));
+  assert.equal(created.status, 201);
+  const { id } = await created.json();
+  assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("sk-server-key"))).status, 200);
+  assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, alice)).status, 404);
+});
