@@ -4,6 +4,7 @@
 use crate::llm::ModelRef;
 
 use super::auth::AuthConfig;
+use super::cors::CorsOrigins;
 use super::error::ApiError;
 
 pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
@@ -32,6 +33,8 @@ pub struct Config {
     pub lease_ttl_ms: u32,
     /// Who may call (`JWT_SECRET`, `API_KEYS`, `ALLOW_ANONYMOUS`).
     pub auth: AuthConfig,
+    /// Browser origins allowed to call (`CORS_ORIGINS`).
+    pub cors: CorsOrigins,
 }
 
 impl Config {
@@ -88,6 +91,9 @@ impl Config {
                     .unwrap_or_default(),
                 allow_anonymous: flag(&get, "ALLOW_ANONYMOUS")?,
             },
+            cors: get("CORS_ORIGINS")
+                .map(|v| CorsOrigins::parse(&v))
+                .unwrap_or_default(),
         })
     }
 }

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod config;
 mod conversation;
 mod coordinator;
+pub mod cors;
 pub mod error;
 mod fetch;
 mod routes;
@@ -37,15 +38,28 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let method = req.method();
     let path = req.path();
-    match route(req, &env, &ctx).await {
-        Ok(response) => Ok(response),
+    let origin = req.headers().get("origin").ok().flatten();
+    let cors = config(&env).map(|c| c.cors).unwrap_or_default();
+    if method == Method::Options {
+        let mut preflight = Response::empty()?.with_status(204);
+        for (name, value) in cors.preflight_headers(origin.as_deref()) {
+            preflight.headers_mut().set(name, &value)?;
+        }
+        return Ok(preflight);
+    }
+    let mut response = match route(req, &env, &ctx).await {
+        Ok(response) => response,
         Err(e) => {
             if e.status() >= 500 {
                 worker::console_error!("{method:?} {path}: {e}");
             }
-            error_response(&e)
+            error_response(&e)?
         }
+    };
+    for (name, value) in cors.response_headers(origin.as_deref()) {
+        response.headers_mut().set(name, &value)?;
     }
+    Ok(response)
 }
 
 async fn route(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiError> {

@@ -22,7 +22,7 @@ before(async () => {
   anthropic = await anthropicLoopback();
   worker = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ALLOW_ANONYMOUS: "false", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" },
+    vars: { ALLOW_ANONYMOUS: "false", CORS_ORIGINS: "http://localhost:5173", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" },
   });
 });
 
@@ -73,6 +73,27 @@ test("a user sees and touches only their own conversations; others get 404 every
   assert.equal(anthropic.requests.length, requests, "bob's message never reached the model");
   const history = await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, alice)).json();
   assert.deepEqual(history.messages.map((m) => m.kind), ["user", "assistant"]);
+});
+
+test("CORS: preflight without credentials, allowed origins echoed on every response, others not", async () => {
+  const preflight = (origin) => fetch(`${worker.url}/v1/conversations`, {
+    method: "OPTIONS",
+    headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+  });
+  const ok = await preflight("http://localhost:5173");
+  assert.equal(ok.status, 204);
+  assert.equal(ok.headers.get("access-control-allow-origin"), "http://localhost:5173");
+  assert.match(ok.headers.get("access-control-allow-headers"), /authorization/);
+  assert.match(ok.headers.get("access-control-allow-methods"), /POST/);
+  const other = await preflight("https://elsewhere.example");
+  assert.equal(other.headers.get("access-control-allow-origin"), null);
+
+  const denied = await api(worker.url, "POST", "/v1/conversations", {}, { origin: "http://localhost:5173" });
+  assert.equal(denied.status, 401);
+  assert.equal(denied.headers.get("access-control-allow-origin"), "http://localhost:5173", "a browser can read the error");
+  const created = await api(worker.url, "POST", "/v1/conversations", {}, { ...alice, origin: "http://localhost:5173" });
+  assert.equal(created.status, 201);
+  assert.equal(created.headers.get("access-control-allow-origin"), "http://localhost:5173");
 });
 
 test("a server key from API_KEYS acts as its named user", async () => {
