@@ -85,6 +85,12 @@ impl DurableObject for ConversationCoordinator {
                 )?;
                 Response::from_json(&serde_json::json!({}))
             }
+            // The conversation is being deleted: forget its lease and queue.
+            (Method::Post, "/clear") => {
+                self.sql.exec("DELETE FROM lease", None)?;
+                self.sql.exec("DELETE FROM queue", None)?;
+                Response::from_json(&serde_json::json!({}))
+            }
             (Method::Get, "/status") => Response::from_json(&Status {
                 running: self.holder(now)?.is_some(),
                 queued: self.queue_len()?,

@@ -137,6 +137,12 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Forgets the lease and the queue (the conversation is being deleted).
+    pub async fn clear(&self) -> Result<(), ApiError> {
+        let _: serde_json::Value = self.post("clear", &serde_json::json!({})).await?;
+        Ok(())
+    }
+
     pub async fn status(&self) -> Result<Status, ApiError> {
         let mut response = self
             .stub

@@ -80,16 +80,26 @@ async fn route(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         (Method::Post, ["v1", "conversations"]) => {
             routes::conversations::create(req, env, user).await
         }
+        (Method::Get, ["v1", "conversations"]) => {
+            routes::conversations::list(&req, env, user).await
+        }
         (Method::Get, ["v1", "conversations", id]) => {
             routes::conversations::get(env, user, id).await
         }
+        (Method::Delete, ["v1", "conversations", id]) => {
+            routes::conversations::delete(env, user, id).await
+        }
+        (Method::Get, ["v1", "models"]) => routes::models::list(&config),
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
             routes::messages::list(&req, env, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "messages"]) => {
             routes::messages::send(req, env, ctx, user, id).await
         }
-        (_, ["healthz"] | ["v1", "conversations"] | ["v1", "conversations", _])
+        (
+            _,
+            ["healthz"] | ["v1", "conversations"] | ["v1", "conversations", _] | ["v1", "models"],
+        )
         | (_, ["v1", "conversations", _, "messages"]) => Err(ApiError::MethodNotAllowed(format!(
             "{:?} is not supported on {path}",
             req.method()

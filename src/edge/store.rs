@@ -76,6 +76,92 @@ impl Store {
             .await?)
     }
 
+    /// One page of `owner`'s conversations, newest first. The cursor is the last row's
+    /// `(created_at, id)`: keyset pagination, so rows created meanwhile never shift a page.
+    pub async fn conversations_page(
+        &self,
+        owner: &str,
+        before: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<(Vec<Conversation>, Option<(i64, String)>), ApiError> {
+        let (created, id) = before.unwrap_or((i64::MAX, ""));
+        let mut rows = self
+            .db
+            .prepare(
+                "SELECT * FROM conversations WHERE owner = ?1
+                   AND (created_at < ?2 OR (created_at = ?2 AND id < ?3))
+                 ORDER BY created_at DESC, id DESC LIMIT ?4",
+            )
+            .bind(&[
+                owner.into(),
+                (created.min(1 << 52) as f64).into(),
+                id.into(),
+                ((limit + 1) as f64).into(),
+            ])?
+            .all()
+            .await?
+            .results::<Conversation>()?;
+        let next = if rows.len() as i64 > limit {
+            rows.truncate(limit as usize);
+            rows.last().map(|c| (c.created_at, c.id.clone()))
+        } else {
+            None
+        };
+        Ok((rows, next))
+    }
+
+    /// Deletes a conversation and its history; `false` if `owner` has no such conversation.
+    pub async fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, ApiError> {
+        if self.conversation(owner, id).await?.is_none() {
+            return Ok(false);
+        }
+        let statements = vec![
+            self.db
+                .prepare("DELETE FROM messages WHERE conversation_id = ?1")
+                .bind(&[id.into()])?,
+            self.db
+                .prepare("DELETE FROM conversations WHERE id = ?1 AND owner = ?2")
+                .bind(&[id.into(), owner.into()])?,
+        ];
+        self.db.batch(statements).await?;
+        Ok(true)
+    }
+
+    /// Records what one LLM call cost, for the user's usage ledger.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn record_usage(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+        model: &str,
+        provider: &str,
+        usage: &crate::llm::Usage,
+        cost_usd: Option<f64>,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.db
+            .prepare(
+                "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
+                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .bind(&[
+                owner.into(),
+                conversation_id.into(),
+                model.into(),
+                provider.into(),
+                (usage.input_tokens as f64).into(),
+                (usage.output_tokens as f64).into(),
+                (usage.cache_read_tokens as f64).into(),
+                (usage.cache_write_tokens as f64).into(),
+                cost_usd.map(JsValue::from_f64).unwrap_or(JsValue::NULL),
+                (now_ms as f64).into(),
+            ])?
+            .run()
+            .await?;
+        Ok(())
+    }
+
     /// Appends a message at the end of the history and returns its sequence number. Only the
     /// turn holding the conversation's lease writes, so `MAX(seq) + 1` cannot race.
     pub async fn append_message(

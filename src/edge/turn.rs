@@ -18,7 +18,7 @@ use super::ui_stream::{UiStream, HEADERS};
 use super::{new_id, now_ms};
 use crate::agent::{
     run_agent_turn, AgentMessage, AgentState, CurrentTime, HookError, Inbox, ProviderResolver,
-    ToolRegistry, TurnHooks, TurnOutcome, UpdatePlan,
+    ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, UpdatePlan,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper};
@@ -170,6 +170,7 @@ impl Turn {
         let hooks = D1Hooks {
             store: self.store.clone(),
             conversation_id: self.conversation.id.clone(),
+            owner: self.conversation.owner.clone(),
         };
 
         let mut out = String::new();
@@ -229,14 +230,38 @@ impl ProviderResolver for FixedProvider {
     }
 }
 
-/// Persists every message the loop adds, as it is added.
+/// Persists every message the loop adds, as it is added, and each LLM call's usage and cost in
+/// the owner's ledger.
 struct D1Hooks {
     store: Rc<Store>,
     conversation_id: String,
+    owner: String,
 }
 
 #[async_trait(?Send)]
 impl TurnHooks for D1Hooks {
+    /// The billing step: a ledger that cannot be written stops the turn (seed rule).
+    async fn on_turn_end(&self, info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+        let model = ModelRef {
+            provider: info.provider.to_string(),
+            model: info.model.to_string(),
+        };
+        let cost = model.info().cost(info.usage);
+        self.store
+            .record_usage(
+                &self.owner,
+                &self.conversation_id,
+                info.model,
+                info.provider,
+                info.usage,
+                cost,
+                now_ms(),
+            )
+            .await
+            .map_err(|e| HookError(format!("usage ledger: {e}")))?;
+        Ok(true)
+    }
+
     async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
         let id = new_id().map_err(|e| HookError(e.to_string()))?;
         self.store

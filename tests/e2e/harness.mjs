@@ -36,6 +36,13 @@ function run(args, opts = {}) {
   });
 }
 
+/** Runs SQL against the local D1 in `persistDir` (as `wrangler d1 execute --local` does). */
+export async function d1Query(persistDir, sql) {
+  const out = await run(["d1", "execute", "DB", "--local", "--persist-to", persistDir, "--json", "--command", sql]);
+  const json = JSON.parse(out.slice(out.indexOf("[")));
+  return json[0].results;
+}
+
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
  * access is on unless `vars` say otherwise (the auth tests do). */
 export async function startWorker({ persistDir, vars = {} }) {

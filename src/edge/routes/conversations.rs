@@ -66,6 +66,58 @@ pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> 
     json_response(200, &body)
 }
 
+/// `GET /v1/conversations?limit=&cursor=`: the caller's conversations, newest first.
+pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiError> {
+    let mut limit = 20i64;
+    let mut cursor: Option<(i64, String)> = None;
+    for (key, value) in req.url()?.query_pairs() {
+        match key.as_ref() {
+            "limit" => {
+                limit = value
+                    .parse::<i64>()
+                    .map_err(|_| {
+                        ApiError::BadRequest(format!(
+                            "`limit` must be a whole number, got `{value}`"
+                        ))
+                    })?
+                    .clamp(1, 100)
+            }
+            "cursor" => {
+                let parsed = value
+                    .split_once('.')
+                    .and_then(|(t, id)| Some((t.parse::<i64>().ok()?, id.to_string())))
+                    .filter(|(_, id)| !id.is_empty());
+                cursor = Some(parsed.ok_or_else(|| {
+                    ApiError::BadRequest("`cursor` is not one this API gave out".into())
+                })?);
+            }
+            _ => {}
+        }
+    }
+    let store = Store::new(env.d1("DB")?);
+    let before = cursor.as_ref().map(|(t, id)| (*t, id.as_str()));
+    let (conversations, next) = store.conversations_page(user, before, limit).await?;
+    json_response(
+        200,
+        &serde_json::json!({
+            "conversations": conversations,
+            "next_cursor": next.map(|(t, id)| format!("{t}.{id}")),
+        }),
+    )
+}
+
+/// `DELETE /v1/conversations/{id}`: the history and the coordinator's state.
+pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
+    let store = Store::new(env.d1("DB")?);
+    if !store.delete_conversation(user, id).await? {
+        return Err(not_found(id));
+    }
+    Coordinator::for_conversation(env, id, config(env)?.lease_ttl_ms)?
+        .clear()
+        .await?;
+    Ok(Response::empty()?.with_status(204))
+}
+
 pub fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("conversation `{id}` does not exist"))
 }

@@ -3,3 +3,4 @@
 pub mod conversations;
 pub mod health;
 pub mod messages;
+pub mod models;

@@ -1,0 +1,19 @@
+//! `GET /v1/models`: the model registry, and which model a new conversation gets.
+
+use worker::Response;
+
+use crate::edge::config::Config;
+use crate::edge::error::ApiError;
+use crate::edge::json_response;
+use crate::llm::models::MODELS;
+
+pub fn list(config: &Config) -> Result<Response, ApiError> {
+    json_response(
+        200,
+        &serde_json::json!({
+            "default": config.default_model.to_string(),
+            "fallbacks": config.fallback_models.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "models": MODELS,
+        }),
+    )
+}

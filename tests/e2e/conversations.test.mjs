@@ -1,0 +1,82 @@
+// Conversations as resources: the model registry, listing, deletion, and the usage ledger.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+
+let anthropic, worker, persistDir;
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  persistDir = freshPersistDir();
+  worker = await startWorker({
+    persistDir,
+    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:gpt-4o-mini" },
+  });
+});
+
+after(async () => {
+  await worker?.stop();
+  await anthropic?.close();
+});
+
+const create = async (title) => (await (await api(worker.url, "POST", "/v1/conversations", { title })).json()).id;
+
+test("GET /v1/models lists the registry, the default and the fallbacks", async () => {
+  const r = await api(worker.url, "GET", "/v1/models");
+  assert.equal(r.status, 200);
+  const body = await r.json();
+  assert.equal(body.default, "anthropic:claude-sonnet-4-5");
+  assert.deepEqual(body.fallbacks, ["openai:gpt-4o-mini"]);
+  const sonnet = body.models.find((m) => m.id === "anthropic:claude-sonnet-4-5");
+  assert.equal(sonnet.context_window, 200000);
+  assert.deepEqual(sonnet.price, { input: 3, output: 15, cache_read: 0.3, cache_write: 3.75 });
+  assert.equal(sonnet.capabilities.tools, true);
+});
+
+test("conversations list newest first, page by cursor, and new ones do not shift a page", async () => {
+  const ids = [];
+  for (const t of ["one", "two", "three", "four", "five"]) {
+    ids.push(await create(t));
+    await new Promise((r) => setTimeout(r, 5)); // distinct creation times
+  }
+  const seen = [];
+  let cursor;
+  for (let page = 0; page < 10; page++) {
+    const r = await api(worker.url, "GET", `/v1/conversations?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+    assert.equal(r.status, 200);
+    const body = await r.json();
+    seen.push(...body.conversations.map((c) => c.title));
+    if (page === 0) await create("created while paging");
+    cursor = body.next_cursor;
+    if (!cursor) break;
+  }
+  const mine = seen.filter((t) => ["one", "two", "three", "four", "five"].includes(t));
+  assert.deepEqual(mine, ["five", "four", "three", "two", "one"]);
+  assert.ok(!seen.includes("created while paging"), "a newer conversation does not appear on later pages");
+  assert.equal((await api(worker.url, "GET", "/v1/conversations?cursor=garbage")).status, 400);
+});
+
+test("DELETE removes the history and the conversation; then it is 404 everywhere", async () => {
+  const id = await create("doomed");
+  anthropic.script({ text: "Soon gone." });
+  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "hi" }));
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}`)).status, 204);
+  for (const [method, path] of [["GET", `/v1/conversations/${id}`], ["GET", `/v1/conversations/${id}/messages`], ["DELETE", `/v1/conversations/${id}`]]) {
+    assert.equal((await api(worker.url, method, path)).status, 404, `${method} ${path}`);
+  }
+  const rows = await d1Query(persistDir, `SELECT COUNT(*) AS n FROM messages WHERE conversation_id = '${id}'`);
+  assert.equal(rows[0].n, 0);
+});
+
+test("every LLM call is recorded in the usage ledger with its cost", async () => {
+  const id = await create("billed");
+  anthropic.script({ text: "Checking.", tools: [{ id: "toolu_bill", name: "current_time", input: {} }] }, { text: "Noon." });
+  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "time?" }));
+  const rows = await d1Query(persistDir, `SELECT owner, model, provider, input_tokens, output_tokens, cost_usd FROM usage_ledger WHERE conversation_id = '${id}' ORDER BY id`);
+  assert.equal(rows.length, 2, "one row per LLM call");
+  for (const row of rows) {
+    assert.deepEqual([row.owner, row.model, row.provider, row.input_tokens, row.output_tokens], ["anonymous", "claude-sonnet-4-5", "anthropic", 31, 17]);
+    assert.ok(Math.abs(row.cost_usd - (31 * 3 + 17 * 15) / 1e6) < 1e-12, `${row.cost_usd}`);
+  }
+});
