@@ -11,7 +11,7 @@ use worker::{
     durable_object, DurableObject, Env, Method, Request, Response, Result, SqlStorage, State,
 };
 
-use super::coordinator::{Drain, Drained, Release, Renew, Status, Submit, Submitted};
+use super::coordinator::{Delivery, Drain, Drained, Release, Renew, Status, Submit, Submitted};
 
 #[durable_object]
 pub struct ConversationCoordinator {
@@ -93,7 +93,8 @@ impl DurableObject for ConversationCoordinator {
             }
             (Method::Get, "/status") => Response::from_json(&Status {
                 running: self.holder(now)?.is_some(),
-                queued: self.queue_len()?,
+                steering: self.queue_len(Some(Delivery::Steering))?,
+                followup: self.queue_len(Some(Delivery::Followup))?,
             }),
             _ => Response::error("no such coordinator route", 404),
         }
@@ -106,16 +107,21 @@ impl ConversationCoordinator {
     fn submit(&self, body: Submit, now: i64) -> Result<Submitted> {
         if self.holder(now)?.is_some() {
             self.sql.exec(
-                "INSERT INTO queue (delivery, message, queued_at) VALUES ('steering', ?, ?)",
-                vec![body.message.into(), now.into()],
+                "INSERT INTO queue (delivery, message, queued_at) VALUES (?, ?, ?)",
+                vec![
+                    body.delivery.as_str().into(),
+                    body.message.into(),
+                    now.into(),
+                ],
             )?;
             return Ok(Submitted::Queued {
-                position: self.queue_len()?,
+                delivery: body.delivery,
+                position: self.queue_len(None)?,
             });
         }
         self.set_lease(&body.turn_id, now + body.ttl_ms)?;
         Ok(Submitted::Acquired {
-            stranded: self.take_queue()?,
+            stranded: self.take_queue(None)?,
         })
     }
 
@@ -129,7 +135,8 @@ impl ConversationCoordinator {
                 lease_lost: true,
             });
         }
-        let messages = self.take_queue()?;
+        // Mid-turn only steering is taken; follow-ups wait for the end.
+        let messages = self.take_queue((!body.at_end).then_some(Delivery::Steering))?;
         if body.at_end && messages.is_empty() {
             self.sql.exec("DELETE FROM lease", None)?;
         } else {
@@ -162,22 +169,33 @@ impl ConversationCoordinator {
         Ok(())
     }
 
-    fn take_queue(&self) -> Result<Vec<String>> {
+    /// Takes queued messages of one delivery (or all), oldest first.
+    fn take_queue(&self, only: Option<Delivery>) -> Result<Vec<String>> {
+        let kind = only.map_or("%", |d| d.as_str());
         let rows: Vec<QueueRow> = self
             .sql
-            .exec("SELECT seq, message FROM queue ORDER BY seq", None)?
+            .exec(
+                "SELECT seq, message FROM queue WHERE delivery LIKE ? ORDER BY seq",
+                vec![kind.into()],
+            )?
             .to_array()?;
         if let Some(last) = rows.last() {
-            self.sql
-                .exec("DELETE FROM queue WHERE seq <= ?", vec![last.seq.into()])?;
+            self.sql.exec(
+                "DELETE FROM queue WHERE delivery LIKE ? AND seq <= ?",
+                vec![kind.into(), last.seq.into()],
+            )?;
         }
         Ok(rows.into_iter().map(|r| r.message).collect())
     }
 
-    fn queue_len(&self) -> Result<i64> {
+    fn queue_len(&self, only: Option<Delivery>) -> Result<i64> {
+        let kind = only.map_or("%", |d| d.as_str());
         let rows: Vec<Count> = self
             .sql
-            .exec("SELECT COUNT(*) AS n FROM queue", None)?
+            .exec(
+                "SELECT COUNT(*) AS n FROM queue WHERE delivery LIKE ?",
+                vec![kind.into()],
+            )?
             .to_array()?;
         Ok(rows.first().map_or(0, |c| c.n))
     }

@@ -10,10 +10,30 @@ use crate::agent::AgentMessage;
 
 pub const BINDING: &str = "CONVERSATIONS";
 
+/// When a message sent during a turn joins it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Delivery {
+    /// Before the next tool call (the remaining calls are skipped).
+    Steering,
+    /// When the turn would end.
+    Followup,
+}
+
+impl Delivery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delivery::Steering => "steering",
+            Delivery::Followup => "followup",
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 pub struct Submit {
     pub turn_id: String,
     pub message: String,
+    pub delivery: Delivery,
     pub ttl_ms: i64,
 }
 
@@ -23,7 +43,7 @@ pub enum Submitted {
     /// This request runs the turn; `stranded` are messages a dead turn left queued.
     Acquired { stranded: Vec<String> },
     /// A turn is running; the message waits for it.
-    Queued { position: i64 },
+    Queued { delivery: Delivery, position: i64 },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -53,7 +73,8 @@ pub struct Release {
 #[derive(Serialize, Deserialize)]
 pub struct Status {
     pub running: bool,
-    pub queued: i64,
+    pub steering: i64,
+    pub followup: i64,
 }
 
 /// The coordinator of one conversation.
@@ -81,17 +102,16 @@ impl Coordinator {
         &self,
         turn_id: &str,
         message: &AgentMessage,
+        delivery: Delivery,
     ) -> Result<Submitted, ApiError> {
         let message = serde_json::to_string(message)?;
-        self.post(
-            "submit",
-            &Submit {
-                turn_id: turn_id.into(),
-                message,
-                ttl_ms: self.lease_ttl_ms,
-            },
-        )
-        .await
+        let body = Submit {
+            turn_id: turn_id.into(),
+            message,
+            delivery,
+            ttl_ms: self.lease_ttl_ms,
+        };
+        self.post("submit", &body).await
     }
 
     pub async fn drain(&self, turn_id: &str, at_end: bool) -> Result<Vec<AgentMessage>, ApiError> {

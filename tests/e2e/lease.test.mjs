@@ -43,7 +43,7 @@ test("the lease of a dead turn expires and the next turn answers what was queued
     await sleep(200);
   }
   assert.equal(status.status, "idle", "the lease expired");
-  assert.equal(status.queued, 1, "the queued message is still there");
+  assert.deepEqual(status.queued, { steering: 1, followup: 0 }, "the queued message is still there");
 
   anthropic.script({ text: "Answering all three." });
   const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "third" }));
@@ -57,5 +57,5 @@ test("the lease of a dead turn expires and the next turn answers what was queued
     ["user", "first"], ["user", "second"], ["user", "third"], ["assistant", "Answering all three."],
   ]);
   const after = await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json();
-  assert.deepEqual([after.status, after.queued], ["idle", 0]);
+  assert.deepEqual([after.status, after.queued], ["idle", { steering: 0, followup: 0 }]);
 });

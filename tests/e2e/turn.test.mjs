@@ -206,7 +206,32 @@ describe("messages sent while a turn runs", () => {
     assert.equal(textOf(next.chunks), "Here is another.");
     const status = await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json();
     assert.equal(status.status, "idle");
-    assert.equal(status.queued, 0);
+    assert.deepEqual(status.queued, { steering: 0, followup: 0 });
+  });
+
+  test("a follow-up sent during a tool-calling turn does not skip the tool and joins at the end", async () => {
+    anthropic.script(
+      { text: "Checking the clock, slowly.", tools: [{ id: "toolu_keep", name: "current_time", input: {} }], gapMs: 4 },
+      { text: "It is noon." },
+      { text: "And here is the joke you asked for." },
+    );
+    const id = await createConversation({ model: "anthropic:claude-sonnet-4-5" });
+    const before = anthropic.requests.length;
+    const running = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "What time is it?" });
+    await untilRequests(anthropic, before + 1);
+    const queued = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Then tell me a joke.", delivery: "followup" });
+    assert.equal(queued.status, 202);
+    assert.deepEqual(await queued.json(), { queued: "followup", position: 1 });
+    const status = await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json();
+    assert.deepEqual([status.status, status.queued], ["running", { steering: 0, followup: 1 }]);
+
+    const { chunks } = await readUiStream(await running);
+    assert.ok(chunks.some((c) => c.type === "tool-output-available" && c.toolCallId === "toolu_keep"), "the tool ran");
+    assert.ok(!chunks.some((c) => c.type === "tool-output-error"));
+    assert.equal(textOf(chunks), "Checking the clock, slowly.It is noon.And here is the joke you asked for.");
+    assert.deepEqual((await history(id)).map((m) => m.kind), ["user", "assistant", "tool_result", "assistant", "user", "assistant"]);
+    const bad = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "x", delivery: "later" });
+    assert.equal(bad.status, 400);
   });
 
   test("a message queued while a text-only answer streams is answered before the turn ends", async () => {

@@ -61,7 +61,10 @@ pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> 
     if let Value::Object(map) = &mut body {
         let state = if status.running { "running" } else { "idle" };
         map.insert("status".into(), state.into());
-        map.insert("queued".into(), status.queued.into());
+        map.insert(
+            "queued".into(),
+            serde_json::json!({"steering": status.steering, "followup": status.followup}),
+        );
     }
     json_response(200, &body)
 }

@@ -8,7 +8,7 @@ use worker::{Context, Env, Request, Response};
 
 use super::conversations::not_found;
 use crate::agent::AgentMessage;
-use crate::edge::coordinator::{Coordinator, Submitted};
+use crate::edge::coordinator::{Coordinator, Delivery, Submitted};
 use crate::edge::error::ApiError;
 use crate::edge::store::Store;
 use crate::edge::turn::{resilient_provider, Turn};
@@ -21,6 +21,19 @@ const MAX_MESSAGE_BYTES: usize = 100_000;
 #[derive(Deserialize)]
 struct Send {
     message: Option<UserContent>,
+    #[serde(default)]
+    delivery: DeliveryRequest,
+}
+
+/// How a message joins a running turn: `auto` and `steer` before its next tool call,
+/// `followup` when it would end. With no turn running, all three start one.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum DeliveryRequest {
+    #[default]
+    Auto,
+    Steer,
+    Followup,
 }
 
 /// `"text"` or `[{"type": "text", "text": "..."}]`.
@@ -93,10 +106,14 @@ pub async fn send(
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
     let turn_id = new_id()?;
-    match coordinator.submit(&turn_id, &message).await? {
-        Submitted::Queued { position } => json_response(
+    let delivery = match body.delivery {
+        DeliveryRequest::Auto | DeliveryRequest::Steer => Delivery::Steering,
+        DeliveryRequest::Followup => Delivery::Followup,
+    };
+    match coordinator.submit(&turn_id, &message, delivery).await? {
+        Submitted::Queued { delivery, position } => json_response(
             202,
-            &serde_json::json!({"queued": "steering", "position": position}),
+            &serde_json::json!({"queued": delivery.as_str(), "position": position}),
         ),
         Submitted::Acquired { stranded } => {
             // Messages a dead turn left queued go first, in the order they were sent.
