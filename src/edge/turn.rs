@@ -15,13 +15,15 @@ use super::error::ApiError;
 use super::fetch::FetchTransport;
 use super::store::{Conversation, Store};
 use super::ui_stream::{UiStream, HEADERS};
-use super::{new_id, now_ms};
+use super::{json_response, new_id, now_ms};
 use crate::agent::{
     run_agent_turn, AgentMessage, AgentState, CurrentTime, HookError, Inbox, ProviderResolver,
     ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, UpdatePlan,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
-use crate::llm::{HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper};
+use crate::llm::{
+    HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper, Usage,
+};
 
 /// The provider serving `model`, configured from the environment.
 pub fn provider_for(
@@ -111,6 +113,7 @@ impl Turn {
         self,
         ctx: &Context,
         incoming: Vec<AgentMessage>,
+        stream: bool,
     ) -> Result<Response, ApiError> {
         let stored = async {
             let mut history = self.store.history(&self.conversation.id).await?;
@@ -131,9 +134,22 @@ impl Turn {
             }
         };
 
-        let (tx, rx) = mpsc::unbounded::<Vec<u8>>();
         let message_id = new_id()?;
-        ctx.wait_until(async move { self.run(history, message_id, tx).await });
+        if !stream {
+            let mut body = String::new();
+            let summary = self
+                .run(history, message_id, |chunk| body.push_str(&chunk))
+                .await;
+            return json_response(200, &summary.into_json(&body));
+        }
+        let (tx, rx) = mpsc::unbounded::<Vec<u8>>();
+        // A closed channel means the client went away; the turn runs on regardless.
+        let deliver = move |chunk: String| {
+            let _ = tx.unbounded_send(chunk.into_bytes());
+        };
+        ctx.wait_until(async move {
+            self.run(history, message_id, deliver).await;
+        });
         let headers = worker::Headers::new();
         for (name, value) in HEADERS {
             headers.set(name, value)?;
@@ -144,12 +160,14 @@ impl Turn {
         )
     }
 
+    /// Runs the turn, handing each piece of the UI message stream to `deliver` as it is made.
     async fn run(
         self,
         history: Vec<AgentMessage>,
         message_id: String,
-        tx: mpsc::UnboundedSender<Vec<u8>>,
-    ) {
+        mut deliver: impl FnMut(String),
+    ) -> TurnSummary {
+        let history_len = history.len();
         let mut state = AgentState::new(self.conversation.system.clone(), history);
         state.max_llm_calls = self.config.max_llm_calls;
         state.max_tool_calls = self.config.max_tool_calls;
@@ -176,10 +194,9 @@ impl Turn {
         let mut out = String::new();
         let mut ui = UiStream::start(&message_id, &mut out);
         let last_renewal = Cell::new(now_ms());
-        // A closed channel means the client went away; the turn runs on regardless.
-        let send = |out: &mut String| {
+        let mut send = |out: &mut String| {
             if !out.is_empty() {
-                let _ = tx.unbounded_send(std::mem::take(out).into_bytes());
+                deliver(std::mem::take(out));
             }
         };
         send(&mut out);
@@ -212,12 +229,70 @@ impl Turn {
         if outcome != TurnOutcome::Completed {
             self.release().await;
         }
+        TurnSummary {
+            messages: state.messages.split_off(history_len),
+            usage: state.total_usage,
+            outcome,
+        }
     }
 
     async fn release(&self) {
         if let Err(e) = self.coordinator.release(&self.id).await {
             console_error!("could not release the lease of turn {}: {e}", self.id);
         }
+    }
+}
+
+/// What a turn produced, for `stream: false`.
+struct TurnSummary {
+    messages: Vec<AgentMessage>,
+    usage: Usage,
+    outcome: TurnOutcome,
+}
+
+impl TurnSummary {
+    /// `{messages, events, usage, cost_usd, finish_reason}`; `events` are the chunks the stream
+    /// would have carried, so both modes say the same thing.
+    fn into_json(self, stream: &str) -> serde_json::Value {
+        let events: Vec<serde_json::Value> = stream
+            .split("\n\n")
+            .filter_map(|frame| frame.strip_prefix("data: "))
+            .filter_map(|data| serde_json::from_str(data).ok())
+            .collect();
+        let finish_reason = events
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "finish")
+            .map(|e| e["finishReason"].clone())
+            .unwrap_or(serde_json::Value::Null);
+        // The cost of every answer whose model has a known price.
+        let costs: Vec<f64> = self
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                AgentMessage::Assistant(a) => ModelRef {
+                    provider: a.provider.clone(),
+                    model: a.model.clone(),
+                }
+                .info()
+                .cost(&a.usage),
+                _ => None,
+            })
+            .collect();
+        let error = match &self.outcome {
+            TurnOutcome::Failed { message, .. } | TurnOutcome::LimitReached(message) => {
+                serde_json::Value::String(message.clone())
+            }
+            _ => serde_json::Value::Null,
+        };
+        serde_json::json!({
+            "messages": self.messages,
+            "events": events,
+            "usage": self.usage,
+            "cost_usd": (!costs.is_empty()).then(|| costs.iter().sum::<f64>()),
+            "finish_reason": finish_reason,
+            "error": error,
+        })
     }
 }
 

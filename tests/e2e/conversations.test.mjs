@@ -69,6 +69,26 @@ test("DELETE removes the history and the conversation; then it is 404 everywhere
   assert.equal(rows[0].n, 0);
 });
 
+test("stream: false returns the whole turn as JSON: messages, events, usage, cost", async () => {
+  const id = await create("not streamed");
+  anthropic.script({ text: "Checking.", tools: [{ id: "toolu_json", name: "current_time", input: {} }] }, { text: "Noon." });
+  const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "time?", stream: false });
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get("content-type"), /application\/json/);
+  const body = await r.json();
+  assert.deepEqual(body.messages.map((m) => m.kind), ["assistant", "tool_result", "assistant"]);
+  assert.equal(body.messages[2].content[0].text, "Noon.");
+  assert.equal(body.events[0].type, "start");
+  assert.deepEqual(body.events.at(-1), { type: "finish", finishReason: "stop" });
+  assert.ok(body.events.some((e) => e.type === "tool-output-available" && e.toolCallId === "toolu_json"));
+  assert.deepEqual([body.usage.input_tokens, body.usage.output_tokens], [62, 34]);
+  assert.ok(Math.abs(body.cost_usd - 2 * (31 * 3 + 17 * 15) / 1e6) < 1e-12, `${body.cost_usd}`);
+  assert.equal(body.finish_reason, "stop");
+  assert.equal(body.error, null);
+  const stored = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages;
+  assert.deepEqual(stored.map((m) => m.kind), ["user", "assistant", "tool_result", "assistant"]);
+});
+
 test("every LLM call is recorded in the usage ledger with its cost", async () => {
   const id = await create("billed");
   anthropic.script({ text: "Checking.", tools: [{ id: "toolu_bill", name: "current_time", input: {} }] }, { text: "Noon." });

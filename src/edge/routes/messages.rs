@@ -23,6 +23,13 @@ struct Send {
     message: Option<UserContent>,
     #[serde(default)]
     delivery: DeliveryRequest,
+    /// `false` returns the whole turn as JSON instead of streaming it.
+    #[serde(default = "yes")]
+    stream: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How a message joins a running turn: `auto` and `steer` before its next tool call,
@@ -136,7 +143,7 @@ pub async fn send(
                 coordinator,
                 provider,
             };
-            turn.start(ctx, incoming).await
+            turn.start(ctx, incoming, body.stream).await
         }
     }
 }
