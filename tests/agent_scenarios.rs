@@ -386,3 +386,110 @@ fn reasoning_streams_through_and_stays_on_the_stored_answer() {
         matches!(&a.content[0], edge_agent::llm::ContentBlock::Thinking { thinking, signature: Some(s) } if thinking == "The user wants a number." && s == "sig")
     );
 }
+
+mod cancel {
+    use super::*;
+    use edge_agent::agent::{CancelToken, CANCELLED};
+    use edge_agent::llm::StopReason;
+
+    /// Streams an answer; the turn is cancelled while it does.
+    struct CancelledWhileAnswering {
+        inner: Rc<Scripted>,
+        token: CancelToken,
+    }
+
+    #[async_trait(?Send)]
+    impl Provider for CancelledWhileAnswering {
+        fn model(&self) -> &ModelRef {
+            self.inner.model()
+        }
+        async fn health_check(&self) -> Result<(), LlmError> {
+            Ok(())
+        }
+        async fn stream(
+            &self,
+            request: &LlmRequest<'_>,
+            on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+        ) -> Completion {
+            self.token.cancel();
+            self.inner.stream(request, on_event).await
+        }
+    }
+
+    #[test]
+    fn cancelling_during_an_answer_keeps_it_marked_aborted_and_runs_none_of_its_calls() {
+        let mut state = asking("time?");
+        let inner = Scripted::new(vec![Answer {
+            text: "Let me chec",
+            calls: vec![("c1", "current_time", json!({}))],
+            error: None,
+        }]);
+        let provider: Rc<dyn Provider> = Rc::new(CancelledWhileAnswering {
+            inner,
+            token: state.cancel.clone(),
+        });
+        let (outcome, events, state) = run_turn(
+            &Fixed(provider),
+            &current_time_registry(),
+            &Recorder::default(),
+            state,
+        );
+        assert_eq!(outcome, TurnOutcome::Cancelled);
+        assert!(!events.iter().any(|e| e.starts_with("tool ")), "{events:?}");
+        assert_eq!(kinds(&state), ["user", "assistant", "tool_result"]);
+        let AgentMessage::Assistant(a) = &state.messages[1] else {
+            panic!()
+        };
+        assert_eq!(
+            (a.stop_reason.clone(), a.text()),
+            (StopReason::Aborted, "Let me chec".to_string())
+        );
+        let AgentMessage::ToolResult(r) = &state.messages[2] else {
+            panic!()
+        };
+        assert_eq!((r.content.as_str(), r.is_error), (CANCELLED, true));
+    }
+
+    /// Cancels the turn when it runs.
+    struct CancelsTheTurn {
+        def: ToolDef,
+        token: CancelToken,
+    }
+
+    #[async_trait(?Send)]
+    impl ServerTool for CancelsTheTurn {
+        fn definition(&self) -> &ToolDef {
+            &self.def
+        }
+        async fn call(&self, _: &Map<String, Value>) -> Result<Value, String> {
+            self.token.cancel();
+            Ok(json!("ran"))
+        }
+    }
+
+    #[test]
+    fn cancelling_between_tools_answers_the_rest_and_calls_no_model() {
+        let state = asking("go");
+        let mut tools = current_time_registry();
+        tools.register_server_tool(Box::new(CancelsTheTurn {
+            def: tool_def("first"),
+            token: state.cancel.clone(),
+        }));
+        let provider = Scripted::new(vec![calls(vec![
+            ("c1", "first", json!({})),
+            ("c2", "current_time", json!({})),
+        ])]);
+        let (outcome, _, state) = run_turn(
+            &Resolver(provider.clone()),
+            &tools,
+            &Recorder::default(),
+            state,
+        );
+        assert_eq!(outcome, TurnOutcome::Cancelled);
+        assert_eq!(
+            result_ids(&state),
+            ["c1=ran", format!("c2={CANCELLED}").as_str()]
+        );
+        assert_eq!(provider.seen.borrow().len(), 1);
+    }
+}

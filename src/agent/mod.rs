@@ -25,8 +25,9 @@ pub use event::AgentEvent;
 pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
-pub use state::{AgentState, Approval, Inbox, LocalInbox, ToolAnswers};
+pub use state::{AgentState, Approval, CancelToken, Inbox, LocalInbox, ToolAnswers};
 pub use tools::{CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
-    run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, DENIED, SKIPPED_FOR_STEERING,
+    run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, CANCELLED, DENIED,
+    SKIPPED_FOR_STEERING,
 };

@@ -1,7 +1,7 @@
 //! `AgentState`: what one turn works on, rebuilt from storage for every request, and the
 //! `Inbox` through which messages sent during the turn reach it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -53,6 +53,21 @@ impl Inbox for LocalInbox {
     }
 }
 
+/// Cancels a running turn from outside it (the application flips it; the loop checks it before
+/// each LLM call and each tool, and the application aborts the provider call itself).
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Rc<Cell<bool>>);
+
+impl CancelToken {
+    pub fn cancel(&self) {
+        self.0.set(true);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.get()
+    }
+}
+
 /// A person's decision on a tool call that needed approval.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Approval {
@@ -91,6 +106,8 @@ pub struct AgentState {
     pub compactor: Option<Rc<Compactor>>,
     /// Client results and approvals for the calls a paused turn waits on.
     pub answers: ToolAnswers,
+    /// Set from outside to stop the turn.
+    pub cancel: CancelToken,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
     /// LLM calls made so far in this turn.
@@ -115,6 +132,7 @@ impl AgentState {
             plan,
             compactor: None,
             answers: ToolAnswers::default(),
+            cancel: CancelToken::default(),
             max_tokens: 4096,
             temperature: None,
             llm_calls: 0,

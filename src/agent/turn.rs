@@ -20,11 +20,14 @@ use serde_json::Value;
 use super::{AgentEvent, AgentMessage, AgentState, ToolKind, ToolRegistry, TurnEndInfo, TurnHooks};
 use crate::llm::transform::prepare_for;
 use crate::llm::{
-    LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, ToolCall, ToolResult,
+    LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, StopReason, ToolCall, ToolResult,
 };
 
 /// The result content of a tool call skipped because the user sent a new message.
 pub const SKIPPED_FOR_STEERING: &str = "skipped: the user sent a new message";
+
+/// The result content of a tool call not run because the turn was cancelled.
+pub const CANCELLED: &str = "not run: the turn was cancelled";
 
 /// The result content of a tool call a person did not approve (a reason may follow).
 pub const DENIED: &str = "denied: the user did not approve this call";
@@ -56,6 +59,8 @@ pub enum TurnOutcome {
     LimitReached(String),
     /// The LLM, the provider resolver or `on_turn_end` failed.
     Failed { message: String, is_retryable: bool },
+    /// The turn was cancelled; what the model had said is kept, marked aborted.
+    Cancelled,
 }
 
 /// Runs one turn on `state`, reporting through `emit` as it goes.
@@ -82,6 +87,9 @@ pub async fn run_agent_turn(
             if !steering.is_empty() {
                 inject(state, hooks, emit, &[], steering).await;
             }
+        }
+        if state.cancel.is_cancelled() {
+            return TurnOutcome::Cancelled;
         }
         let limit = if state.llm_calls >= state.max_llm_calls {
             Some(format!(
@@ -150,6 +158,25 @@ pub async fn run_agent_turn(
             .await;
         drop(history);
         state.total_usage.add(&completion.message.usage);
+
+        if state.cancel.is_cancelled() {
+            // Keep what was said, marked aborted (never replayed to a model); its calls do not run.
+            let mut partial = completion.message;
+            partial.stop_reason = StopReason::Aborted;
+            if !partial.content.is_empty() {
+                let calls: Vec<ToolCall> = partial.tool_calls().cloned().collect();
+                add_message(state, hooks, AgentMessage::Assistant(partial)).await;
+                for call in &calls {
+                    add_message(
+                        state,
+                        hooks,
+                        AgentMessage::ToolResult(error_result(call, CANCELLED)),
+                    )
+                    .await;
+                }
+            }
+            return TurnOutcome::Cancelled;
+        }
 
         if let Some(error) = completion.error {
             // Keep what was said before the failure; it is marked with stop reason `error`.
@@ -246,6 +273,17 @@ async fn run_tools(
     while i < calls.len() {
         let call = &calls[i];
         i += 1;
+        if state.cancel.is_cancelled() {
+            for call in &calls[i - 1..] {
+                add_message(
+                    state,
+                    hooks,
+                    AgentMessage::ToolResult(error_result(call, CANCELLED)),
+                )
+                .await;
+            }
+            return Some(TurnOutcome::Cancelled);
+        }
         let steering = state.inbox.drain_steering().await;
         if !steering.is_empty() {
             let skipped = &calls[i - 1..];

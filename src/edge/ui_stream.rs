@@ -100,6 +100,9 @@ enum Chunk<'a> {
     Finish {
         finish_reason: &'a str,
     },
+    Abort {
+        reason: &'a str,
+    },
 }
 
 #[derive(Serialize)]
@@ -273,10 +276,19 @@ impl UiStream {
     /// Closes the message: `finish-step`, `finish`, `[DONE]`.
     pub fn finish(mut self, outcome: &TurnOutcome, out: &mut String) {
         self.close_step(out);
+        if *outcome == TurnOutcome::Cancelled {
+            write(
+                out,
+                &Chunk::Abort {
+                    reason: "cancelled",
+                },
+            );
+        }
         let finish_reason = match outcome {
             TurnOutcome::AwaitingToolResults(_) | TurnOutcome::AwaitingApproval(_) => "tool-calls",
             TurnOutcome::Failed { .. } => "error",
             TurnOutcome::LimitReached(_) => "length",
+            TurnOutcome::Cancelled => "other",
             TurnOutcome::Completed | TurnOutcome::Stopped => match self.last_stop {
                 Some(StopReason::MaxTokens) => "length",
                 Some(StopReason::ContentFilter | StopReason::Refusal) => "content-filter",
