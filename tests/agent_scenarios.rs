@@ -418,7 +418,7 @@ mod cancel {
 
     #[test]
     fn cancelling_during_an_answer_keeps_it_marked_aborted_and_runs_none_of_its_calls() {
-        let mut state = asking("time?");
+        let state = asking("time?");
         let inner = Scripted::new(vec![Answer {
             text: "Let me chec",
             calls: vec![("c1", "current_time", json!({}))],
