@@ -11,7 +11,9 @@ use worker::{
     durable_object, DurableObject, Env, Method, Request, Response, Result, SqlStorage, State,
 };
 
-use super::coordinator::{Delivery, Drain, Drained, Release, Renew, Status, Submit, Submitted};
+use super::coordinator::{
+    Delivery, Drain, Drained, Release, Renew, Renewed, Status, Submit, Submitted,
+};
 
 #[durable_object]
 pub struct ConversationCoordinator {
@@ -43,6 +45,8 @@ impl DurableObject for ConversationCoordinator {
                id INTEGER PRIMARY KEY CHECK (id = 1),
                turn_id TEXT NOT NULL,
                expires_at INTEGER NOT NULL)",
+            // Turns asked to stop (`/cancel`), until their lease ends.
+            "CREATE TABLE IF NOT EXISTS cancelled (turn_id TEXT PRIMARY KEY)",
             "CREATE TABLE IF NOT EXISTS queue (
                seq INTEGER PRIMARY KEY AUTOINCREMENT,
                delivery TEXT NOT NULL,
@@ -75,12 +79,35 @@ impl DurableObject for ConversationCoordinator {
                 if held {
                     self.set_lease(&body.turn_id, now + body.ttl_ms)?;
                 }
-                Response::from_json(&serde_json::json!({ "held": held }))
+                let rows: Vec<Count> = self
+                    .sql
+                    .exec(
+                        "SELECT COUNT(*) AS n FROM cancelled WHERE turn_id = ?",
+                        vec![body.turn_id.into()],
+                    )?
+                    .to_array()?;
+                let cancelled = rows.first().is_some_and(|c| c.n > 0);
+                Response::from_json(&Renewed { held, cancelled })
             }
+            // Asks the running turn to stop; it learns so when it next renews its lease.
+            (Method::Post, "/cancel") => match self.holder(now)? {
+                Some(turn_id) => {
+                    self.sql.exec(
+                        "INSERT OR IGNORE INTO cancelled (turn_id) VALUES (?)",
+                        vec![turn_id.into()],
+                    )?;
+                    Response::from_json(&serde_json::json!({ "cancelling": true }))
+                }
+                None => Response::from_json(&serde_json::json!({ "cancelling": false })),
+            },
             (Method::Post, "/release") => {
                 let body: Release = req.json().await?;
                 self.sql.exec(
                     "DELETE FROM lease WHERE turn_id = ?",
+                    vec![body.turn_id.clone().into()],
+                )?;
+                self.sql.exec(
+                    "DELETE FROM cancelled WHERE turn_id = ?",
                     vec![body.turn_id.into()],
                 )?;
                 Response::from_json(&serde_json::json!({}))
@@ -89,6 +116,7 @@ impl DurableObject for ConversationCoordinator {
             (Method::Post, "/clear") => {
                 self.sql.exec("DELETE FROM lease", None)?;
                 self.sql.exec("DELETE FROM queue", None)?;
+                self.sql.exec("DELETE FROM cancelled", None)?;
                 Response::from_json(&serde_json::json!({}))
             }
             (Method::Get, "/status") => Response::from_json(&Status {

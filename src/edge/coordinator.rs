@@ -66,6 +66,13 @@ pub struct Renew {
 }
 
 #[derive(Serialize, Deserialize)]
+pub struct Renewed {
+    pub held: bool,
+    /// Someone asked this turn to stop.
+    pub cancelled: bool,
+}
+
+#[derive(Serialize, Deserialize)]
 pub struct Release {
     pub turn_id: String,
 }
@@ -132,17 +139,19 @@ impl Coordinator {
             .collect()
     }
 
-    pub async fn renew(&self, turn_id: &str) -> Result<(), ApiError> {
-        let _: serde_json::Value = self
-            .post(
-                "renew",
-                &Renew {
-                    turn_id: turn_id.into(),
-                    ttl_ms: self.lease_ttl_ms,
-                },
-            )
-            .await?;
-        Ok(())
+    /// Extends the turn's lease; says whether it has been asked to stop.
+    pub async fn renew(&self, turn_id: &str) -> Result<Renewed, ApiError> {
+        let body = Renew {
+            turn_id: turn_id.into(),
+            ttl_ms: self.lease_ttl_ms,
+        };
+        self.post("renew", &body).await
+    }
+
+    /// Asks the running turn to stop: `false` when no turn runs.
+    pub async fn cancel(&self) -> Result<bool, ApiError> {
+        let answer: serde_json::Value = self.post("cancel", &serde_json::json!({})).await?;
+        Ok(answer["cancelling"] == true)
     }
 
     pub async fn release(&self, turn_id: &str) -> Result<(), ApiError> {

@@ -14,6 +14,8 @@ pub enum ApiError {
     #[error("{0}")]
     MethodNotAllowed(String),
     #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
     PayloadTooLarge(String),
     #[error("configuration error in {variable}: {message}")]
     Config { variable: String, message: String },
@@ -36,6 +38,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => 401,
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
+            ApiError::Conflict(_) => 409,
             ApiError::PayloadTooLarge(_) => 413,
             ApiError::Config { .. } | ApiError::Internal(_) => 500,
         }
@@ -47,6 +50,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
+            ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::Config { .. } => "configuration_error",
             ApiError::Internal(_) => "internal_error",

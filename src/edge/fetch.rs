@@ -3,24 +3,32 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 use worker::wasm_bindgen::JsValue;
-use worker::{Fetch, Headers, Method, Request, RequestInit};
+use worker::{AbortSignal, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::llm::{HttpRequest, HttpResponse, HttpTransport};
 
-pub struct FetchTransport;
+/// Sends with the turn's abort signal, so cancelling a turn stops its provider call at once.
+#[derive(Default)]
+pub struct FetchTransport {
+    pub signal: Option<AbortSignal>,
+}
 
 #[async_trait(?Send)]
 impl HttpTransport for FetchTransport {
     async fn post(&self, request: HttpRequest) -> Result<HttpResponse, String> {
-        send(Method::Post, request).await
+        send(Method::Post, request, self.signal.as_ref()).await
     }
 
     async fn get(&self, request: HttpRequest) -> Result<HttpResponse, String> {
-        send(Method::Get, request).await
+        send(Method::Get, request, self.signal.as_ref()).await
     }
 }
 
-async fn send(method: Method, request: HttpRequest) -> Result<HttpResponse, String> {
+async fn send(
+    method: Method,
+    request: HttpRequest,
+    signal: Option<&AbortSignal>,
+) -> Result<HttpResponse, String> {
     let headers = Headers::new();
     for (name, value) in &request.headers {
         headers.set(name, value).map_err(|e| e.to_string())?;
@@ -31,10 +39,12 @@ async fn send(method: Method, request: HttpRequest) -> Result<HttpResponse, Stri
         .with_headers(headers)
         .with_body(body);
     let outgoing = Request::new_with_init(&request.url, &init).map_err(|e| e.to_string())?;
-    let mut response = Fetch::Request(outgoing)
-        .send()
-        .await
-        .map_err(|e| format!("{} ({})", e, request.url))?;
+    let fetch = Fetch::Request(outgoing);
+    let sent = match signal {
+        Some(signal) => fetch.send_with_signal(signal).await,
+        None => fetch.send().await,
+    };
+    let mut response = sent.map_err(|e| format!("{} ({})", e, request.url))?;
     let status = response.status_code();
     let headers = response.headers().entries().collect();
     let body = response.stream().map_err(|e| e.to_string())?;

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use futures::channel::mpsc;
-use worker::{console_error, console_warn, Context, Env, Response};
+use worker::{console_error, console_warn, AbortController, AbortSignal, Context, Env, Response};
 
 use super::ai::WorkersAiBinding;
 use super::config::Config;
@@ -17,8 +17,8 @@ use super::store::{Conversation, Store};
 use super::ui_stream::{UiStream, HEADERS};
 use super::{json_response, new_id, now_ms};
 use crate::agent::{
-    run_agent_turn, AgentMessage, AgentState, CurrentTime, HookError, Inbox, ProviderResolver,
-    ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, UpdatePlan,
+    run_agent_turn, AgentMessage, AgentState, CancelToken, CurrentTime, HookError, Inbox,
+    ProviderResolver, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, UpdatePlan,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{
@@ -30,8 +30,11 @@ pub fn provider_for(
     env: &Env,
     config: &Config,
     model: &ModelRef,
+    signal: Option<&AbortSignal>,
 ) -> Result<Rc<dyn Provider>, LlmError> {
-    let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport);
+    let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport {
+        signal: signal.cloned(),
+    });
     match model.provider.as_str() {
         "anthropic" => Ok(Rc::new(Anthropic::new(
             model.clone(),
@@ -71,10 +74,11 @@ pub fn resilient_provider(
     env: &Env,
     config: &Config,
     model: &ModelRef,
+    signal: Option<&AbortSignal>,
 ) -> Result<Rc<dyn Provider>, LlmError> {
-    let mut chain = vec![provider_for(env, config, model)?];
+    let mut chain = vec![provider_for(env, config, model, signal)?];
     for fallback in config.fallback_models.iter().filter(|m| *m != model) {
-        chain.push(provider_for(env, config, fallback)?);
+        chain.push(provider_for(env, config, fallback, signal)?);
     }
     let provider = Resilient::new(chain, RetryPolicy::default(), Rc::new(WorkerSleeper))
         .ok_or_else(|| LlmError::Config("no model to call".into()))?;
@@ -103,6 +107,8 @@ pub struct Turn {
     pub store: Rc<Store>,
     pub coordinator: Rc<Coordinator>,
     pub provider: Rc<dyn Provider>,
+    /// Aborts the provider calls of this turn (their transport carries its signal).
+    pub abort: std::cell::RefCell<Option<AbortController>>,
 }
 
 impl Turn {
@@ -193,7 +199,8 @@ impl Turn {
 
         let mut out = String::new();
         let mut ui = UiStream::start(&message_id, &mut out);
-        let last_renewal = Cell::new(now_ms());
+        let finished = Rc::new(Cell::new(false));
+        self.watch(state.cancel.clone(), finished.clone());
         let mut send = |out: &mut String| {
             if !out.is_empty() {
                 deliver(std::mem::take(out));
@@ -209,20 +216,10 @@ impl Turn {
             &mut |event| {
                 ui.event(&event, &mut out);
                 send(&mut out);
-                // Long generations must not let the lease lapse under a live turn.
-                if now_ms() - last_renewal.get() > self.coordinator.lease_ttl_ms / 3 {
-                    last_renewal.set(now_ms());
-                    let coordinator = self.coordinator.clone();
-                    let turn_id = self.id.clone();
-                    worker::wasm_bindgen_futures::spawn_local(async move {
-                        if let Err(e) = coordinator.renew(&turn_id).await {
-                            console_warn!("lease renewal failed: {e}");
-                        }
-                    });
-                }
             },
         )
         .await;
+        finished.set(true);
         ui.finish(&outcome, &mut out);
         send(&mut out);
         // A completed turn released the lease in its last drain; any other end releases here.
@@ -234,6 +231,35 @@ impl Turn {
             usage: state.total_usage,
             outcome,
         }
+    }
+
+    /// While the turn runs: renews its lease (so a long generation never loses it) and, when
+    /// the conversation's coordinator says the turn was cancelled, stops it: the token tells the
+    /// loop, the abort signal ends the provider call at once.
+    fn watch(&self, cancel: CancelToken, finished: Rc<Cell<bool>>) {
+        let coordinator = self.coordinator.clone();
+        let turn_id = self.id.clone();
+        let mut abort = self.abort.take();
+        let every = (coordinator.lease_ttl_ms / 3).clamp(100, 1_000) as u64;
+        worker::wasm_bindgen_futures::spawn_local(async move {
+            loop {
+                worker::Delay::from(std::time::Duration::from_millis(every)).await;
+                if finished.get() {
+                    break;
+                }
+                match coordinator.renew(&turn_id).await {
+                    Ok(renewed) if renewed.cancelled => {
+                        cancel.cancel();
+                        if let Some(controller) = abort.take() {
+                            controller.abort();
+                        }
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => console_warn!("lease renewal failed: {e}"),
+                }
+            }
+        });
     }
 
     async fn release(&self) {

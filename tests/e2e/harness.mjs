@@ -233,14 +233,18 @@ const ALLOWED_KEYS = {
   "tool-input-available": ["toolCallId", "toolName", "input"],
   "tool-output-available": ["toolCallId", "output"], "tool-output-error": ["toolCallId", "errorText"],
   "tool-approval-request": ["approvalId", "toolCallId"], "tool-output-denied": ["toolCallId"],
-  error: ["errorText"],
+  error: ["errorText"], abort: ["reason"],
 };
 
 /** Reads a whole UI message stream; checks framing, the stock schema and strict keys. */
 export async function readUiStream(response) {
   if (response.status !== 200) throw new Error(`expected 200, got ${response.status}: ${await response.text()}`);
   const headers = { type: response.headers.get("content-type"), protocol: response.headers.get("x-vercel-ai-ui-message-stream") };
-  const text = await response.text();
+  return { headers, chunks: await parseUiStream(await response.text()) };
+}
+
+/** The chunks of a complete UI message stream body, each checked like `readUiStream` does. */
+export async function parseUiStream(text) {
   if (!text.endsWith("data: [DONE]\n\n")) throw new Error(`stream not closed by [DONE]:\n${text.slice(-500)}`);
   const chunks = [];
   const schema = uiMessageChunkSchema();
@@ -259,7 +263,7 @@ export async function readUiStream(response) {
     }
     chunks.push(chunk);
   }
-  return { headers, chunks };
+  return chunks;
 }
 
 /** Chunk types with runs of deltas collapsed, for comparing sequences. */

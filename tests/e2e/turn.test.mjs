@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { anthropicLoopback, api, freshPersistDir, openaiLoopback, readUiStream, shape, startWorker } from "./harness.mjs";
+import { anthropicLoopback, api, freshPersistDir, openaiLoopback, parseUiStream, readUiStream, shape, startWorker } from "./harness.mjs";
 
 let anthropic, openai, worker, persistDir, vars;
 
@@ -232,6 +232,53 @@ describe("messages sent while a turn runs", () => {
     assert.deepEqual((await history(id)).map((m) => m.kind), ["user", "assistant", "tool_result", "assistant", "user", "assistant"]);
     const bad = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "x", delivery: "later" });
     assert.equal(bad.status, 400);
+  });
+
+  test("cancel stops a streaming answer: partial text kept and marked aborted, conversation free", async () => {
+    const full = "This answer is long and streams slowly, so there is time to cancel it halfway through. ".repeat(4);
+    anthropic.script({ text: full, gapMs: 25 });
+    const id = await createConversation();
+    const before = anthropic.requests.length;
+    const started = Date.now();
+    const response = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Talk to me." });
+    assert.equal(anthropic.requests.length, before + 1);
+    // Read as a browser would, and cancel once some text has arrived.
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let body = "";
+    while (!body.includes('"text-delta"')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      body += decoder.decode(value, { stream: true });
+    }
+    const cancel = await api(worker.url, "POST", `/v1/conversations/${id}/cancel`);
+    assert.equal(cancel.status, 202);
+    assert.deepEqual(await cancel.json(), { cancelling: true });
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      body += decoder.decode(value, { stream: true });
+    }
+    const chunks = await parseUiStream(body);
+    assert.ok(Date.now() - started < 15_000, "stopped long before the answer would have ended");
+    assert.deepEqual(chunks.slice(-2), [{ type: "abort", reason: "cancelled" }, { type: "finish", finishReason: "other" }]);
+    const said = textOf(chunks);
+    assert.ok(said.length > 0 && said.length < full.length && full.startsWith(said), `partial: ${said.length} of ${full.length}`);
+    const stored = await history(id);
+    assert.deepEqual(stored.map((m) => [m.kind, m.stop_reason]), [["user", undefined], ["assistant", "aborted"]]);
+    assert.ok(full.startsWith(stored[1].content[0].text));
+
+    const status = await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json();
+    assert.equal(status.status, "idle");
+    const again = await api(worker.url, "POST", `/v1/conversations/${id}/cancel`);
+    assert.equal(again.status, 409);
+    assert.equal((await again.json()).error.code, "conflict");
+    // The aborted answer is not replayed to the model.
+    anthropic.script({ text: "Starting over." });
+    await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Again, briefly." }));
+    const replay = anthropic.requests.at(-1).body.messages;
+    assert.deepEqual(replay.map((m) => m.role), ["user"]);
+    assert.deepEqual(replay[0].content.map((c) => c.text), ["Talk to me.", "Again, briefly."]);
   });
 
   test("a message queued while a text-only answer streams is answered before the turn ends", async () => {

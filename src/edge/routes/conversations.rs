@@ -24,7 +24,7 @@ pub async fn create(req: Request, env: &Env, user: &str) -> Result<Response, Api
     if let Some(model) = &body.model {
         let model = ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         // Fail now, not at the first message, on a provider we cannot serve.
-        crate::edge::turn::provider_for(env, &config(env)?, &model)
+        crate::edge::turn::provider_for(env, &config(env)?, &model, None)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     }
     if matches!(&body.metadata, Some(m) if !m.is_object()) {
@@ -107,6 +107,22 @@ pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiE
             "next_cursor": next.map(|(t, id)| format!("{t}.{id}")),
         }),
     )
+}
+
+/// `POST /v1/conversations/{id}/cancel`: stops the running turn (202), or 409 if none runs.
+pub async fn cancel(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
+    Store::new(env.d1("DB")?)
+        .conversation(user, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let coordinator = Coordinator::for_conversation(env, id, config(env)?.lease_ttl_ms)?;
+    if coordinator.cancel().await? {
+        json_response(202, &serde_json::json!({"cancelling": true}))
+    } else {
+        Err(ApiError::Conflict(format!(
+            "no turn is running in conversation `{id}`"
+        )))
+    }
 }
 
 /// `DELETE /v1/conversations/{id}`: the history and the coordinator's state.

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use serde::Deserialize;
-use worker::{Context, Env, Request, Response};
+use worker::{AbortController, Context, Env, Request, Response};
 
 use super::conversations::not_found;
 use crate::agent::AgentMessage;
@@ -109,7 +109,9 @@ pub async fn send(
         Some(model) => ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?,
         None => config.default_model.clone(),
     };
-    let provider = resilient_provider(env, &config, &model)
+    let abort = AbortController::default();
+    let signal = abort.signal();
+    let provider = resilient_provider(env, &config, &model, Some(&signal))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
     let turn_id = new_id()?;
@@ -142,6 +144,7 @@ pub async fn send(
                 store,
                 coordinator,
                 provider,
+                abort: std::cell::RefCell::new(Some(abort)),
             };
             turn.start(ctx, incoming, body.stream).await
         }
