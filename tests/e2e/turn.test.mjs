@@ -241,7 +241,8 @@ describe("messages sent while a turn runs", () => {
     const before = anthropic.requests.length;
     const started = Date.now();
     const response = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Talk to me." });
-    assert.equal(anthropic.requests.length, before + 1);
+    // The stream's headers come before the provider call goes out.
+    await untilRequests(anthropic, before + 1);
     // Read as a browser would, and cancel once some text has arrived.
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
@@ -279,6 +280,34 @@ describe("messages sent while a turn runs", () => {
     const replay = anthropic.requests.at(-1).body.messages;
     assert.deepEqual(replay.map((m) => m.role), ["user"]);
     assert.deepEqual(replay[0].content.map((c) => c.text), ["Talk to me.", "Again, briefly."]);
+  });
+
+  test("ten concurrent POSTs: one turn runs, nine are queued and consumed in order, no duplicates", async () => {
+    anthropic.script({ text: "Answering the first message slowly.", gapMs: 10 }, { text: "And the other nine." });
+    const id = await createConversation();
+    const before = anthropic.requests.length;
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: `message ${i}` })),
+    );
+    const running = responses.filter((r) => r.status === 200);
+    const queued = responses.filter((r) => r.status === 202);
+    assert.equal(running.length, 1, `statuses: ${responses.map((r) => r.status)}`);
+    assert.equal(queued.length, 9);
+    const positions = (await Promise.all(queued.map((r) => r.json()))).map((b) => b.position).sort((a, b) => a - b);
+    assert.deepEqual(positions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    const { chunks } = await readUiStream(running[0]);
+    assert.equal(textOf(chunks), "Answering the first message slowly.And the other nine.");
+    assert.equal(anthropic.requests.length - before, 2, "one turn, two model calls");
+
+    const stored = await history(id);
+    const users = stored.filter((m) => m.kind === "user").map((m) => m.content[0].text);
+    assert.equal(users.length, 10);
+    assert.equal(new Set(users).size, 10, "no duplicates");
+    assert.deepEqual(stored.map((m) => m.seq), stored.map((_, i) => i + 1), "sequence numbers are dense");
+    assert.deepEqual(stored.map((m) => m.kind), ["user", "assistant", ...Array(9).fill("user"), "assistant"]);
+    // The queued nine reached the model in the order they were queued.
+    const sent = anthropic.requests.at(-1).body.messages.at(-1).content.map((c) => c.text);
+    assert.deepEqual(sent, users.slice(1));
   });
 
   test("a message queued while a text-only answer streams is answered before the turn ends", async () => {
