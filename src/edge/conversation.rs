@@ -134,13 +134,12 @@ impl ConversationCoordinator {
     /// the message for the running turn.
     fn submit(&self, body: Submit, now: i64) -> Result<Submitted> {
         if self.holder(now)?.is_some() {
+            let Some(message) = body.message else {
+                return Ok(Submitted::Busy);
+            };
             self.sql.exec(
                 "INSERT INTO queue (delivery, message, queued_at) VALUES (?, ?, ?)",
-                vec![
-                    body.delivery.as_str().into(),
-                    body.message.into(),
-                    now.into(),
-                ],
+                vec![body.delivery.as_str().into(), message.into(), now.into()],
             )?;
             return Ok(Submitted::Queued {
                 delivery: body.delivery,

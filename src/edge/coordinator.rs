@@ -32,7 +32,8 @@ impl Delivery {
 #[derive(Serialize, Deserialize)]
 pub struct Submit {
     pub turn_id: String,
-    pub message: String,
+    /// `None` asks for the lease only (a retry): refused while a turn runs, never queued.
+    pub message: Option<String>,
     pub delivery: Delivery,
     pub ttl_ms: i64,
 }
@@ -44,6 +45,8 @@ pub enum Submitted {
     Acquired { stranded: Vec<String> },
     /// A turn is running; the message waits for it.
     Queued { delivery: Delivery, position: i64 },
+    /// A turn is running and nothing was queued (a lease-only request).
+    Busy,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -111,10 +114,9 @@ impl Coordinator {
         message: &AgentMessage,
         delivery: Delivery,
     ) -> Result<Submitted, ApiError> {
-        let message = serde_json::to_string(message)?;
         let body = Submit {
             turn_id: turn_id.into(),
-            message,
+            message: Some(serde_json::to_string(message)?),
             delivery,
             ttl_ms: self.lease_ttl_ms,
         };
@@ -146,6 +148,17 @@ impl Coordinator {
             ttl_ms: self.lease_ttl_ms,
         };
         self.post("renew", &body).await
+    }
+
+    /// Takes the lease without sending a message (a retry): `Busy` while a turn runs.
+    pub async fn acquire(&self, turn_id: &str) -> Result<Submitted, ApiError> {
+        let body = Submit {
+            turn_id: turn_id.into(),
+            message: None,
+            delivery: Delivery::Steering,
+            ttl_ms: self.lease_ttl_ms,
+        };
+        self.post("submit", &body).await
     }
 
     /// Asks the running turn to stop: `false` when no turn runs.

@@ -86,6 +86,9 @@ async fn route(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         (Method::Get, ["v1", "conversations", id]) => {
             routes::conversations::get(env, user, id).await
         }
+        (Method::Post, ["v1", "conversations", id, "retry"]) => {
+            routes::messages::retry(req, env, ctx, user, id).await
+        }
         (Method::Post, ["v1", "conversations", id, "cancel"]) => {
             routes::conversations::cancel(env, user, id).await
         }

@@ -31,6 +31,7 @@ struct MessageRow {
     id: String,
     body: String,
     created_at: i64,
+    superseded: i64,
 }
 
 pub struct Store {
@@ -127,6 +128,34 @@ impl Store {
         Ok(true)
     }
 
+    /// Marks everything after the last (live) user message superseded, for a retry. `false`
+    /// when there is no user message to retry.
+    pub async fn supersede_after_last_user(&self, conversation_id: &str) -> Result<bool, ApiError> {
+        #[derive(Deserialize)]
+        struct Last {
+            seq: Option<i64>,
+        }
+        let last = self
+            .db
+            .prepare(
+                "SELECT MAX(seq) AS seq FROM messages
+                 WHERE conversation_id = ?1 AND kind = 'user' AND superseded = 0",
+            )
+            .bind(&[conversation_id.into()])?
+            .first::<Last>(None)
+            .await?
+            .and_then(|l| l.seq);
+        let Some(seq) = last else {
+            return Ok(false);
+        };
+        self.db
+            .prepare("UPDATE messages SET superseded = 1 WHERE conversation_id = ?1 AND seq > ?2")
+            .bind(&[conversation_id.into(), (seq as f64).into()])?
+            .run()
+            .await?;
+        Ok(true)
+    }
+
     /// Records what one LLM call cost, for the user's usage ledger.
     #[allow(clippy::too_many_arguments)]
     pub async fn record_usage(
@@ -209,9 +238,11 @@ impl Store {
     }
 
     /// The whole history, oldest first, for running a turn.
+    /// The history a turn works on: superseded answers left out.
     pub async fn history(&self, conversation_id: &str) -> Result<Vec<AgentMessage>, ApiError> {
         let rows = self.rows(conversation_id, 0, i64::MAX).await?;
         rows.into_iter()
+            .filter(|r| r.superseded == 0)
             .map(|r| {
                 serde_json::from_str(&r.body).map_err(|e| {
                     ApiError::Internal(format!("stored message {} is unreadable: {e}", r.id))
@@ -242,6 +273,9 @@ impl Store {
                 map.insert("id".into(), row.id.into());
                 map.insert("seq".into(), row.seq.into());
                 map.insert("created_at".into(), row.created_at.into());
+                if row.superseded != 0 {
+                    map.insert("superseded".into(), true.into());
+                }
             }
             out.push(value);
         }
@@ -257,7 +291,7 @@ impl Store {
         Ok(self
             .db
             .prepare(
-                "SELECT seq, id, body, created_at FROM messages
+                "SELECT seq, id, body, created_at, superseded FROM messages
                  WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
             )
             .bind(&[

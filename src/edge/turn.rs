@@ -112,6 +112,38 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// Everything a turn in conversation `id` needs, for `user`. The provider is resolved
+    /// before the lease is taken: a turn that takes the lease also takes any messages a dead
+    /// turn left queued, and nothing after that may fail on configuration.
+    pub async fn prepare(env: &Env, user: &str, id: &str) -> Result<Self, ApiError> {
+        let store = Rc::new(Store::new(env.d1("DB")?));
+        let conversation = store
+            .conversation(user, id)
+            .await?
+            .ok_or_else(|| super::routes::conversations::not_found(id))?;
+        let config = super::config(env)?;
+        let model = match &conversation.model {
+            Some(model) => {
+                ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?
+            }
+            None => config.default_model.clone(),
+        };
+        let abort = AbortController::default();
+        let signal = abort.signal();
+        let provider = resilient_provider(env, &config, &model, Some(&signal))
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
+        Ok(Self {
+            id: new_id()?,
+            conversation,
+            config,
+            store,
+            coordinator,
+            provider,
+            abort: std::cell::RefCell::new(Some(abort)),
+        })
+    }
+
     /// Stores the user's message (and any a dead turn left queued), then runs the turn in the
     /// background and returns the stream the client reads. The turn goes on if the client
     /// disconnects (`wait_until`), so queued messages are always answered.
@@ -262,7 +294,7 @@ impl Turn {
         });
     }
 
-    async fn release(&self) {
+    pub async fn release(&self) {
         if let Err(e) = self.coordinator.release(&self.id).await {
             console_error!("could not release the lease of turn {}: {e}", self.id);
         }

@@ -89,6 +89,34 @@ test("stream: false returns the whole turn as JSON: messages, events, usage, cos
   assert.deepEqual(stored.map((m) => m.kind), ["user", "assistant", "tool_result", "assistant"]);
 });
 
+test("retry runs the last user message again; the old answer stays, superseded, never sent again", async () => {
+  const id = await create("retried");
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/retry`)).status, 400, "nothing to retry yet");
+  anthropic.script({ text: "First answer." });
+  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Tell me a fact." }));
+  anthropic.script({ text: "Second answer." });
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/retry`));
+  assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Second answer.");
+  const sent = anthropic.requests.at(-1).body.messages;
+  assert.deepEqual(sent, [{ role: "user", content: [{ type: "text", text: "Tell me a fact." }] }], "the superseded answer is not replayed");
+  const history = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages;
+  assert.deepEqual(history.map((m) => [m.kind, m.superseded ?? false, m.content[0].text]), [
+    ["user", false, "Tell me a fact."],
+    ["assistant", true, "First answer."],
+    ["assistant", false, "Second answer."],
+  ]);
+
+  // Not while a turn runs.
+  anthropic.script({ text: "A slow answer that is still streaming when the retry arrives.", gapMs: 10 });
+  const before = anthropic.requests.length;
+  const running = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Another." });
+  while (anthropic.requests.length <= before) await new Promise((r) => setTimeout(r, 20));
+  const busy = await api(worker.url, "POST", `/v1/conversations/${id}/retry`);
+  assert.equal(busy.status, 409);
+  assert.match((await busy.json()).error.message, /a turn is running/);
+  await readUiStream(await running);
+});
+
 test("every LLM call is recorded in the usage ledger with its cost", async () => {
   const id = await create("billed");
   anthropic.script({ text: "Checking.", tools: [{ id: "toolu_bill", name: "current_time", input: {} }] }, { text: "Noon." });

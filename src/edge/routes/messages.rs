@@ -1,19 +1,17 @@
 //! `POST /v1/conversations/{id}/messages` (run or queue a turn) and
 //! `GET /v1/conversations/{id}/messages` (history).
 
-use std::rc::Rc;
-
 use serde::Deserialize;
-use worker::{AbortController, Context, Env, Request, Response};
+use worker::{Context, Env, Request, Response};
 
 use super::conversations::not_found;
 use crate::agent::AgentMessage;
-use crate::edge::coordinator::{Coordinator, Delivery, Submitted};
+use crate::edge::coordinator::{Delivery, Submitted};
 use crate::edge::error::ApiError;
 use crate::edge::store::Store;
-use crate::edge::turn::{resilient_provider, Turn};
-use crate::edge::{config, json_body, json_response, new_id};
-use crate::llm::{ContentBlock, ModelRef};
+use crate::edge::turn::Turn;
+use crate::edge::{json_body, json_response};
+use crate::llm::ContentBlock;
 
 /// Longest user message accepted, in bytes.
 const MAX_MESSAGE_BYTES: usize = 100_000;
@@ -97,58 +95,84 @@ pub async fn send(
         .message
         .ok_or_else(|| ApiError::BadRequest("`message` is required".into()))?
         .into_message()?;
-    let store = Rc::new(Store::new(env.d1("DB")?));
-    let conversation = store
-        .conversation(user, id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let config = config(env)?;
-    // Resolve the provider before touching the queue: once a turn takes the lease it also takes
-    // any messages a dead turn left queued, and nothing after that may fail on configuration.
-    let model = match &conversation.model {
-        Some(model) => ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        None => config.default_model.clone(),
-    };
-    let abort = AbortController::default();
-    let signal = abort.signal();
-    let provider = resilient_provider(env, &config, &model, Some(&signal))
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
-    let turn_id = new_id()?;
+    let turn = Turn::prepare(env, user, id).await?;
     let delivery = match body.delivery {
         DeliveryRequest::Auto | DeliveryRequest::Steer => Delivery::Steering,
         DeliveryRequest::Followup => Delivery::Followup,
     };
-    match coordinator.submit(&turn_id, &message, delivery).await? {
+    match turn
+        .coordinator
+        .submit(&turn.id, &message, delivery)
+        .await?
+    {
         Submitted::Queued { delivery, position } => json_response(
             202,
             &serde_json::json!({"queued": delivery.as_str(), "position": position}),
         ),
         Submitted::Acquired { stranded } => {
-            // Messages a dead turn left queued go first, in the order they were sent.
-            let mut incoming: Vec<AgentMessage> = stranded
-                .iter()
-                .filter_map(|m| match serde_json::from_str(m) {
-                    Ok(message) => Some(message),
-                    Err(e) => {
-                        worker::console_error!("dropping an unreadable queued message: {e}: {m}");
-                        None
-                    }
-                })
-                .collect();
+            let mut incoming = readable(&stranded);
             incoming.push(message);
-            let turn = Turn {
-                id: turn_id,
-                conversation,
-                config,
-                store,
-                coordinator,
-                provider,
-                abort: std::cell::RefCell::new(Some(abort)),
-            };
             turn.start(ctx, incoming, body.stream).await
         }
+        Submitted::Busy => Err(ApiError::Internal(
+            "the coordinator refused a message".into(),
+        )),
     }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Retry {
+    #[serde(default = "yes")]
+    stream: bool,
+}
+
+/// `POST /v1/conversations/{id}/retry`: runs the last user message again. What followed it stays
+/// in the history, marked superseded, and is never sent to a model again.
+pub async fn retry(
+    req: Request,
+    env: &Env,
+    ctx: &Context,
+    user: &str,
+    id: &str,
+) -> Result<Response, ApiError> {
+    let body: Retry = json_body(req).await?;
+    let turn = Turn::prepare(env, user, id).await?;
+    match turn.coordinator.acquire(&turn.id).await? {
+        Submitted::Acquired { stranded } => {
+            let retried = match turn.store.supersede_after_last_user(id).await {
+                Ok(found) => found,
+                Err(e) => {
+                    turn.release().await;
+                    return Err(e);
+                }
+            };
+            if !retried && stranded.is_empty() {
+                turn.release().await;
+                return Err(ApiError::BadRequest(format!(
+                    "conversation `{id}` has no user message to retry"
+                )));
+            }
+            turn.start(ctx, readable(&stranded), body.stream).await
+        }
+        Submitted::Busy | Submitted::Queued { .. } => Err(ApiError::Conflict(format!(
+            "a turn is running in conversation `{id}`; cancel it or wait before retrying"
+        ))),
+    }
+}
+
+/// Messages a dead turn left queued, in the order they were sent.
+fn readable(stranded: &[String]) -> Vec<AgentMessage> {
+    stranded
+        .iter()
+        .filter_map(|m| match serde_json::from_str(m) {
+            Ok(message) => Some(message),
+            Err(e) => {
+                worker::console_error!("dropping an unreadable queued message: {e}: {m}");
+                None
+            }
+        })
+        .collect()
 }
 
 pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
