@@ -310,6 +310,33 @@ describe("messages sent while a turn runs", () => {
     assert.deepEqual(sent, users.slice(1));
   });
 
+  test("a client that disconnects mid-stream leaves nothing locked: the turn finishes and the next message runs", async () => {
+    anthropic.script({ text: "A reply the client will not wait for, streaming slowly.", gapMs: 8 }, { text: "Welcome back." });
+    const id = await createConversation();
+    const before = anthropic.requests.length;
+    const controller = new AbortController();
+    const response = await fetch(`${worker.url}/v1/conversations/${id}/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ message: "Start something." }),
+      signal: controller.signal,
+    });
+    await untilRequests(anthropic, before + 1);
+    const reader = response.body.getReader();
+    await reader.read();
+    controller.abort();
+    // The turn runs on without its client; the conversation is free once it ends.
+    const deadline = Date.now() + 20_000;
+    while ((await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json()).status !== "idle") {
+      assert.ok(Date.now() < deadline, "the conversation stayed locked");
+      await sleep(200);
+    }
+    const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "I'm back." }));
+    assert.equal(textOf(chunks), "Welcome back.");
+    const kinds = (await history(id)).map((m) => m.kind);
+    assert.deepEqual(kinds, ["user", "assistant", "user", "assistant"], "the abandoned turn still finished and was stored");
+  });
+
   test("a message queued while a text-only answer streams is answered before the turn ends", async () => {
     anthropic.script(
       { text: "A long answer that takes a while to stream out to the client.", gapMs: 4 },
