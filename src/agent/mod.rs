@@ -28,6 +28,6 @@ pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
 pub use state::{AgentState, Approval, CancelToken, Inbox, LocalInbox, ToolAnswers};
 pub use tools::{CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
-    run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, CANCELLED, DENIED,
-    SKIPPED_FOR_STEERING,
+    pending_calls, run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, CANCELLED,
+    DENIED, MOVED_ON, SKIPPED_FOR_STEERING,
 };

@@ -26,6 +26,9 @@ use crate::llm::{
 /// The result content of a tool call skipped because the user sent a new message.
 pub const SKIPPED_FOR_STEERING: &str = "skipped: the user sent a new message";
 
+/// The result content given to pending calls when the user sends a new message instead.
+pub const MOVED_ON: &str = "no result: the user moved on";
+
 /// The result content of a tool call not run because the turn was cancelled.
 pub const CANCELLED: &str = "not run: the turn was cancelled";
 
@@ -232,7 +235,7 @@ pub async fn run_agent_turn(
 
 /// The tool calls of the last answer that have no result yet, unless the user has spoken since
 /// (then they were abandoned, and the handoff transform answers them for the model).
-fn pending_calls(messages: &[AgentMessage]) -> Vec<ToolCall> {
+pub fn pending_calls(messages: &[AgentMessage]) -> Vec<ToolCall> {
     let Some(at) = messages
         .iter()
         .rposition(|m| matches!(m, AgentMessage::Assistant(_)))

@@ -17,12 +17,14 @@ use super::store::{Conversation, Store};
 use super::ui_stream::{UiStream, HEADERS};
 use super::{json_response, new_id, now_ms};
 use crate::agent::{
-    run_agent_turn, AgentMessage, AgentState, CancelToken, CurrentTime, HookError, Inbox,
-    ProviderResolver, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, UpdatePlan,
+    pending_calls, run_agent_turn, AgentMessage, AgentState, CancelToken, CurrentTime, HookError,
+    Inbox, ProviderResolver, ToolAnswers, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome,
+    UpdatePlan, MOVED_ON,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{
-    HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper, Usage,
+    HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper, ToolDef,
+    ToolResult, Usage,
 };
 
 /// The provider serving `model`, configured from the environment.
@@ -109,6 +111,10 @@ pub struct Turn {
     pub provider: Rc<dyn Provider>,
     /// Aborts the provider calls of this turn (their transport carries its signal).
     pub abort: std::cell::RefCell<Option<AbortController>>,
+    /// Tools the client runs, offered to the model for this turn.
+    pub client_tools: Vec<ToolDef>,
+    /// Client results and approvals for the calls a paused turn waits on.
+    pub answers: ToolAnswers,
 }
 
 impl Turn {
@@ -141,6 +147,8 @@ impl Turn {
             coordinator,
             provider,
             abort: std::cell::RefCell::new(Some(abort)),
+            client_tools: Vec::new(),
+            answers: ToolAnswers::default(),
         })
     }
 
@@ -155,6 +163,25 @@ impl Turn {
     ) -> Result<Response, ApiError> {
         let stored = async {
             let mut history = self.store.history(&self.conversation.id).await?;
+            // A new user message instead of the results a paused turn waits for: the pending
+            // calls are answered for the record, so every call keeps a result.
+            if incoming
+                .iter()
+                .any(|m| matches!(m, AgentMessage::User { .. }))
+            {
+                for call in pending_calls(&history) {
+                    let moved_on = AgentMessage::ToolResult(ToolResult {
+                        tool_call_id: call.id,
+                        tool_name: call.name,
+                        content: MOVED_ON.to_string(),
+                        is_error: true,
+                    });
+                    self.store
+                        .append_message(&self.conversation.id, &new_id()?, &moved_on, now_ms())
+                        .await?;
+                    history.push(moved_on);
+                }
+            }
             for message in incoming {
                 self.store
                     .append_message(&self.conversation.id, &new_id()?, &message, now_ms())
@@ -200,7 +227,7 @@ impl Turn {
 
     /// Runs the turn, handing each piece of the UI message stream to `deliver` as it is made.
     async fn run(
-        self,
+        mut self,
         history: Vec<AgentMessage>,
         message_id: String,
         mut deliver: impl FnMut(String),
@@ -213,6 +240,7 @@ impl Turn {
         state.turn_deadline_ms = Some(self.config.turn_deadline_ms.into());
         state.timer = Some(Rc::new(WorkerSleeper));
         state.max_tokens = self.config.max_tokens;
+        state.answers = std::mem::take(&mut self.answers);
         state.inbox = Rc::new(CoordinatorInbox {
             coordinator: self.coordinator.clone(),
             turn_id: self.id.clone(),
@@ -223,6 +251,7 @@ impl Turn {
         for name in &self.config.approval_required_tools {
             tools.require_approval(name);
         }
+        tools.merge_client_tools(std::mem::take(&mut self.client_tools));
         let hooks = D1Hooks {
             store: self.store.clone(),
             conversation_id: self.conversation.id.clone(),

@@ -4,6 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use worker::{Env, Request, Response};
 
+use crate::agent::pending_calls;
 use crate::edge::coordinator::Coordinator;
 use crate::edge::error::ApiError;
 use crate::edge::store::{Conversation, Store};
@@ -54,12 +55,30 @@ pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> 
         .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))?;
-    let status = Coordinator::for_conversation(env, id, config(env)?.lease_ttl_ms)?
+    let config = config(env)?;
+    let status = Coordinator::for_conversation(env, id, config.lease_ttl_ms)?
         .status()
         .await?;
+    // A paused turn is visible in the history: its last answer's calls have no results.
+    let pending = if status.running {
+        vec![]
+    } else {
+        pending_calls(&Store::new(env.d1("DB")?).history(id).await?)
+    };
     let mut body = serde_json::to_value(&conversation)?;
     if let Value::Object(map) = &mut body {
-        let state = if status.running { "running" } else { "idle" };
+        let state = if status.running {
+            "running"
+        } else if pending
+            .iter()
+            .any(|c| config.approval_required_tools.contains(&c.name))
+        {
+            "awaiting_approval"
+        } else if !pending.is_empty() {
+            "awaiting_tool_results"
+        } else {
+            "idle"
+        };
         map.insert("status".into(), state.into());
         map.insert(
             "queued".into(),

@@ -6,12 +6,13 @@ use worker::{Context, Env, Request, Response};
 
 use super::conversations::not_found;
 use crate::agent::AgentMessage;
+use crate::agent::{pending_calls, Approval};
 use crate::edge::coordinator::{Delivery, Submitted};
 use crate::edge::error::ApiError;
 use crate::edge::store::Store;
 use crate::edge::turn::Turn;
 use crate::edge::{json_body, json_response};
-use crate::llm::ContentBlock;
+use crate::llm::{ContentBlock, ToolDef};
 
 /// Longest user message accepted, in bytes.
 const MAX_MESSAGE_BYTES: usize = 100_000;
@@ -19,6 +20,15 @@ const MAX_MESSAGE_BYTES: usize = 100_000;
 #[derive(Deserialize)]
 struct Send {
     message: Option<UserContent>,
+    /// Tools the client runs, offered to the model for this turn.
+    #[serde(default)]
+    tools: Vec<ClientTool>,
+    /// Results for the client tool calls a paused turn waits on.
+    #[serde(default)]
+    tool_results: Vec<ToolResultIn>,
+    /// Decisions on the calls a paused turn waits to have approved.
+    #[serde(default)]
+    approvals: Vec<ApprovalIn>,
     #[serde(default)]
     delivery: DeliveryRequest,
     /// `false` returns the whole turn as JSON instead of streaming it.
@@ -28,6 +38,83 @@ struct Send {
 
 fn yes() -> bool {
     true
+}
+
+/// Most client tools one request may offer, and the largest schema one may have.
+const MAX_TOOLS: usize = 64;
+const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientTool {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(alias = "parameters", alias = "inputSchema")]
+    input_schema: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolResultIn {
+    tool_call_id: String,
+    output: serde_json::Value,
+    #[serde(default)]
+    is_error: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApprovalIn {
+    tool_call_id: String,
+    approved: bool,
+    reason: Option<String>,
+}
+
+/// Tool names and call ids: what every provider accepts.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn client_tools(tools: Vec<ClientTool>) -> Result<Vec<ToolDef>, ApiError> {
+    if tools.len() > MAX_TOOLS {
+        return Err(ApiError::BadRequest(format!(
+            "{} tools were sent; at most {MAX_TOOLS} are accepted",
+            tools.len()
+        )));
+    }
+    tools
+        .into_iter()
+        .map(|t| {
+            if !valid_name(&t.name) {
+                return Err(ApiError::BadRequest(format!(
+                    "tool name `{}` must be 1-64 letters, digits, `_` or `-`",
+                    t.name
+                )));
+            }
+            if !t.input_schema.is_object() {
+                return Err(ApiError::BadRequest(format!(
+                    "the input_schema of `{}` must be a JSON Schema object",
+                    t.name
+                )));
+            }
+            if t.input_schema.to_string().len() > MAX_SCHEMA_BYTES {
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "the input_schema of `{}` is over {MAX_SCHEMA_BYTES} bytes",
+                    t.name
+                )));
+            }
+            Ok(ToolDef {
+                name: t.name,
+                description: t.description,
+                input_schema: t.input_schema,
+            })
+        })
+        .collect()
 }
 
 /// How a message joins a running turn: `auto` and `steer` before its next tool call,
@@ -91,11 +178,32 @@ pub async fn send(
     id: &str,
 ) -> Result<Response, ApiError> {
     let body: Send = json_body(req).await?;
-    let message = body
-        .message
-        .ok_or_else(|| ApiError::BadRequest("`message` is required".into()))?
-        .into_message()?;
-    let turn = Turn::prepare(env, user, id).await?;
+    let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
+    let message = match body.message {
+        Some(content) => Some(content.into_message()?),
+        None if resuming => None,
+        None => {
+            return Err(ApiError::BadRequest(
+                "`message` is required (or `tool_results` / `approvals` for a paused turn)".into(),
+            ))
+        }
+    };
+    let mut turn = Turn::prepare(env, user, id).await?;
+    turn.client_tools = client_tools(body.tools)?;
+    if resuming {
+        return resume(
+            turn,
+            ctx,
+            message,
+            body.tool_results,
+            body.approvals,
+            body.stream,
+        )
+        .await;
+    }
+    let Some(message) = message else {
+        return Err(ApiError::BadRequest("`message` is required".into()));
+    };
     let delivery = match body.delivery {
         DeliveryRequest::Auto | DeliveryRequest::Steer => Delivery::Steering,
         DeliveryRequest::Followup => Delivery::Followup,
@@ -117,6 +225,58 @@ pub async fn send(
         Submitted::Busy => Err(ApiError::Internal(
             "the coordinator refused a message".into(),
         )),
+    }
+}
+
+/// Answers the calls a paused turn waits on and runs it on. Every id must be one the turn
+/// waits for; results for unknown or already answered calls are a 409.
+async fn resume(
+    mut turn: Turn,
+    ctx: &Context,
+    message: Option<AgentMessage>,
+    results: Vec<ToolResultIn>,
+    approvals: Vec<ApprovalIn>,
+    stream: bool,
+) -> Result<Response, ApiError> {
+    let history = turn.store.history(&turn.conversation.id).await?;
+    let pending: Vec<String> = pending_calls(&history).into_iter().map(|c| c.id).collect();
+    let given = results
+        .iter()
+        .map(|r| &r.tool_call_id)
+        .chain(approvals.iter().map(|a| &a.tool_call_id));
+    for id in given {
+        if !pending.contains(id) {
+            return Err(ApiError::Conflict(format!(
+                "tool call `{id}` is not waiting for an answer (unknown, or already answered)"
+            )));
+        }
+    }
+    for r in results {
+        let content = match r.output {
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
+        };
+        turn.answers
+            .results
+            .insert(r.tool_call_id, (content, r.is_error));
+    }
+    for a in approvals {
+        let approval = Approval {
+            approved: a.approved,
+            reason: a.reason,
+        };
+        turn.answers.approvals.insert(a.tool_call_id, approval);
+    }
+    match turn.coordinator.acquire(&turn.id).await? {
+        Submitted::Acquired { stranded } => {
+            let mut incoming = readable(&stranded);
+            incoming.extend(message);
+            turn.start(ctx, incoming, stream).await
+        }
+        Submitted::Busy | Submitted::Queued { .. } => Err(ApiError::Conflict(format!(
+            "a turn is running in conversation `{}`",
+            turn.conversation.id
+        ))),
     }
 }
 
