@@ -77,6 +77,7 @@ async fn route(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         .user(authorization.as_deref(), now_ms() / 1000)?;
     let user = user.as_str();
     match (method, segments.as_slice()) {
+        (Method::Post, ["v1", "chat"]) => routes::chat::post(req, env, ctx, user).await,
         (Method::Post, ["v1", "conversations"]) => {
             routes::conversations::create(req, env, user).await
         }

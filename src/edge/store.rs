@@ -77,6 +77,21 @@ impl Store {
             .await?)
     }
 
+    /// Who owns conversation `id`, if it exists.
+    pub async fn owner_of(&self, id: &str) -> Result<Option<String>, ApiError> {
+        #[derive(Deserialize)]
+        struct Owner {
+            owner: String,
+        }
+        Ok(self
+            .db
+            .prepare("SELECT owner FROM conversations WHERE id = ?1")
+            .bind(&[id.into()])?
+            .first::<Owner>(None)
+            .await?
+            .map(|o| o.owner))
+    }
+
     /// One page of `owner`'s conversations, newest first. The cursor is the last row's
     /// `(created_at, id)`: keyset pagination, so rows created meanwhile never shift a page.
     pub async fn conversations_page(

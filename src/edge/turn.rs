@@ -199,7 +199,12 @@ impl Turn {
             }
         };
 
-        let message_id = new_id()?;
+        // A resumed turn continues the client's paused message; anything else is a new one.
+        let message_id = if self.answers == ToolAnswers::default() {
+            Some(new_id()?)
+        } else {
+            None
+        };
         if !stream {
             let mut body = String::new();
             let summary = self
@@ -229,7 +234,7 @@ impl Turn {
     async fn run(
         mut self,
         history: Vec<AgentMessage>,
-        message_id: String,
+        message_id: Option<String>,
         mut deliver: impl FnMut(String),
     ) -> TurnSummary {
         let history_len = history.len();
@@ -259,7 +264,7 @@ impl Turn {
         };
 
         let mut out = String::new();
-        let mut ui = UiStream::start(&message_id, &mut out);
+        let mut ui = UiStream::start(message_id.as_deref(), &mut out);
         let finished = Rc::new(Cell::new(false));
         self.watch(state.cancel.clone(), finished.clone());
         let mut send = |out: &mut String| {

@@ -17,8 +17,8 @@ use crate::llm::{ContentBlock, LlmEvent, StopReason, Usage};
 #[serde(tag = "type", rename_all = "kebab-case")]
 enum Chunk<'a> {
     Start {
-        #[serde(rename = "messageId")]
-        message_id: &'a str,
+        #[serde(rename = "messageId", skip_serializing_if = "Option::is_none")]
+        message_id: Option<&'a str>,
     },
     StartStep,
     FinishStep,
@@ -148,7 +148,9 @@ pub const HEADERS: [(&str, &str); 4] = [
 
 impl UiStream {
     /// Starts the message; writes the `start` chunk.
-    pub fn start(message_id: &str, out: &mut String) -> Self {
+    /// Starts the message; writes the `start` chunk. `None` continues the client's last message
+    /// (a paused turn resuming), which a stock client does when `start` names no new id.
+    pub fn start(message_id: Option<&str>, out: &mut String) -> Self {
         write(out, &Chunk::Start { message_id });
         Self {
             step: 0,
@@ -458,7 +460,7 @@ mod tests {
         };
         let output = json!({"utc": "2026-11-21T05:00:00.000Z"});
         let mut out = String::new();
-        let mut s = UiStream::start("msg-1", &mut out);
+        let mut s = UiStream::start(Some("msg-1"), &mut out);
         let events = [
             AgentEvent::TurnStart {
                 turn: 1,
@@ -549,7 +551,7 @@ mod tests {
     #[test]
     fn errors_and_client_tool_pauses_set_the_finish_reason() {
         let mut out = String::new();
-        let mut s = UiStream::start("m", &mut out);
+        let mut s = UiStream::start(Some("m"), &mut out);
         s.event(
             &AgentEvent::Error {
                 message: "boom".into(),
@@ -569,7 +571,7 @@ mod tests {
         assert_eq!(got[2], json!({"type": "finish", "finishReason": "error"}));
 
         let mut out = String::new();
-        UiStream::start("m", &mut out).finish(&TurnOutcome::AwaitingToolResults(vec![]), &mut out);
+        UiStream::start(None, &mut out).finish(&TurnOutcome::AwaitingToolResults(vec![]), &mut out);
         assert_eq!(chunks(&out)[1]["finishReason"], "tool-calls");
     }
 }

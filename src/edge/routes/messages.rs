@@ -36,7 +36,7 @@ struct Send {
     stream: bool,
 }
 
-fn yes() -> bool {
+pub(crate) fn yes() -> bool {
     true
 }
 
@@ -46,7 +46,7 @@ const MAX_SCHEMA_BYTES: usize = 16 * 1024;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ClientTool {
+pub(crate) struct ClientTool {
     name: String,
     #[serde(default)]
     description: String,
@@ -56,23 +56,23 @@ struct ClientTool {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ToolResultIn {
-    tool_call_id: String,
-    output: serde_json::Value,
+pub(crate) struct ToolResultIn {
+    pub tool_call_id: String,
+    pub output: serde_json::Value,
     #[serde(default)]
-    is_error: bool,
+    pub is_error: bool,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ApprovalIn {
-    tool_call_id: String,
-    approved: bool,
-    reason: Option<String>,
+pub(crate) struct ApprovalIn {
+    pub tool_call_id: String,
+    pub approved: bool,
+    pub reason: Option<String>,
 }
 
 /// Tool names and call ids: what every provider accepts.
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -80,7 +80,7 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-fn client_tools(tools: Vec<ClientTool>) -> Result<Vec<ToolDef>, ApiError> {
+pub(crate) fn client_tools(tools: Vec<ClientTool>) -> Result<Vec<ToolDef>, ApiError> {
     if tools.len() > MAX_TOOLS {
         return Err(ApiError::BadRequest(format!(
             "{} tools were sent; at most {MAX_TOOLS} are accepted",
@@ -208,6 +208,17 @@ pub async fn send(
         DeliveryRequest::Auto | DeliveryRequest::Steer => Delivery::Steering,
         DeliveryRequest::Followup => Delivery::Followup,
     };
+    run_or_queue(turn, ctx, message, delivery, body.stream).await
+}
+
+/// Runs a turn for `message`, or queues it for the turn already running.
+pub(crate) async fn run_or_queue(
+    turn: Turn,
+    ctx: &Context,
+    message: AgentMessage,
+    delivery: Delivery,
+    stream: bool,
+) -> Result<Response, ApiError> {
     match turn
         .coordinator
         .submit(&turn.id, &message, delivery)
@@ -220,7 +231,7 @@ pub async fn send(
         Submitted::Acquired { stranded } => {
             let mut incoming = readable(&stranded);
             incoming.push(message);
-            turn.start(ctx, incoming, body.stream).await
+            turn.start(ctx, incoming, stream).await
         }
         Submitted::Busy => Err(ApiError::Internal(
             "the coordinator refused a message".into(),
@@ -230,7 +241,7 @@ pub async fn send(
 
 /// Answers the calls a paused turn waits on and runs it on. Every id must be one the turn
 /// waits for; results for unknown or already answered calls are a 409.
-async fn resume(
+pub(crate) async fn resume(
     mut turn: Turn,
     ctx: &Context,
     message: Option<AgentMessage>,
@@ -298,9 +309,19 @@ pub async fn retry(
 ) -> Result<Response, ApiError> {
     let body: Retry = json_body(req).await?;
     let turn = Turn::prepare(env, user, id).await?;
+    retry_turn(turn, ctx, body.stream).await
+}
+
+/// Runs the conversation's last user message again (see `retry`).
+pub(crate) async fn retry_turn(
+    turn: Turn,
+    ctx: &Context,
+    stream: bool,
+) -> Result<Response, ApiError> {
+    let id = turn.conversation.id.clone();
     match turn.coordinator.acquire(&turn.id).await? {
         Submitted::Acquired { stranded } => {
-            let retried = match turn.store.supersede_after_last_user(id).await {
+            let retried = match turn.store.supersede_after_last_user(&id).await {
                 Ok(found) => found,
                 Err(e) => {
                     turn.release().await;
@@ -313,7 +334,7 @@ pub async fn retry(
                     "conversation `{id}` has no user message to retry"
                 )));
             }
-            turn.start(ctx, readable(&stranded), body.stream).await
+            turn.start(ctx, readable(&stranded), stream).await
         }
         Submitted::Busy | Submitted::Queued { .. } => Err(ApiError::Conflict(format!(
             "a turn is running in conversation `{id}`; cancel it or wait before retrying"

@@ -1,0 +1,210 @@
+//! `POST /v1/chat`: the body the AI SDK's `useChat` sends by default (`{id, messages, trigger,
+//! messageId}`), so `new DefaultChatTransport({api: "<origin>/v1/chat"})` works unmodified.
+//! The conversation is `id`, created for the caller on first use. D1, not the client, holds the
+//! history, so only what is new is taken from `messages`: the last user message, or the tool
+//! outputs and approval responses in the last assistant message; `regenerate-message` retries.
+//! Client tool definitions may come along as `tools` (the transport's `body` option).
+
+use serde::Deserialize;
+use serde_json::Value;
+use worker::{Context, Env, Request, Response};
+
+use super::messages::{
+    client_tools, resume, retry_turn, run_or_queue, valid_name, yes, ApprovalIn, ClientTool,
+    ToolResultIn,
+};
+use crate::agent::{pending_calls, AgentMessage};
+use crate::edge::coordinator::Delivery;
+use crate::edge::error::ApiError;
+use crate::edge::store::{Conversation, Store};
+use crate::edge::turn::Turn;
+use crate::edge::{json_body, now_ms};
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    id: String,
+    #[serde(default)]
+    messages: Vec<UiMessage>,
+    #[serde(default)]
+    trigger: Option<String>,
+    #[serde(default)]
+    tools: Vec<ClientTool>,
+    #[serde(default = "yes")]
+    stream: bool,
+}
+
+/// The part of a `UIMessage` we read.
+#[derive(Deserialize)]
+struct UiMessage {
+    role: String,
+    #[serde(default)]
+    parts: Vec<Value>,
+}
+
+pub async fn post(
+    req: Request,
+    env: &Env,
+    ctx: &Context,
+    user: &str,
+) -> Result<Response, ApiError> {
+    let body: ChatRequest = json_body(req).await?;
+    if !valid_name(&body.id) {
+        return Err(ApiError::BadRequest(
+            "`id` must be 1-64 letters, digits, `_` or `-`".into(),
+        ));
+    }
+    let store = Store::new(env.d1("DB")?);
+    match store.owner_of(&body.id).await? {
+        Some(owner) if owner != user => {
+            return Err(super::conversations::not_found(&body.id));
+        }
+        Some(_) => {}
+        None => {
+            let now = now_ms();
+            let conversation = Conversation {
+                id: body.id.clone(),
+                owner: user.to_string(),
+                title: first_user_text(&body.messages).map(|t| t.chars().take(80).collect()),
+                system: None,
+                model: None,
+                metadata: None,
+                created_at: now,
+                updated_at: now,
+            };
+            store.create_conversation(&conversation).await?;
+        }
+    }
+    let mut turn = Turn::prepare(env, user, &body.id).await?;
+    turn.client_tools = client_tools(body.tools)?;
+    if body.trigger.as_deref() == Some("regenerate-message") {
+        return retry_turn(turn, ctx, body.stream).await;
+    }
+    let Some(last) = body.messages.last() else {
+        return Err(ApiError::BadRequest("`messages` is empty".into()));
+    };
+    match last.role.as_str() {
+        "user" => {
+            let text = texts(&last.parts);
+            if text.is_empty() {
+                return Err(ApiError::BadRequest(
+                    "the last user message has no text".into(),
+                ));
+            }
+            let message = AgentMessage::user_text(text);
+            run_or_queue(turn, ctx, message, Delivery::Steering, body.stream).await
+        }
+        "assistant" => {
+            // Only answers to the calls the turn waits on are new; the rest is history we have.
+            let pending: Vec<String> = pending_calls(&store.history(&body.id).await?)
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            let (results, approvals) = answers(&last.parts, &pending);
+            if results.is_empty() && approvals.is_empty() {
+                return Err(ApiError::BadRequest(
+                    "nothing new: the last message answers no call the conversation waits on"
+                        .into(),
+                ));
+            }
+            resume(turn, ctx, None, results, approvals, body.stream).await
+        }
+        other => Err(ApiError::BadRequest(format!(
+            "the last message has role `{other}`; expected user or assistant"
+        ))),
+    }
+}
+
+fn texts(parts: &[Value]) -> String {
+    parts
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn first_user_text(messages: &[UiMessage]) -> Option<String> {
+    messages
+        .iter()
+        .find(|m| m.role == "user")
+        .map(|m| texts(&m.parts))
+        .filter(|t| !t.is_empty())
+}
+
+/// Tool outputs (`output-available` / `output-error`) and approval responses
+/// (`approval-responded`) in a UI message's tool parts, for the calls in `pending`.
+fn answers(parts: &[Value], pending: &[String]) -> (Vec<ToolResultIn>, Vec<ApprovalIn>) {
+    let mut results = Vec::new();
+    let mut approvals = Vec::new();
+    for part in parts {
+        let kind = part["type"].as_str().unwrap_or_default();
+        if !(kind.starts_with("tool-") || kind == "dynamic-tool") {
+            continue;
+        }
+        let Some(id) = part["toolCallId"]
+            .as_str()
+            .filter(|id| pending.iter().any(|p| p == id))
+        else {
+            continue;
+        };
+        match part["state"].as_str() {
+            Some("output-available") => results.push(ToolResultIn {
+                tool_call_id: id.to_string(),
+                output: part["output"].clone(),
+                is_error: false,
+            }),
+            Some("output-error") => results.push(ToolResultIn {
+                tool_call_id: id.to_string(),
+                output: part["errorText"].clone(),
+                is_error: true,
+            }),
+            Some("approval-responded") => approvals.push(ApprovalIn {
+                tool_call_id: id.to_string(),
+                approved: part["approval"]["approved"] == true,
+                reason: part["approval"]["reason"].as_str().map(str::to_string),
+            }),
+            _ => {}
+        }
+    }
+    (results, approvals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_answers_to_pending_calls_are_taken() {
+        let parts = vec![
+            json!({"type": "step-start"}),
+            json!({"type": "text", "text": "Let me check."}),
+            json!({"type": "tool-pick_color", "toolCallId": "a", "state": "output-available", "input": {}, "output": {"color": "amber"}}),
+            json!({"type": "tool-current_time", "toolCallId": "old", "state": "output-available", "input": {}, "output": {}}),
+            json!({"type": "tool-update_plan", "toolCallId": "b", "state": "approval-responded", "input": {}, "approval": {"id": "b", "approved": false, "reason": "no"}}),
+            json!({"type": "dynamic-tool", "toolName": "x", "toolCallId": "c", "state": "output-error", "input": {}, "errorText": "boom"}),
+        ];
+        let pending = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let (results, approvals) = answers(&parts, &pending);
+        let r: Vec<(&str, &Value, bool)> = results
+            .iter()
+            .map(|r| (r.tool_call_id.as_str(), &r.output, r.is_error))
+            .collect();
+        assert_eq!(
+            r,
+            [
+                ("a", &json!({"color": "amber"}), false),
+                ("c", &json!("boom"), true)
+            ]
+        );
+        assert_eq!(approvals.len(), 1);
+        assert_eq!(
+            (
+                approvals[0].tool_call_id.as_str(),
+                approvals[0].approved,
+                approvals[0].reason.as_deref()
+            ),
+            ("b", false, Some("no"))
+        );
+    }
+}

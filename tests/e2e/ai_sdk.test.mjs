@@ -1,0 +1,138 @@
+// A stock AI SDK client, as `useChat` drives it: the `ai` package's AbstractChat and
+// DefaultChatTransport pointed at /v1/chat, unmodified, holding one conversation through text,
+// a server tool, a client tool (addToolOutput) and an approval (addToolApprovalResponse).
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+} from "ai";
+import { anthropicLoopback, api, freshPersistDir, startWorker } from "./harness.mjs";
+
+/** The state `useChat` keeps in React, kept in plain fields. */
+class NodeChatState {
+  messages = [];
+  status = "ready";
+  error = undefined;
+  pushMessage = (m) => { this.messages = this.messages.concat(m); };
+  popMessage = () => { this.messages = this.messages.slice(0, -1); };
+  replaceMessage = (i, m) => { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; };
+  snapshot = (v) => structuredClone(v);
+}
+
+class NodeChat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new NodeChatState() });
+  }
+}
+
+let anthropic, worker;
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  worker = await startWorker({
+    persistDir: freshPersistDir(),
+    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", APPROVAL_REQUIRED_TOOLS: "update_plan" },
+  });
+});
+
+after(async () => {
+  await worker?.stop();
+  await anthropic?.close();
+});
+
+async function settled(chat) {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    await sleep(100);
+    if (chat.status === "ready" || chat.status === "error") {
+      await sleep(300); // an automatic follow-up request may be about to start
+      if (chat.status === "ready" || chat.status === "error") return;
+    }
+    if (Date.now() > deadline) throw new Error(`chat still ${chat.status}`);
+  }
+}
+
+const toolParts = (message) => message.parts.filter((p) => p.type.startsWith("tool-"));
+const textOf = (message) => message.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+
+test("useChat's transport and chat hold a conversation with text, tools and an approval", async () => {
+  const errors = [];
+  const id = "aisdk-" + Date.now().toString(36);
+  const chat = new NodeChat({
+    id,
+    transport: new DefaultChatTransport({
+      api: `${worker.url}/v1/chat`,
+      body: { tools: [{ name: "pick_color", description: "Let the user pick a color", input_schema: { type: "object", properties: { palette: { type: "string" } } } }] },
+    }),
+    sendAutomaticallyWhen: (o) => lastAssistantMessageIsCompleteWithToolCalls(o) || lastAssistantMessageIsCompleteWithApprovalResponses(o),
+    onError: (e) => errors.push(e),
+    onToolCall: ({ toolCall }) => {
+      if (toolCall.toolName === "pick_color") {
+        // As the docs say: do not await addToolOutput inside onToolCall.
+        chat.addToolOutput({ tool: "pick_color", toolCallId: toolCall.toolCallId, output: { color: "amber" } });
+      }
+    },
+  });
+
+  // 1. Text.
+  anthropic.script({ text: "Hi there." });
+  await chat.sendMessage({ text: "Hello!" });
+  await settled(chat);
+  assert.equal(textOf(chat.messages[1]), "Hi there.");
+
+  // 2. A server tool.
+  anthropic.script({ text: "Checking.", tools: [{ id: "toolu_time", name: "current_time", input: {} }] }, { text: "It is noon." });
+  await chat.sendMessage({ text: "What time is it?" });
+  await settled(chat);
+  const [time] = toolParts(chat.messages[3]);
+  assert.equal(time.type, "tool-current_time");
+  assert.equal(time.state, "output-available");
+  assert.ok(time.output.utc);
+  assert.equal(textOf(chat.messages[3]), "Checking.It is noon.");
+
+  // 3. A client tool, answered by onToolCall; the chat resends by itself.
+  anthropic.script({ tools: [{ id: "toolu_pick", name: "pick_color", input: { palette: "warm" } }] }, { text: "Amber it is." });
+  await chat.sendMessage({ text: "Pick a color for me." });
+  await settled(chat);
+  assert.equal(chat.messages.length, 6);
+  const [pick] = toolParts(chat.messages[5]);
+  assert.deepEqual([pick.type, pick.state, pick.output], ["tool-pick_color", "output-available", { color: "amber" }]);
+  assert.equal(textOf(chat.messages[5]), "Amber it is.");
+
+  // 4. An approval: the chat shows the request, the user approves, the server runs the tool.
+  anthropic.script({ tools: [{ id: "toolu_plan", name: "update_plan", input: { items: [{ title: "Pack", done: false }] } }] }, { text: "Plan saved." });
+  await chat.sendMessage({ text: "Make a plan." });
+  await settled(chat);
+  const [waiting] = toolParts(chat.messages[7]);
+  assert.equal(waiting.state, "approval-requested");
+  await chat.addToolApprovalResponse({ id: waiting.approval.id, approved: true });
+  await settled(chat);
+  const [plan] = toolParts(chat.messages[7]);
+  assert.equal(plan.state, "output-available");
+  assert.equal(plan.output, "Plan updated: 0 of 1 done.");
+  assert.equal(textOf(chat.messages[7]), "Plan saved.");
+
+  assert.deepEqual(errors, []);
+  assert.equal(chat.error, undefined);
+  assert.deepEqual(chat.messages.map((m) => m.role), ["user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant"]);
+
+  // What the client rebuilt matches what the server stored.
+  const stored = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages;
+  const storedUsers = stored.filter((m) => m.kind === "user").map((m) => m.content[0].text);
+  assert.deepEqual(storedUsers, chat.messages.filter((m) => m.role === "user").map(textOf));
+  const storedText = stored.filter((m) => m.kind === "assistant").flatMap((m) => m.content.filter((b) => b.type === "text").map((b) => b.text)).join("");
+  assert.equal(storedText, chat.messages.filter((m) => m.role === "assistant").map(textOf).join(""));
+  const storedResults = stored.filter((m) => m.kind === "tool_result");
+  const clientParts = chat.messages.flatMap(toolParts);
+  assert.deepEqual(storedResults.map((r) => r.tool_call_id), clientParts.map((p) => p.toolCallId));
+  for (const r of storedResults) {
+    const part = clientParts.find((p) => p.toolCallId === r.tool_call_id);
+    const output = typeof part.output === "string" ? part.output : JSON.stringify(part.output);
+    assert.equal(output, r.content, `${r.tool_call_id}: client and server agree on the output`);
+  }
+});
