@@ -117,12 +117,22 @@ test("useChat's transport and chat hold a conversation with text, tools and an a
   assert.equal(plan.output, "Plan updated: 0 of 1 done.");
   assert.equal(textOf(chat.messages[7]), "Plan saved.");
 
+  // 5. regenerate() is a retry: a new last answer; the old one stays stored, superseded.
+  anthropic.script({ text: "A better plan." });
+  await chat.regenerate();
+  await settled(chat);
+  assert.equal(textOf(chat.messages.at(-1)), "A better plan.");
+  const regenerated = anthropic.requests.at(-1).body.messages;
+  assert.equal(regenerated.at(-1).content.at(-1).text, "Make a plan.", "the model was asked the last user message again");
+
   assert.deepEqual(errors, []);
   assert.equal(chat.error, undefined);
   assert.deepEqual(chat.messages.map((m) => m.role), ["user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant"]);
 
-  // What the client rebuilt matches what the server stored.
-  const stored = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages;
+  // What the client rebuilt matches what the server stored (superseded answers aside).
+  const everything = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages;
+  assert.ok(everything.some((m) => m.superseded), "the regenerated answer is kept, marked superseded");
+  const stored = everything.filter((m) => !m.superseded);
   const storedUsers = stored.filter((m) => m.kind === "user").map((m) => m.content[0].text);
   assert.deepEqual(storedUsers, chat.messages.filter((m) => m.role === "user").map(textOf));
   const storedText = stored.filter((m) => m.kind === "assistant").flatMap((m) => m.content.filter((b) => b.type === "text").map((b) => b.text)).join("");

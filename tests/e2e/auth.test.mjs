@@ -65,6 +65,10 @@ test("a user sees and touches only their own conversations; others get 404 every
     ["GET", `/v1/conversations/${id}`],
     ["GET", `/v1/conversations/${id}/messages`],
     ["POST", `/v1/conversations/${id}/messages`, { message: "let me in" }],
+    ["POST", `/v1/conversations/${id}/messages`, { tool_results: [{ tool_call_id: "toolu_x", output: "x" }] }],
+    ["POST", `/v1/conversations/${id}/retry`],
+    ["POST", `/v1/conversations/${id}/cancel`],
+    ["DELETE", `/v1/conversations/${id}`],
   ]) {
     const r = await api(worker.url, method, path, body, bob);
     assert.equal(r.status, 404, `${method} ${path}`);
