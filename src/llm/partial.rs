@@ -49,6 +49,37 @@ impl PartialMessage {
         }
     }
 
+    /// Appends to the text block in `open`, starting one (and recording it there) if none is
+    /// open. Returns the block's index.
+    pub fn continue_text(
+        &mut self,
+        open: &mut Option<usize>,
+        delta: &str,
+        out: &mut Vec<LlmEvent>,
+    ) -> usize {
+        let index = match *open {
+            Some(i) => i,
+            None => *open.insert(self.start_text(out)),
+        };
+        self.text_delta(index, delta, out);
+        index
+    }
+
+    /// Like [`continue_text`](Self::continue_text), for reasoning.
+    pub fn continue_thinking(
+        &mut self,
+        open: &mut Option<usize>,
+        delta: &str,
+        out: &mut Vec<LlmEvent>,
+    ) -> usize {
+        let index = match *open {
+            Some(i) => i,
+            None => *open.insert(self.start_thinking(out)),
+        };
+        self.thinking_delta(index, delta, out);
+        index
+    }
+
     pub fn start_thinking(&mut self, out: &mut Vec<LlmEvent>) -> usize {
         let index = self.open(Block::Thinking {
             text: String::new(),

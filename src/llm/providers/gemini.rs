@@ -338,11 +338,7 @@ impl Decoder {
         }
         let text = part.text.unwrap_or_default();
         if part.thought == Some(true) {
-            let i = match self.thinking {
-                Some(i) => i,
-                None => *self.thinking.insert(message.start_thinking(out)),
-            };
-            message.thinking_delta(i, &text, out);
+            let i = message.continue_thinking(&mut self.thinking, &text, out);
             if let Some(signature) = &part.thought_signature {
                 message.thinking_signature(i, signature);
             }
@@ -352,11 +348,7 @@ impl Decoder {
             if let Some(i) = self.thinking.take() {
                 message.end(i, out);
             }
-            let i = match self.text {
-                Some(i) => i,
-                None => *self.text.insert(message.start_text(out)),
-            };
-            message.text_delta(i, &text, out);
+            message.continue_text(&mut self.text, &text, out);
         }
         if let Some(signature) = &part.thought_signature {
             message.add_signature(signature);

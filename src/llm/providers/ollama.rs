@@ -206,21 +206,13 @@ impl Decode for Decoder {
         }
         if let Some(m) = chunk.message {
             if let Some(thinking) = m.thinking.filter(|t| !t.is_empty()) {
-                let i = match self.thinking {
-                    Some(i) => i,
-                    None => *self.thinking.insert(message.start_thinking(out)),
-                };
-                message.thinking_delta(i, &thinking, out);
+                message.continue_thinking(&mut self.thinking, &thinking, out);
             }
             if let Some(content) = m.content.filter(|c| !c.is_empty()) {
                 if let Some(i) = self.thinking.take() {
                     message.end(i, out);
                 }
-                let i = match self.text {
-                    Some(i) => i,
-                    None => *self.text.insert(message.start_text(out)),
-                };
-                message.text_delta(i, &content, out);
+                message.continue_text(&mut self.text, &content, out);
             }
             for call in m.tool_calls.into_iter().flatten() {
                 for open in [self.text.take(), self.thinking.take()]

@@ -252,11 +252,7 @@ impl Decode for Decoder {
         if let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) {
             let delta = choice.delta;
             if let Some(reasoning) = delta.reasoning_content.filter(|r| !r.is_empty()) {
-                let i = match self.thinking {
-                    Some(i) => i,
-                    None => *self.thinking.insert(message.start_thinking(out)),
-                };
-                message.thinking_delta(i, &reasoning, out);
+                message.continue_thinking(&mut self.thinking, &reasoning, out);
             }
             for text in [delta.content, delta.refusal].into_iter().flatten() {
                 if text.is_empty() {
@@ -265,11 +261,7 @@ impl Decode for Decoder {
                 if let Some(i) = self.thinking.take() {
                     message.end(i, out);
                 }
-                let i = match self.text {
-                    Some(i) => i,
-                    None => *self.text.insert(message.start_text(out)),
-                };
-                message.text_delta(i, &text, out);
+                message.continue_text(&mut self.text, &text, out);
             }
             for call in delta.tool_calls.into_iter().flatten() {
                 let wire_index = call.index.unwrap_or(0);

@@ -162,11 +162,7 @@ impl Decode for Decoder {
             message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
         })?;
         if let Some(text) = chunk.response.filter(|t| !t.is_empty()) {
-            let i = match self.text {
-                Some(i) => i,
-                None => *self.text.insert(message.start_text(out)),
-            };
-            message.text_delta(i, &text, out);
+            message.continue_text(&mut self.text, &text, out);
         }
         for call in chunk.tool_calls.into_iter().flatten() {
             if let Some(i) = self.text.take() {
