@@ -39,7 +39,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let method = req.method();
     let path = req.path();
     let origin = req.headers().get("origin").ok().flatten();
-    let cors = config(&env).map(|c| c.cors).unwrap_or_default();
+    // Parsed once per request; a bad configuration still lets `/healthz` and preflights answer.
+    let config = config(&env);
+    let cors = config.as_ref().map(|c| c.cors.clone()).unwrap_or_default();
     if method == Method::Options {
         let mut preflight = Response::empty()?.with_status(204);
         for (name, value) in cors.preflight_headers(origin.as_deref()) {
@@ -47,7 +49,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         }
         return Ok(preflight);
     }
-    let mut response = match route(req, &env, &ctx).await {
+    let mut response = match route(req, &env, &ctx, config).await {
         Ok(response) => response,
         Err(e) => {
             if e.status() >= 500 {
@@ -62,7 +64,12 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     Ok(response)
 }
 
-async fn route(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiError> {
+async fn route(
+    req: Request,
+    env: &Env,
+    ctx: &Context,
+    config: Result<Config, ApiError>,
+) -> Result<Response, ApiError> {
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method();
@@ -70,38 +77,38 @@ async fn route(req: Request, env: &Env, ctx: &Context) -> Result<Response, ApiEr
         return routes::health::get(env).await;
     }
     // Everything else acts for a caller.
-    let config = config(env)?;
+    let config = &config?;
     let authorization = req.headers().get("authorization")?;
     let user = config
         .auth
         .user(authorization.as_deref(), now_ms() / 1000)?;
     let user = user.as_str();
     match (method, segments.as_slice()) {
-        (Method::Post, ["v1", "chat"]) => routes::chat::post(req, env, ctx, user).await,
+        (Method::Post, ["v1", "chat"]) => routes::chat::post(req, env, ctx, config, user).await,
         (Method::Post, ["v1", "conversations"]) => {
-            routes::conversations::create(req, env, user).await
+            routes::conversations::create(req, env, config, user).await
         }
         (Method::Get, ["v1", "conversations"]) => {
             routes::conversations::list(&req, env, user).await
         }
         (Method::Get, ["v1", "conversations", id]) => {
-            routes::conversations::get(env, user, id).await
+            routes::conversations::get(env, config, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "retry"]) => {
-            routes::messages::retry(req, env, ctx, user, id).await
+            routes::messages::retry(req, env, ctx, config, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "cancel"]) => {
-            routes::conversations::cancel(env, user, id).await
+            routes::conversations::cancel(env, config, user, id).await
         }
         (Method::Delete, ["v1", "conversations", id]) => {
-            routes::conversations::delete(env, user, id).await
+            routes::conversations::delete(env, config, user, id).await
         }
-        (Method::Get, ["v1", "models"]) => routes::models::list(&config),
+        (Method::Get, ["v1", "models"]) => routes::models::list(config),
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
             routes::messages::list(&req, env, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "messages"]) => {
-            routes::messages::send(req, env, ctx, user, id).await
+            routes::messages::send(req, env, ctx, config, user, id).await
         }
         (
             _,

@@ -121,13 +121,17 @@ impl Turn {
     /// Everything a turn in conversation `id` needs, for `user`. The provider is resolved
     /// before the lease is taken: a turn that takes the lease also takes any messages a dead
     /// turn left queued, and nothing after that may fail on configuration.
-    pub async fn prepare(env: &Env, user: &str, id: &str) -> Result<Self, ApiError> {
+    pub async fn prepare(
+        env: &Env,
+        config: &Config,
+        user: &str,
+        id: &str,
+    ) -> Result<Self, ApiError> {
         let store = Rc::new(Store::new(env.d1("DB")?));
         let conversation = store
             .conversation(user, id)
             .await?
             .ok_or_else(|| super::routes::conversations::not_found(id))?;
-        let config = super::config(env)?;
         let model = match &conversation.model {
             Some(model) => {
                 ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?
@@ -136,13 +140,13 @@ impl Turn {
         };
         let abort = AbortController::default();
         let signal = abort.signal();
-        let provider = resilient_provider(env, &config, &model, Some(&signal))
+        let provider = resilient_provider(env, config, &model, Some(&signal))
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
         Ok(Self {
             id: new_id()?,
             conversation,
-            config,
+            config: config.clone(),
             store,
             coordinator,
             provider,

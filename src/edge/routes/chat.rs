@@ -14,6 +14,7 @@ use super::messages::{
     ToolResultIn,
 };
 use crate::agent::{pending_calls, AgentMessage};
+use crate::edge::config::Config;
 use crate::edge::coordinator::Delivery;
 use crate::edge::error::ApiError;
 use crate::edge::store::{Conversation, Store};
@@ -45,6 +46,7 @@ pub async fn post(
     req: Request,
     env: &Env,
     ctx: &Context,
+    config: &Config,
     user: &str,
 ) -> Result<Response, ApiError> {
     let body: ChatRequest = json_body(req).await?;
@@ -74,7 +76,7 @@ pub async fn post(
             store.create_conversation(&conversation).await?;
         }
     }
-    let mut turn = Turn::prepare(env, user, &body.id).await?;
+    let mut turn = Turn::prepare(env, config, user, &body.id).await?;
     turn.client_tools = client_tools(body.tools)?;
     if body.trigger.as_deref() == Some("regenerate-message") {
         return retry_turn(turn, ctx, body.stream).await;

@@ -5,10 +5,11 @@ use serde_json::Value;
 use worker::{Env, Request, Response};
 
 use crate::agent::pending_calls;
+use crate::edge::config::Config;
 use crate::edge::coordinator::Coordinator;
 use crate::edge::error::ApiError;
 use crate::edge::store::{Conversation, Store};
-use crate::edge::{config, json_body, json_response, new_id, now_ms};
+use crate::edge::{json_body, json_response, new_id, now_ms};
 use crate::llm::ModelRef;
 
 #[derive(Deserialize)]
@@ -20,12 +21,17 @@ struct Create {
     metadata: Option<Value>,
 }
 
-pub async fn create(req: Request, env: &Env, user: &str) -> Result<Response, ApiError> {
+pub async fn create(
+    req: Request,
+    env: &Env,
+    config: &Config,
+    user: &str,
+) -> Result<Response, ApiError> {
     let body: Create = json_body(req).await?;
     if let Some(model) = &body.model {
         let model = ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         // Fail now, not at the first message, on a provider we cannot serve.
-        crate::edge::turn::provider_for(env, &config(env)?, &model, None)
+        crate::edge::turn::provider_for(env, config, &model, None)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     }
     if matches!(&body.metadata, Some(m) if !m.is_object()) {
@@ -50,12 +56,12 @@ pub async fn create(req: Request, env: &Env, user: &str) -> Result<Response, Api
     json_response(201, &conversation)
 }
 
-pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
-    let conversation = Store::new(env.d1("DB")?)
+pub async fn get(env: &Env, config: &Config, user: &str, id: &str) -> Result<Response, ApiError> {
+    let store = Store::new(env.d1("DB")?);
+    let conversation = store
         .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))?;
-    let config = config(env)?;
     let status = Coordinator::for_conversation(env, id, config.lease_ttl_ms)?
         .status()
         .await?;
@@ -63,7 +69,7 @@ pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> 
     let pending = if status.running {
         vec![]
     } else {
-        pending_calls(&Store::new(env.d1("DB")?).history(id).await?)
+        pending_calls(&store.history(id).await?)
     };
     let mut body = serde_json::to_value(&conversation)?;
     if let Value::Object(map) = &mut body {
@@ -129,12 +135,17 @@ pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiE
 }
 
 /// `POST /v1/conversations/{id}/cancel`: stops the running turn (202), or 409 if none runs.
-pub async fn cancel(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
+pub async fn cancel(
+    env: &Env,
+    config: &Config,
+    user: &str,
+    id: &str,
+) -> Result<Response, ApiError> {
     Store::new(env.d1("DB")?)
         .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))?;
-    let coordinator = Coordinator::for_conversation(env, id, config(env)?.lease_ttl_ms)?;
+    let coordinator = Coordinator::for_conversation(env, id, config.lease_ttl_ms)?;
     if coordinator.cancel().await? {
         json_response(202, &serde_json::json!({"cancelling": true}))
     } else {
@@ -145,12 +156,17 @@ pub async fn cancel(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
 }
 
 /// `DELETE /v1/conversations/{id}`: the history and the coordinator's state.
-pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
+pub async fn delete(
+    env: &Env,
+    config: &Config,
+    user: &str,
+    id: &str,
+) -> Result<Response, ApiError> {
     let store = Store::new(env.d1("DB")?);
     if !store.delete_conversation(user, id).await? {
         return Err(not_found(id));
     }
-    Coordinator::for_conversation(env, id, config(env)?.lease_ttl_ms)?
+    Coordinator::for_conversation(env, id, config.lease_ttl_ms)?
         .clear()
         .await?;
     Ok(Response::empty()?.with_status(204))

@@ -7,6 +7,7 @@ use worker::{Context, Env, Request, Response};
 use super::conversations::not_found;
 use crate::agent::AgentMessage;
 use crate::agent::{pending_calls, Approval};
+use crate::edge::config::Config;
 use crate::edge::coordinator::{Delivery, Submitted};
 use crate::edge::error::ApiError;
 use crate::edge::store::Store;
@@ -174,6 +175,7 @@ pub async fn send(
     req: Request,
     env: &Env,
     ctx: &Context,
+    config: &Config,
     user: &str,
     id: &str,
 ) -> Result<Response, ApiError> {
@@ -188,7 +190,7 @@ pub async fn send(
             ))
         }
     };
-    let mut turn = Turn::prepare(env, user, id).await?;
+    let mut turn = Turn::prepare(env, config, user, id).await?;
     turn.client_tools = client_tools(body.tools)?;
     if resuming {
         return resume(
@@ -304,11 +306,12 @@ pub async fn retry(
     req: Request,
     env: &Env,
     ctx: &Context,
+    config: &Config,
     user: &str,
     id: &str,
 ) -> Result<Response, ApiError> {
     let body: Retry = json_body(req).await?;
-    let turn = Turn::prepare(env, user, id).await?;
+    let turn = Turn::prepare(env, config, user, id).await?;
     retry_turn(turn, ctx, body.stream).await
 }
 
