@@ -63,8 +63,11 @@ fn history() -> Vec<AgentMessage> {
 fn compactor(summariser: Rc<Scripted>) -> Rc<Compactor> {
     Rc::new(Compactor {
         summariser: Rc::new(Resolver(summariser)),
-        context_window: 500,
-        threshold_ratio: 0.5,
+        // Compacts past 250 tokens; the summary request (old exchanges plus a quarter of the
+        // window to answer in) still fits the window.
+        context_window: 1000,
+        threshold_ratio: 0.25,
+        max_output_tokens: 4096,
     })
 }
 
@@ -136,6 +139,7 @@ fn cuts_never_separate_a_tool_call_from_its_result() {
     let c = Compactor {
         summariser: Rc::new(Resolver(summariser)),
         context_window: 1200,
+        max_output_tokens: 4096,
         threshold_ratio: 0.5,
     };
     let compaction = futures::executor::block_on(c.compact(&h)).unwrap();

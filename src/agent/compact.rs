@@ -87,6 +87,8 @@ pub struct Compactor {
     pub context_window: u64,
     /// Compact when the estimate passes this share of the window (e.g. 0.8).
     pub threshold_ratio: f64,
+    /// The most the summariser's model may write in one answer.
+    pub max_output_tokens: u64,
 }
 
 const INSTRUCTION: &str = "Summarise the conversation above for your own later use. Keep every \
@@ -140,6 +142,14 @@ impl Compactor {
 
     async fn summarise(&self, old: &[AgentMessage]) -> Option<String> {
         let provider = self.summariser.resolve().await.ok()?;
+        // The summary request must fit the window too: it gets a quarter of it to answer in
+        // (at most 1,024 tokens) and the newest old exchanges that fit in the rest, less room
+        // for the instruction and the system prompt.
+        let max_tokens = (self.context_window / 4)
+            .clamp(64, 1024)
+            .min(self.max_output_tokens.max(1));
+        let budget = self.context_window.saturating_sub(max_tokens + 96);
+        let old = &old[fitting_tail(old, budget)..];
         let mut history =
             crate::llm::transform::prepare_for(&convert_to_llm(old), provider.model());
         history.push(Message::user_text(INSTRUCTION));
@@ -147,13 +157,33 @@ impl Compactor {
             system: Some("You compress conversations into faithful notes."),
             messages: &history,
             tools: &[],
-            max_tokens: 1024,
+            max_tokens: max_tokens as u32,
             temperature: None,
         };
         let completion = provider.complete(&request).await;
         let text = completion.message.text();
         (completion.error.is_none() && !text.trim().is_empty()).then_some(text)
     }
+}
+
+/// Where the longest tail of `messages` that starts an exchange and fits `budget` tokens begins
+/// (`messages.len()` if none does).
+fn fitting_tail(messages: &[AgentMessage], budget: u64) -> usize {
+    let mut used = 0;
+    let mut start = messages.len();
+    for i in (0..messages.len()).rev() {
+        used += message_tokens(&messages[i]);
+        if used > budget {
+            break;
+        }
+        if matches!(
+            messages[i],
+            AgentMessage::User { .. } | AgentMessage::Summary { .. }
+        ) {
+            start = i;
+        }
+    }
+    start
 }
 
 #[cfg(test)]
@@ -166,5 +196,25 @@ mod tests {
         assert_eq!(estimate_tokens("hello world!"), 3);
         assert_eq!(estimate_tokens("こんにちは world"), 5 + 2);
         assert_eq!(estimate_tokens(""), 0);
+    }
+
+    #[test]
+    fn the_summarised_tail_starts_an_exchange_and_fits() {
+        let long = "word ".repeat(400); // about 500 tokens
+        let messages = vec![
+            AgentMessage::user_text(long.clone()),
+            AgentMessage::user_text(long.clone()),
+            AgentMessage::ToolResult(crate::llm::ToolResult {
+                tool_call_id: "c".into(),
+                tool_name: "t".into(),
+                content: "ok".into(),
+                is_error: false,
+            }),
+            AgentMessage::user_text("short"),
+        ];
+        assert_eq!(fitting_tail(&messages, 10_000), 0);
+        assert_eq!(fitting_tail(&messages, 700), 1);
+        assert_eq!(fitting_tail(&messages, 50), 3);
+        assert_eq!(fitting_tail(&messages, 1), 4);
     }
 }

@@ -1,6 +1,7 @@
 //! Configuration from the Worker's environment (wrangler.toml vars, secrets, `.dev.vars`).
 //! Parsing is separate from `Env` so it is tested natively; every error names its variable.
 
+use crate::llm::models::Registry;
 use crate::llm::ModelRef;
 
 use super::auth::AuthConfig;
@@ -28,9 +29,11 @@ pub struct Config {
     pub tool_timeout_ms: u32,
     pub turn_deadline_ms: u32,
     pub max_tokens: u32,
-    /// How long a turn's lease lives without renewal; a dead turn frees its conversation after
-    /// this long.
-    pub lease_ttl_ms: u32,
+    /// The model registry with the deployment's own entries (`MODELS`).
+    pub models: Registry,
+    /// Compact the history sent to the model past this share of its context window
+    /// (`COMPACT_THRESHOLD`).
+    pub compact_threshold: f64,
     /// Who may call (`JWT_SECRET`, `API_KEYS`, `ALLOW_ANONYMOUS`).
     pub auth: AuthConfig,
     /// Browser origins allowed to call (`CORS_ORIGINS`).
@@ -83,7 +86,11 @@ impl Config {
             tool_timeout_ms: number(&get, "TOOL_TIMEOUT_MS", 30_000, 100..=900_000)?,
             turn_deadline_ms: number(&get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
             max_tokens: number(&get, "MAX_OUTPUT_TOKENS", 4096, 1..=200_000)?,
-            lease_ttl_ms: number(&get, "LEASE_TTL_MS", 30_000, 1_000..=600_000)?,
+            models: get("MODELS")
+                .map(|json| Registry::parse(&json).map_err(|e| ApiError::config("MODELS", e)))
+                .transpose()?
+                .unwrap_or_default(),
+            compact_threshold: ratio(&get, "COMPACT_THRESHOLD", 0.8)?,
             auth: AuthConfig {
                 jwt_secret: get("JWT_SECRET"),
                 api_keys: get("API_KEYS")
@@ -117,6 +124,19 @@ fn flag(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<bool, ApiEr
         Some(other) => Err(ApiError::config(
             name,
             format!("`{other}` is not true or false"),
+        )),
+    }
+}
+
+fn ratio(get: &impl Fn(&str) -> Option<String>, name: &str, default: f64) -> Result<f64, ApiError> {
+    let Some(raw) = get(name) else {
+        return Ok(default);
+    };
+    match raw.trim().parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(ApiError::config(
+            name,
+            format!("`{raw}` is not a number above 0 and at most 1"),
         )),
     }
 }
@@ -162,6 +182,8 @@ mod tests {
         assert_eq!(c.max_llm_calls, 10);
         assert_eq!(c.openai_base_url, None);
         assert!(c.fallback_models.is_empty());
+        assert_eq!(c.compact_threshold, 0.8);
+        assert!(c.models.custom.is_empty());
         assert!(
             !c.auth.allow_anonymous,
             "anonymous access is off unless asked for"
@@ -194,6 +216,8 @@ mod tests {
                 "FALLBACK_MODELS",
             ),
             (vec![("ALLOW_ANONYMOUS", "sure")], "ALLOW_ANONYMOUS"),
+            (vec![("COMPACT_THRESHOLD", "1.5")], "COMPACT_THRESHOLD"),
+            (vec![("MODELS", "[{\"id\": \"nope\"}]")], "MODELS"),
         ] {
             let message = config(&vars).unwrap_err().to_string();
             assert!(message.contains(name), "{message}");

@@ -1,12 +1,14 @@
-//! The Worker's typed client for the conversation Durable Object, and the messages they
-//! exchange. Queued messages travel as their stored JSON, so the object never parses them.
+//! The Worker's typed client for the conversation Durable Object, and what they exchange. The
+//! Worker authenticates, validates and checks ownership, then hands the request over: the
+//! object decides whether a turn starts, runs it, and answers with the turn's stream (or 202,
+//! or a JSON error), which the Worker relays as it is.
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use worker::{Env, Method, Request, RequestInit, Stub};
+use worker::{Env, Headers, Method, Request, RequestInit, Response, Stub};
 
 use super::error::ApiError;
 use crate::agent::AgentMessage;
+use crate::llm::ToolDef;
 
 pub const BINDING: &str = "CONVERSATIONS";
 
@@ -27,57 +29,87 @@ impl Delivery {
             Delivery::Followup => "followup",
         }
     }
+
+    pub fn parse(s: &str) -> Self {
+        if s == "followup" {
+            Delivery::Followup
+        } else {
+            Delivery::Steering
+        }
+    }
+}
+
+/// A client tool's result for a call a paused turn waits on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResultIn {
+    pub tool_call_id: String,
+    pub output: serde_json::Value,
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// A person's decision on a call a paused turn waits to have approved.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalIn {
+    pub tool_call_id: String,
+    pub approved: bool,
+    pub reason: Option<String>,
+}
+
+/// What a request asks of the conversation.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TurnRequest {
+    /// A user message: starts a turn, or waits for the running one.
+    Message {
+        /// Given when the message is accepted; D1 writes are idempotent on it.
+        id: String,
+        message: AgentMessage,
+        delivery: Delivery,
+    },
+    /// Answers for a paused turn, and optionally a message after them.
+    Resume {
+        results: Vec<ToolResultIn>,
+        approvals: Vec<ApprovalIn>,
+        message: Option<(String, AgentMessage)>,
+        /// Answers for calls the turn does not wait on are dropped instead of refused (the
+        /// `useChat` body repeats every earlier tool output).
+        only_pending: bool,
+    },
+    /// Runs the last user message again.
+    Retry,
+}
+
+/// What a turn needs of the conversation's row (checked against the caller by the Worker).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnConversation {
+    pub id: String,
+    pub owner: String,
+    pub system: Option<String>,
+    pub model: Option<String>,
+}
+
+impl From<&super::store::Conversation> for TurnConversation {
+    fn from(c: &super::store::Conversation) -> Self {
+        Self {
+            id: c.id.clone(),
+            owner: c.owner.clone(),
+            system: c.system.clone(),
+            model: c.model.clone(),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Submit {
-    pub turn_id: String,
-    /// `None` asks for the lease only (a retry): refused while a turn runs, never queued.
-    pub message: Option<String>,
-    pub delivery: Delivery,
-    pub ttl_ms: i64,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(tag = "result", rename_all = "snake_case")]
-pub enum Submitted {
-    /// This request runs the turn; `stranded` are messages a dead turn left queued.
-    Acquired { stranded: Vec<String> },
-    /// A turn is running; the message waits for it.
-    Queued { delivery: Delivery, position: i64 },
-    /// A turn is running and nothing was queued (a lease-only request).
-    Busy,
-}
-
-#[derive(Serialize, Deserialize)]
-pub struct Drain {
-    pub turn_id: String,
-    pub at_end: bool,
-    pub ttl_ms: i64,
-}
-
-#[derive(Serialize, Deserialize)]
-pub struct Drained {
-    pub messages: Vec<String>,
-    pub lease_lost: bool,
-}
-
-#[derive(Serialize, Deserialize)]
-pub struct Renew {
-    pub turn_id: String,
-    pub ttl_ms: i64,
-}
-
-#[derive(Serialize, Deserialize)]
-pub struct Renewed {
-    pub held: bool,
-    /// Someone asked this turn to stop.
-    pub cancelled: bool,
-}
-
-#[derive(Serialize, Deserialize)]
-pub struct Release {
-    pub turn_id: String,
+pub struct Send {
+    pub conversation: TurnConversation,
+    pub request: TurnRequest,
+    /// Client tools offered for this turn (a paused turn remembers what it offered).
+    pub client_tools: Vec<ToolDef>,
+    /// `false`: answer with the whole turn as JSON once it ends.
+    pub stream: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -85,131 +117,92 @@ pub struct Status {
     pub running: bool,
     pub steering: i64,
     pub followup: i64,
+    /// `tool_results` or `approval` when the last turn paused.
+    pub paused: Option<String>,
 }
 
-/// The coordinator of one conversation.
+/// The object of one conversation.
 pub struct Coordinator {
     stub: Stub,
-    /// How long a lease lives without renewal. A turn renews it whenever it touches the
-    /// coordinator and while it streams; a turn that dies frees the conversation after this.
-    pub lease_ttl_ms: i64,
 }
 
 impl Coordinator {
-    pub fn for_conversation(
-        env: &Env,
-        conversation_id: &str,
-        lease_ttl_ms: u32,
-    ) -> Result<Self, ApiError> {
+    pub fn for_conversation(env: &Env, conversation_id: &str) -> Result<Self, ApiError> {
         let stub = env.durable_object(BINDING)?.get_by_name(conversation_id)?;
-        Ok(Self {
-            stub,
-            lease_ttl_ms: lease_ttl_ms.into(),
-        })
+        Ok(Self { stub })
     }
 
-    pub async fn submit(
-        &self,
-        turn_id: &str,
-        message: &AgentMessage,
-        delivery: Delivery,
-    ) -> Result<Submitted, ApiError> {
-        let body = Submit {
-            turn_id: turn_id.into(),
-            message: Some(serde_json::to_string(message)?),
-            delivery,
-            ttl_ms: self.lease_ttl_ms,
-        };
-        self.post("submit", &body).await
+    /// Hands a message, answers or a retry over; the object's answer is the client's.
+    pub async fn send(&self, send: &Send) -> Result<Response, ApiError> {
+        let response = self.call(Method::Post, "send", Some(send)).await?;
+        relay(response)
     }
 
-    pub async fn drain(&self, turn_id: &str, at_end: bool) -> Result<Vec<AgentMessage>, ApiError> {
-        let drained: Drained = self
-            .post(
-                "drain",
-                &Drain {
-                    turn_id: turn_id.into(),
-                    at_end,
-                    ttl_ms: self.lease_ttl_ms,
-                },
-            )
-            .await?;
-        drained
-            .messages
-            .iter()
-            .map(|m| serde_json::from_str(m).map_err(ApiError::from))
-            .collect()
+    /// The running turn's stream from its start (200), or 204 when no turn runs.
+    pub async fn stream(&self) -> Result<Response, ApiError> {
+        let response = self.call::<()>(Method::Get, "stream", None).await?;
+        relay(response)
     }
 
-    /// Extends the turn's lease; says whether it has been asked to stop.
-    pub async fn renew(&self, turn_id: &str) -> Result<Renewed, ApiError> {
-        let body = Renew {
-            turn_id: turn_id.into(),
-            ttl_ms: self.lease_ttl_ms,
-        };
-        self.post("renew", &body).await
-    }
-
-    /// Takes the lease without sending a message (a retry): `Busy` while a turn runs.
-    pub async fn acquire(&self, turn_id: &str) -> Result<Submitted, ApiError> {
-        let body = Submit {
-            turn_id: turn_id.into(),
-            message: None,
-            delivery: Delivery::Steering,
-            ttl_ms: self.lease_ttl_ms,
-        };
-        self.post("submit", &body).await
-    }
-
-    /// Asks the running turn to stop: `false` when no turn runs.
+    /// Stops the running turn at once: `false` when no turn runs.
     pub async fn cancel(&self) -> Result<bool, ApiError> {
-        let answer: serde_json::Value = self.post("cancel", &serde_json::json!({})).await?;
+        let answer: serde_json::Value = self.json(Method::Post, "cancel").await?;
         Ok(answer["cancelling"] == true)
     }
 
-    pub async fn release(&self, turn_id: &str) -> Result<(), ApiError> {
-        let _: serde_json::Value = self
-            .post(
-                "release",
-                &Release {
-                    turn_id: turn_id.into(),
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// Forgets the lease and the queue (the conversation is being deleted).
+    /// Stops a running turn and forgets the queue, the log and what a pause waited for (the
+    /// conversation is being deleted).
     pub async fn clear(&self) -> Result<(), ApiError> {
-        let _: serde_json::Value = self.post("clear", &serde_json::json!({})).await?;
+        let _: serde_json::Value = self.json(Method::Post, "clear").await?;
         Ok(())
     }
 
     pub async fn status(&self) -> Result<Status, ApiError> {
-        let mut response = self
-            .stub
-            .fetch_with_str("https://coordinator/status")
-            .await?;
-        Ok(response.json().await?)
+        self.json(Method::Get, "status").await
     }
 
-    async fn post<B: Serialize, R: DeserializeOwned>(
+    async fn json<R: serde::de::DeserializeOwned>(
         &self,
+        method: Method,
         route: &str,
-        body: &B,
     ) -> Result<R, ApiError> {
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post)
-            .with_body(Some(serde_json::to_string(body)?.into()));
-        let request = Request::new_with_init(&format!("https://coordinator/{route}"), &init)?;
-        let mut response = self.stub.fetch_with_request(request).await?;
+        let mut response = self.call::<()>(method, route, None).await?;
         if response.status_code() != 200 {
             let text = response.text().await.unwrap_or_default();
             return Err(ApiError::Internal(format!(
-                "coordinator /{route} answered {}: {text}",
+                "conversation object /{route} answered {}: {text}",
                 response.status_code()
             )));
         }
         Ok(response.json().await?)
     }
+
+    async fn call<B: Serialize>(
+        &self,
+        method: Method,
+        route: &str,
+        body: Option<&B>,
+    ) -> Result<Response, ApiError> {
+        let mut init = RequestInit::new();
+        init.with_method(method);
+        if let Some(body) = body {
+            init.with_body(Some(serde_json::to_string(body)?.into()));
+        }
+        let request = Request::new_with_init(&format!("https://conversation/{route}"), &init)?;
+        Ok(self.stub.fetch_with_request(request).await?)
+    }
+}
+
+/// The object's response with headers the Worker may add to (a fetched response's are
+/// immutable). The body passes through untouched: the Worker never handles the stream's chunks.
+fn relay(response: Response) -> Result<Response, ApiError> {
+    let status = response.status_code();
+    let headers = Headers::new();
+    for (name, value) in response.headers().entries() {
+        headers.set(&name, &value)?;
+    }
+    let (_, body) = response.into_parts();
+    Ok(Response::from_body(body)?
+        .with_status(status)
+        .with_headers(headers))
 }

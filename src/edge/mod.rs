@@ -3,9 +3,10 @@
 //! - `mod.rs`: the `fetch` entry and the one route table
 //! - [`routes`]: one handler per endpoint
 //! - `store`: all D1 SQL
-//! - `conversation`: the conversation Durable Object (turn lease, message queue)
-//! - `coordinator`: the Worker's typed client for it
-//! - `turn`: running a turn at the edge (hooks, inbox, stream)
+//! - `conversation`: the conversation Durable Object: runs the turns, queues what arrives
+//!   meanwhile, keeps the running turn's stream, recovers interrupted turns
+//! - `coordinator`: the Worker's typed client for it, and what they exchange
+//! - `turn`: one turn inside the object (preparation, hooks, inbox, stream)
 //! - [`ui_stream`]: agent events → AI SDK UI message stream (pure, natively tested)
 //! - `fetch`, `ai`: the `fetch` transport and the Workers AI binding Layer 1 uses
 //! - [`config`], [`error`]: environment parsing; the one JSON error shape
@@ -13,7 +14,7 @@
 mod ai;
 pub mod auth;
 pub mod config;
-mod conversation;
+pub mod conversation;
 mod coordinator;
 pub mod cors;
 pub mod error;
@@ -35,7 +36,7 @@ use error::ApiError;
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let method = req.method();
     let path = req.path();
     let origin = req.headers().get("origin").ok().flatten();
@@ -49,7 +50,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         }
         return Ok(preflight);
     }
-    let mut response = match route(req, &env, &ctx, config).await {
+    let mut response = match route(req, &env, config).await {
         Ok(response) => response,
         Err(e) => {
             if e.status() >= 500 {
@@ -67,7 +68,6 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
 async fn route(
     req: Request,
     env: &Env,
-    ctx: &Context,
     config: Result<Config, ApiError>,
 ) -> Result<Response, ApiError> {
     let path = req.path();
@@ -84,7 +84,10 @@ async fn route(
         .user(authorization.as_deref(), now_ms() / 1000)?;
     let user = user.as_str();
     match (method, segments.as_slice()) {
-        (Method::Post, ["v1", "chat"]) => routes::chat::post(req, env, ctx, config, user).await,
+        (Method::Post, ["v1", "chat"]) => routes::chat::post(req, env, config, user).await,
+        (Method::Get, ["v1", "chat", id, "stream"] | ["v1", "conversations", id, "stream"]) => {
+            routes::conversations::stream(env, user, id).await
+        }
         (Method::Post, ["v1", "conversations"]) => {
             routes::conversations::create(req, env, config, user).await
         }
@@ -92,37 +95,37 @@ async fn route(
             routes::conversations::list(&req, env, user).await
         }
         (Method::Get, ["v1", "conversations", id]) => {
-            routes::conversations::get(env, config, user, id).await
+            routes::conversations::get(env, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "retry"]) => {
-            routes::messages::retry(req, env, ctx, config, user, id).await
+            routes::messages::retry(req, env, config, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "cancel"]) => {
-            routes::conversations::cancel(env, config, user, id).await
+            routes::conversations::cancel(env, user, id).await
         }
         (Method::Delete, ["v1", "conversations", id]) => {
-            routes::conversations::delete(env, config, user, id).await
+            routes::conversations::delete(env, user, id).await
         }
         (Method::Get, ["v1", "models"]) => routes::models::list(config),
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
             routes::messages::list(&req, env, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "messages"]) => {
-            routes::messages::send(req, env, ctx, config, user, id).await
+            routes::messages::send(req, env, config, user, id).await
         }
         (
             _,
             ["healthz"] | ["v1", "conversations"] | ["v1", "conversations", _] | ["v1", "models"],
         )
-        | (_, ["v1", "conversations", _, "messages"]) => Err(ApiError::MethodNotAllowed(format!(
-            "{:?} is not supported on {path}",
-            req.method()
-        ))),
+        | (_, ["v1", "conversations", _, "messages" | "stream"])
+        | (_, ["v1", "chat"] | ["v1", "chat", _, "stream"]) => Err(ApiError::MethodNotAllowed(
+            format!("{:?} is not supported on {path}", req.method()),
+        )),
         _ => Err(ApiError::NotFound(format!("no route for {path}"))),
     }
 }
 
-fn error_response(e: &ApiError) -> worker::Result<Response> {
+pub(crate) fn error_response(e: &ApiError) -> worker::Result<Response> {
     let headers = worker::Headers::new();
     headers.set("content-type", "application/json")?;
     Ok(Response::ok(e.body())?

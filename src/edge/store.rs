@@ -24,6 +24,11 @@ pub struct Conversation {
     pub updated_at: i64,
 }
 
+#[derive(Deserialize)]
+struct Seq {
+    seq: i64,
+}
+
 /// A stored message: the `AgentMessage` plus where it sits.
 #[derive(Debug, Clone, Deserialize)]
 struct MessageRow {
@@ -32,6 +37,8 @@ struct MessageRow {
     body: String,
     created_at: i64,
     superseded: i64,
+    #[serde(default)]
+    compacted: i64,
 }
 
 pub struct Store {
@@ -77,19 +84,14 @@ impl Store {
             .await?)
     }
 
-    /// Who owns conversation `id`, if it exists.
-    pub async fn owner_of(&self, id: &str) -> Result<Option<String>, ApiError> {
-        #[derive(Deserialize)]
-        struct Owner {
-            owner: String,
-        }
+    /// Conversation `id`, whoever owns it (the caller checks).
+    pub async fn conversation_by_id(&self, id: &str) -> Result<Option<Conversation>, ApiError> {
         Ok(self
             .db
-            .prepare("SELECT owner FROM conversations WHERE id = ?1")
+            .prepare("SELECT * FROM conversations WHERE id = ?1")
             .bind(&[id.into()])?
-            .first::<Owner>(None)
-            .await?
-            .map(|o| o.owner))
+            .first::<Conversation>(None)
+            .await?)
     }
 
     /// One page of `owner`'s conversations, newest first. The cursor is the last row's
@@ -206,8 +208,10 @@ impl Store {
         Ok(())
     }
 
-    /// Appends a message at the end of the history and returns its sequence number. Only the
-    /// turn holding the conversation's lease writes, so `MAX(seq) + 1` cannot race.
+    /// Appends a message at the end of the history and returns its sequence number, with the
+    /// conversation's `updated_at`, in one round trip. Idempotent on `message_id`: a message
+    /// stored before (a retry after a crash) keeps its place and its number. Only the
+    /// conversation's object writes messages, one turn at a time, so `MAX(seq) + 1` cannot race.
     pub async fn append_message(
         &self,
         conversation_id: &str,
@@ -215,22 +219,40 @@ impl Store {
         message: &AgentMessage,
         now_ms: i64,
     ) -> Result<i64, ApiError> {
+        let insert = self.insert_message(conversation_id, message_id, message, now_ms)?;
+        let touch = self.touch(conversation_id, now_ms)?;
+        let lookup = self
+            .db
+            .prepare("SELECT seq FROM messages WHERE id = ?1")
+            .bind(&[message_id.into()])?;
+        let results = self.db.batch(vec![insert, touch, lookup]).await?;
+        let seq = results
+            .last()
+            .map(|r| r.results::<Seq>())
+            .transpose()?
+            .and_then(|rows| rows.into_iter().next())
+            .ok_or_else(|| ApiError::Internal(format!("message {message_id} was not stored")))?;
+        Ok(seq.seq)
+    }
+
+    fn insert_message(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        message: &AgentMessage,
+        now_ms: i64,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
         let body = serde_json::to_string(message)?;
         let (model, provider) = match message {
             AgentMessage::Assistant(a) => (Some(a.model.as_str()), Some(a.provider.as_str())),
             _ => (None, None),
         };
-        #[derive(Deserialize)]
-        struct Seq {
-            seq: i64,
-        }
-        let seq = self
+        Ok(self
             .db
             .prepare(
-                "INSERT INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
+                "INSERT OR IGNORE INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
                  SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7
-                 FROM messages WHERE conversation_id = ?1
-                 RETURNING seq",
+                 FROM messages WHERE conversation_id = ?1",
             )
             .bind(&[
                 conversation_id.into(),
@@ -240,30 +262,89 @@ impl Store {
                 model.map(Into::into).unwrap_or(JsValue::NULL),
                 provider.map(Into::into).unwrap_or(JsValue::NULL),
                 (now_ms as f64).into(),
-            ])?
-            .first::<Seq>(None)
-            .await?
-            .ok_or_else(|| ApiError::Internal("INSERT … RETURNING gave no row".into()))?;
-        self.db
-            .prepare("UPDATE conversations SET updated_at = ?2 WHERE id = ?1")
-            .bind(&[conversation_id.into(), (now_ms as f64).into()])?
-            .run()
-            .await?;
-        Ok(seq.seq)
+            ])?)
     }
 
-    /// The whole history, oldest first, for running a turn.
-    /// The history a turn works on: superseded answers left out.
-    pub async fn history(&self, conversation_id: &str) -> Result<Vec<AgentMessage>, ApiError> {
-        let rows = self.rows(conversation_id, 0, i64::MAX).await?;
-        rows.into_iter()
-            .filter(|r| r.superseded == 0)
-            .map(|r| {
-                serde_json::from_str(&r.body).map_err(|e| {
-                    ApiError::Internal(format!("stored message {} is unreadable: {e}", r.id))
-                })
-            })
-            .collect()
+    fn touch(
+        &self,
+        conversation_id: &str,
+        now_ms: i64,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
+        Ok(self
+            .db
+            .prepare("UPDATE conversations SET updated_at = ?2 WHERE id = ?1")
+            .bind(&[conversation_id.into(), (now_ms as f64).into()])?)
+    }
+
+    /// Mirrors a compaction in one batch: stores `summary` (if any) and marks the rows it
+    /// replaces. Returns the summary's sequence number (0 without one).
+    pub async fn compact(
+        &self,
+        conversation_id: &str,
+        replaced: &[i64],
+        summary: Option<(&str, &AgentMessage)>,
+        now_ms: i64,
+    ) -> Result<i64, ApiError> {
+        // Sequence numbers are integers we read from D1: safe to inline.
+        let list = replaced
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut statements = vec![self
+            .db
+            .prepare(format!(
+                "UPDATE messages SET compacted = 1 WHERE conversation_id = ?1 AND seq IN ({list})"
+            ))
+            .bind(&[conversation_id.into()])?];
+        if let Some((id, message)) = summary {
+            statements.push(self.insert_message(conversation_id, id, message, now_ms)?);
+            statements.push(
+                self.db
+                    .prepare("SELECT seq FROM messages WHERE id = ?1")
+                    .bind(&[id.into()])?,
+            );
+        }
+        let results = self.db.batch(statements).await?;
+        if summary.is_none() {
+            return Ok(0);
+        }
+        let seq = results
+            .last()
+            .map(|r| r.results::<Seq>())
+            .transpose()?
+            .and_then(|rows| rows.into_iter().next())
+            .map_or(0, |s| s.seq);
+        Ok(seq)
+    }
+
+    /// What a turn works on, loaded once: the live rows (neither superseded nor compacted),
+    /// with the latest summary first, and each message's sequence number.
+    pub async fn turn_history(
+        &self,
+        conversation_id: &str,
+    ) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
+        let rows = self
+            .db
+            .prepare(
+                "SELECT seq, id, body, created_at, superseded FROM messages
+                 WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0
+                 ORDER BY kind = 'summary' DESC, seq",
+            )
+            .bind(&[conversation_id.into()])?
+            .all()
+            .await?
+            .results::<MessageRow>()?;
+        let mut seqs = Vec::with_capacity(rows.len());
+        let mut messages = Vec::with_capacity(rows.len());
+        for row in rows {
+            let message = serde_json::from_str(&row.body).map_err(|e| {
+                ApiError::Internal(format!("stored message {} is unreadable: {e}", row.id))
+            })?;
+            seqs.push(Some(row.seq));
+            messages.push(message);
+        }
+        Ok((seqs, messages))
     }
 
     /// One page of history as the API returns it: messages with `seq > after`, oldest first.
@@ -291,6 +372,9 @@ impl Store {
                 if row.superseded != 0 {
                     map.insert("superseded".into(), true.into());
                 }
+                if row.compacted != 0 {
+                    map.insert("compacted".into(), true.into());
+                }
             }
             out.push(value);
         }
@@ -306,7 +390,7 @@ impl Store {
         Ok(self
             .db
             .prepare(
-                "SELECT seq, id, body, created_at, superseded FROM messages
+                "SELECT seq, id, body, created_at, superseded, compacted FROM messages
                  WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
             )
             .bind(&[

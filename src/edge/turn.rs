@@ -1,30 +1,34 @@
-//! Running one agent turn at the edge: the D1 hooks, the Durable Object inbox, the provider
-//! for the conversation's model, and the SSE stream the browser reads.
+//! One agent turn, run by the conversation object: prepared from D1 and the object's queue, run
+//! with the D1 hooks, the object's inbox, the provider for the conversation's model and
+//! compaction, and streamed into the object's chunk log.
 
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use futures::channel::mpsc;
-use worker::{console_error, console_warn, AbortController, AbortSignal, Context, Env, Response};
+use worker::{console_error, console_warn, AbortSignal, Env};
 
 use super::ai::WorkersAiBinding;
 use super::config::Config;
-use super::coordinator::Coordinator;
+use super::conversation::log::ChunkLog;
+use super::conversation::machine::{self, Recovery};
+use super::conversation::storage::{ObjectStorage, QueuedRow};
+use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::fetch::FetchTransport;
-use super::store::{Conversation, Store};
-use super::ui_stream::{UiStream, HEADERS};
-use super::{json_response, new_id, now_ms};
+use super::store::Store;
+use super::ui_stream::UiStream;
+use super::{new_id, now_ms};
 use crate::agent::{
-    pending_calls, run_agent_turn, AgentMessage, AgentState, CancelToken, CurrentTime, HookError,
-    Inbox, ProviderResolver, ToolAnswers, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome,
-    UpdatePlan, MOVED_ON,
+    pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CancelToken,
+    Compaction, Compactor, CurrentTime, HookError, Inbox, ProviderResolver, ToolAnswers,
+    ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, UpdatePlan, MOVED_ON,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{
-    HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper, ToolDef,
-    ToolResult, Usage,
+    AssistantMessage, ContentBlock, HttpTransport, LlmError, LlmEvent, ModelRef, Provider,
+    Resilient, RetryPolicy, Sleeper, StopReason, ToolDef, ToolResult, Usage,
 };
 
 /// The provider serving `model`, configured from the environment.
@@ -87,6 +91,14 @@ pub fn resilient_provider(
     Ok(Rc::new(provider))
 }
 
+/// The model a conversation uses.
+pub fn model_of(conversation: &TurnConversation, config: &Config) -> Result<ModelRef, ApiError> {
+    match &conversation.model {
+        Some(model) => ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string())),
+        None => Ok(config.default_model.clone()),
+    }
+}
+
 /// Timers and randomness for retries, from the Workers runtime.
 struct WorkerSleeper;
 
@@ -101,255 +113,591 @@ impl Sleeper for WorkerSleeper {
     }
 }
 
-/// Everything one turn needs.
-pub struct Turn {
-    pub id: String,
-    pub conversation: Conversation,
-    pub config: Config,
-    pub store: Rc<Store>,
-    pub coordinator: Rc<Coordinator>,
-    pub provider: Rc<dyn Provider>,
-    /// Aborts the provider calls of this turn (their transport carries its signal).
-    pub abort: std::cell::RefCell<Option<AbortController>>,
-    /// Tools the client runs, offered to the model for this turn.
-    pub client_tools: Vec<ToolDef>,
-    /// Client results and approvals for the calls a paused turn waits on.
-    pub answers: ToolAnswers,
+/// How a turn starts.
+pub enum Kickoff {
+    /// The queued messages (the one just sent among them) start it.
+    Queued,
+    /// Answers for the calls a paused turn waits on.
+    Resume {
+        results: Vec<ToolResultIn>,
+        approvals: Vec<ApprovalIn>,
+        only_pending: bool,
+    },
+    /// The last user message, again.
+    Retry,
+    /// An interrupted turn, finished from D1: `partial` is what it had streamed of an answer.
+    Recover { partial: Option<AssistantMessage> },
+    /// An interrupted turn given up: its partial answer and open calls are recorded with why.
+    GiveUp { partial: Option<AssistantMessage> },
 }
 
-impl Turn {
-    /// Everything a turn in conversation `id` needs, for `user`. The provider is resolved
-    /// before the lease is taken: a turn that takes the lease also takes any messages a dead
-    /// turn left queued, and nothing after that may fail on configuration.
-    pub async fn prepare(
-        env: &Env,
-        config: &Config,
-        user: &str,
-        id: &str,
-    ) -> Result<Self, ApiError> {
-        let store = Rc::new(Store::new(env.d1("DB")?));
-        let conversation = store
-            .conversation(user, id)
-            .await?
-            .ok_or_else(|| super::routes::conversations::not_found(id))?;
-        let model = match &conversation.model {
-            Some(model) => {
-                ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?
+/// What a turn is run with; shared by the object and the turns it runs.
+pub struct TurnEnv {
+    pub env: Env,
+    pub config: Config,
+    pub store: Rc<Store>,
+    pub storage: Rc<ObjectStorage>,
+}
+
+/// A turn ready to run.
+pub struct Prepared {
+    conversation: TurnConversation,
+    model: ModelRef,
+    provider: Rc<dyn Provider>,
+    history: Vec<AgentMessage>,
+    seqs: Vec<Option<i64>>,
+    answers: ToolAnswers,
+    client_tools: Vec<ToolDef>,
+    /// The UI message id: `None` when the turn continues the client's paused message.
+    message_id: Option<String>,
+}
+
+/// What preparing found.
+pub enum Ready {
+    Run(Box<Prepared>),
+    /// Nothing to run (an interrupted turn whose answer was stored whole, or given up).
+    Nothing,
+}
+
+/// A turn's start: how, what waited in the queue when it claimed the conversation (messages
+/// that arrive later join at the turn's next drain), and the message that started it.
+pub struct Start {
+    pub kickoff: Kickoff,
+    pub queued: Vec<QueuedRow>,
+    pub own: Option<(String, AgentMessage)>,
+}
+
+/// Loads what the model will see (once), applies the kickoff and moves the queued messages and
+/// the turn's own into D1.
+pub async fn prepare(
+    turn_env: &TurnEnv,
+    conversation: &TurnConversation,
+    start: Start,
+    client_tools: Vec<ToolDef>,
+    signal: &AbortSignal,
+) -> Result<Ready, ApiError> {
+    let Start {
+        kickoff,
+        queued,
+        own,
+    } = start;
+    let config = &turn_env.config;
+    let store = &turn_env.store;
+    let id = conversation.id.as_str();
+    let model = model_of(conversation, config)?;
+    let provider = resilient_provider(&turn_env.env, config, &model, Some(signal))
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    if matches!(kickoff, Kickoff::Retry) {
+        let retried = store.supersede_after_last_user(id).await?;
+        if !retried && turn_env.storage.queue_len(None)? == 0 {
+            return Err(ApiError::BadRequest(format!(
+                "conversation `{id}` has no user message to retry"
+            )));
+        }
+    }
+    let (mut seqs, mut history) = store.turn_history(id).await?;
+    let mut answers = ToolAnswers::default();
+    let mut recovered = Vec::new();
+    match kickoff {
+        Kickoff::Queued | Kickoff::Retry => {}
+        Kickoff::Resume {
+            results,
+            approvals,
+            only_pending,
+        } => {
+            answers = resume_answers(&pending_ids(&history), results, approvals, only_pending)?;
+        }
+        Kickoff::Recover { partial } => match machine::recovery(&history, partial) {
+            Recovery::Answered => return Ok(Ready::Nothing),
+            Recovery::Continue(messages) => recovered = messages,
+        },
+        Kickoff::GiveUp { partial } => {
+            let messages = match machine::recovery(&history, partial) {
+                Recovery::Answered => vec![],
+                Recovery::Continue(messages) => messages,
+            };
+            for m in messages.into_iter().chain([machine::given_up_note()]) {
+                store.append_message(id, &new_id()?, &m, now_ms()).await?;
             }
-            None => config.default_model.clone(),
-        };
-        let abort = AbortController::default();
-        let signal = abort.signal();
-        let provider = resilient_provider(env, config, &model, Some(&signal))
-            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        let coordinator = Rc::new(Coordinator::for_conversation(env, id, config.lease_ttl_ms)?);
-        Ok(Self {
-            id: new_id()?,
-            conversation,
-            config: config.clone(),
-            store,
-            coordinator,
-            provider,
-            abort: std::cell::RefCell::new(Some(abort)),
-            client_tools: Vec::new(),
-            answers: ToolAnswers::default(),
-        })
+            return Ok(Ready::Nothing);
+        }
+    }
+    for message in recovered {
+        seqs.push(Some(
+            store
+                .append_message(id, &new_id()?, &message, now_ms())
+                .await?,
+        ));
+        history.push(message);
     }
 
-    /// Stores the user's message (and any a dead turn left queued), then runs the turn in the
-    /// background and returns the stream the client reads. The turn goes on if the client
-    /// disconnects (`wait_until`), so queued messages are always answered.
-    pub async fn start(
-        self,
-        ctx: &Context,
-        incoming: Vec<AgentMessage>,
-        stream: bool,
-    ) -> Result<Response, ApiError> {
-        let stored = async {
-            let mut history = self.store.history(&self.conversation.id).await?;
-            // A new user message instead of the results a paused turn waits for: the pending
-            // calls are answered for the record, so every call keeps a result.
-            if incoming
-                .iter()
-                .any(|m| matches!(m, AgentMessage::User { .. }))
-            {
-                for call in pending_calls(&history) {
-                    let moved_on = AgentMessage::ToolResult(ToolResult {
-                        tool_call_id: call.id,
-                        tool_name: call.name,
-                        content: MOVED_ON.to_string(),
-                        is_error: true,
-                    });
-                    self.store
-                        .append_message(&self.conversation.id, &new_id()?, &moved_on, now_ms())
-                        .await?;
-                    history.push(moved_on);
-                }
-            }
-            for message in incoming {
-                self.store
-                    .append_message(&self.conversation.id, &new_id()?, &message, now_ms())
-                    .await?;
-                history.push(message);
-            }
-            Ok::<_, ApiError>(history)
-        }
-        .await;
-        let history = match stored {
-            Ok(h) => h,
+    // The queue moves into D1; each message leaves the queue only once it is stored.
+    let mut incoming = Vec::with_capacity(queued.len() + 1);
+    for row in queued {
+        match serde_json::from_str::<AgentMessage>(&row.message) {
+            Ok(message) => incoming.push((row.id, message, Some(row.seq))),
             Err(e) => {
-                self.release().await;
-                return Err(e);
+                console_error!("dropping an unreadable queued message {}: {e}", row.id);
+                turn_env.storage.dequeue(row.seq)?;
             }
-        };
-
-        // A resumed turn continues the client's paused message; anything else is a new one.
-        let message_id = if self.answers == ToolAnswers::default() {
-            Some(new_id()?)
-        } else {
-            None
-        };
-        if !stream {
-            let mut body = String::new();
-            let summary = self
-                .run(history, message_id, |chunk| body.push_str(&chunk))
-                .await;
-            return json_response(200, &summary.into_json(&body));
         }
-        let (tx, rx) = mpsc::unbounded::<Vec<u8>>();
-        // A closed channel means the client went away; the turn runs on regardless.
-        let deliver = move |chunk: String| {
-            let _ = tx.unbounded_send(chunk.into_bytes());
-        };
-        ctx.wait_until(async move {
-            self.run(history, message_id, deliver).await;
-        });
-        let headers = worker::Headers::new();
-        for (name, value) in HEADERS {
-            headers.set(name, value)?;
-        }
-        Ok(
-            Response::from_stream(futures::StreamExt::map(rx, Ok::<Vec<u8>, worker::Error>))?
-                .with_headers(headers),
-        )
     }
+    incoming.extend(own.map(|(id, message)| (id, message, None)));
+    // A new user message instead of the answers a paused turn waits for: the open calls are
+    // answered for the record, so every call keeps a result.
+    if incoming
+        .iter()
+        .any(|(_, m, _)| matches!(m, AgentMessage::User { .. }))
+    {
+        for call in pending_calls(&history) {
+            let result = AgentMessage::ToolResult(ToolResult {
+                tool_call_id: call.id,
+                tool_name: call.name,
+                content: MOVED_ON.to_string(),
+                is_error: true,
+            });
+            let seq = store
+                .append_message(id, &new_id()?, &result, now_ms())
+                .await?;
+            history.push(result);
+            seqs.push(Some(seq));
+        }
+    }
+    for (message_id, message, queue_seq) in incoming {
+        let seq = store
+            .append_message(id, &message_id, &message, now_ms())
+            .await?;
+        if let Some(queue_seq) = queue_seq {
+            turn_env.storage.dequeue(queue_seq)?;
+        }
+        history.push(message);
+        seqs.push(Some(seq));
+    }
+    let message_id = if answers == ToolAnswers::default() {
+        Some(new_id()?)
+    } else {
+        None
+    };
+    Ok(Ready::Run(Box::new(Prepared {
+        conversation: conversation.clone(),
+        model,
+        provider,
+        history,
+        seqs,
+        answers,
+        client_tools,
+        message_id,
+    })))
+}
 
-    /// Runs the turn, handing each piece of the UI message stream to `deliver` as it is made.
-    async fn run(
-        mut self,
-        history: Vec<AgentMessage>,
-        message_id: Option<String>,
-        mut deliver: impl FnMut(String),
+fn pending_ids(history: &[AgentMessage]) -> Vec<String> {
+    pending_calls(history).into_iter().map(|c| c.id).collect()
+}
+
+/// Answers for the calls in `pending`. Answers to other calls are a 409, or dropped when the
+/// client repeats earlier outputs by design (`only_pending`); nothing left is a 400.
+fn resume_answers(
+    pending: &[String],
+    results: Vec<ToolResultIn>,
+    approvals: Vec<ApprovalIn>,
+    only_pending: bool,
+) -> Result<ToolAnswers, ApiError> {
+    let mut answers = ToolAnswers::default();
+    let waits = |id: &String| -> Result<bool, ApiError> {
+        match (pending.contains(id), only_pending) {
+            (true, _) => Ok(true),
+            (false, true) => Ok(false),
+            (false, false) => Err(ApiError::Conflict(format!(
+                "tool call `{id}` is not waiting for an answer (unknown, or already answered)"
+            ))),
+        }
+    };
+    for r in results {
+        if waits(&r.tool_call_id)? {
+            let content = match r.output {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            answers
+                .results
+                .insert(r.tool_call_id, (content, r.is_error));
+        }
+    }
+    for a in approvals {
+        if waits(&a.tool_call_id)? {
+            let approval = Approval {
+                approved: a.approved,
+                reason: a.reason,
+            };
+            answers.approvals.insert(a.tool_call_id, approval);
+        }
+    }
+    if answers == ToolAnswers::default() {
+        return Err(ApiError::BadRequest(
+            "nothing new: no answer is for a call the conversation waits on".into(),
+        ));
+    }
+    Ok(answers)
+}
+
+/// What a turn produced, for `stream: false` and the object's end step.
+pub struct TurnSummary {
+    pub messages: Vec<AgentMessage>,
+    pub usage: Usage,
+    pub outcome: TurnOutcome,
+    /// The client tools the turn offered (a pause remembers them).
+    pub client_tools: Vec<ToolDef>,
+}
+
+impl Prepared {
+    /// Runs the turn, streaming it into `log`; `cancel` stops it.
+    pub async fn run(
+        self,
+        turn_env: &TurnEnv,
+        cancel: CancelToken,
+        log: Rc<ChunkLog>,
     ) -> TurnSummary {
+        let Prepared {
+            conversation,
+            model,
+            provider,
+            history,
+            seqs,
+            answers,
+            client_tools,
+            message_id,
+        } = self;
+        let config = &turn_env.config;
+        let info = config.models.info(&model);
         let history_len = history.len();
-        let mut state = AgentState::new(self.conversation.system.clone(), history);
-        state.max_llm_calls = self.config.max_llm_calls;
-        state.max_tool_calls = self.config.max_tool_calls;
-        state.tool_timeout_ms = Some(self.config.tool_timeout_ms.into());
-        state.turn_deadline_ms = Some(self.config.turn_deadline_ms.into());
+        let mut state = AgentState::new(conversation.system.clone(), history);
+        state.max_llm_calls = config.max_llm_calls;
+        state.max_tool_calls = config.max_tool_calls;
+        state.tool_timeout_ms = Some(config.tool_timeout_ms.into());
+        state.turn_deadline_ms = Some(config.turn_deadline_ms.into());
         state.timer = Some(Rc::new(WorkerSleeper));
-        state.max_tokens = self.config.max_tokens;
-        state.answers = std::mem::take(&mut self.answers);
-        state.inbox = Rc::new(CoordinatorInbox {
-            coordinator: self.coordinator.clone(),
-            turn_id: self.id.clone(),
+        state.max_tokens = config.max_tokens.min(info.max_output_tokens);
+        state.answers = answers;
+        state.cancel = cancel;
+        state.compactor = Some(Rc::new(Compactor {
+            summariser: Rc::new(FixedProvider(provider.clone())),
+            context_window: info.context_window.into(),
+            threshold_ratio: config.compact_threshold,
+            max_output_tokens: info.max_output_tokens.into(),
+        }));
+        let persisted = Rc::new(Persisted {
+            seqs: RefCell::new(seqs),
+            handed_over: RefCell::default(),
+        });
+        state.inbox = Rc::new(ObjectInbox {
+            storage: turn_env.storage.clone(),
+            store: turn_env.store.clone(),
+            conversation_id: conversation.id.clone(),
+            persisted: persisted.clone(),
         });
         let mut tools = ToolRegistry::new();
         tools.register_server_tool(Box::new(CurrentTime::default()));
         tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
-        for name in &self.config.approval_required_tools {
+        for name in &config.approval_required_tools {
             tools.require_approval(name);
         }
-        tools.merge_client_tools(std::mem::take(&mut self.client_tools));
+        tools.merge_client_tools(client_tools.clone());
         let hooks = D1Hooks {
-            store: self.store.clone(),
-            conversation_id: self.conversation.id.clone(),
-            owner: self.conversation.owner.clone(),
+            store: turn_env.store.clone(),
+            conversation_id: conversation.id.clone(),
+            owner: conversation.owner.clone(),
+            config: config.clone(),
+            persisted,
         };
 
         let mut out = String::new();
         let mut ui = UiStream::start(message_id.as_deref(), &mut out);
-        let finished = Rc::new(Cell::new(false));
-        self.watch(state.cancel.clone(), finished.clone());
-        let mut send = |out: &mut String| {
-            if !out.is_empty() {
-                deliver(std::mem::take(out));
+        let mut partial = PartialAnswer::default();
+        let storage = turn_env.storage.clone();
+        let send = |out: &mut String, partial: &mut PartialAnswer| {
+            if log.push(out, worker::Date::now().as_millis() as f64) {
+                partial.save(&storage);
             }
+            out.clear();
         };
-        send(&mut out);
+        send(&mut out, &mut partial);
         let outcome = run_agent_turn(
-            &FixedProvider(self.provider.clone()),
+            &FixedProvider(provider),
             &mut state,
             &tools,
             None,
             &hooks,
             &mut |event| {
+                partial.track(&event, &storage);
                 ui.event(&event, &mut out);
-                send(&mut out);
+                send(&mut out, &mut partial);
             },
         )
         .await;
-        finished.set(true);
         ui.finish(&outcome, &mut out);
-        send(&mut out);
-        // A completed turn released the lease in its last drain; any other end releases here.
-        if outcome != TurnOutcome::Completed {
-            self.release().await;
-        }
+        send(&mut out, &mut partial);
         TurnSummary {
-            messages: state.messages.split_off(history_len),
+            messages: state
+                .messages
+                .split_off(history_len.min(state.messages.len())),
             usage: state.total_usage,
             outcome,
-        }
-    }
-
-    /// While the turn runs: renews its lease (so a long generation never loses it) and, when
-    /// the conversation's coordinator says the turn was cancelled, stops it: the token tells the
-    /// loop, the abort signal ends the provider call at once.
-    fn watch(&self, cancel: CancelToken, finished: Rc<Cell<bool>>) {
-        let coordinator = self.coordinator.clone();
-        let turn_id = self.id.clone();
-        let mut abort = self.abort.take();
-        let every = (coordinator.lease_ttl_ms / 3).clamp(100, 1_000) as u64;
-        worker::wasm_bindgen_futures::spawn_local(async move {
-            loop {
-                worker::Delay::from(std::time::Duration::from_millis(every)).await;
-                if finished.get() {
-                    break;
-                }
-                match coordinator.renew(&turn_id).await {
-                    Ok(renewed) if renewed.cancelled => {
-                        cancel.cancel();
-                        if let Some(controller) = abort.take() {
-                            controller.abort();
-                        }
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(e) => console_warn!("lease renewal failed: {e}"),
-                }
-            }
-        });
-    }
-
-    pub async fn release(&self) {
-        if let Err(e) = self.coordinator.release(&self.id).await {
-            console_error!("could not release the lease of turn {}: {e}", self.id);
+            client_tools,
         }
     }
 }
 
-/// What a turn produced, for `stream: false`.
-struct TurnSummary {
-    messages: Vec<AgentMessage>,
-    usage: Usage,
-    outcome: TurnOutcome,
+/// The answer being streamed, saved with each batch of the chunk log so a turn interrupted
+/// mid-answer keeps what it had said.
+#[derive(Default)]
+struct PartialAnswer {
+    answer: Option<AssistantMessage>,
+    saved: bool,
+}
+
+impl PartialAnswer {
+    fn track(&mut self, event: &AgentEvent<'_>, storage: &ObjectStorage) {
+        match event {
+            AgentEvent::TurnStart { model, .. } => {
+                self.answer = Some(AssistantMessage {
+                    content: vec![],
+                    stop_reason: StopReason::Interrupted,
+                    model: model.model.clone(),
+                    provider: model.provider.clone(),
+                    usage: Usage::default(),
+                });
+            }
+            AgentEvent::Llm(LlmEvent::TextDelta { delta, .. }) => self.append(delta, false),
+            AgentEvent::Llm(LlmEvent::ThinkingDelta { delta, .. }) => self.append(delta, true),
+            // The answer is stored: nothing partial is left.
+            AgentEvent::TurnEnd { .. } => {
+                self.answer = None;
+                if self.saved {
+                    self.saved = false;
+                    if let Err(e) = storage.set_partial(None) {
+                        console_error!("clearing the partial answer: {e}");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn append(&mut self, delta: &str, thinking: bool) {
+        let Some(answer) = &mut self.answer else {
+            return;
+        };
+        match (answer.content.last_mut(), thinking) {
+            (Some(ContentBlock::Text { text }), false) => text.push_str(delta),
+            (Some(ContentBlock::Thinking { thinking, .. }), true) => thinking.push_str(delta),
+            (_, false) => answer
+                .content
+                .push(ContentBlock::Text { text: delta.into() }),
+            (_, true) => answer.content.push(ContentBlock::Thinking {
+                thinking: delta.into(),
+                signature: None,
+            }),
+        }
+    }
+
+    fn save(&mut self, storage: &ObjectStorage) {
+        let Some(answer) = self.answer.as_ref().filter(|a| !a.content.is_empty()) else {
+            return;
+        };
+        match serde_json::to_string(answer) {
+            Ok(json) => match storage.set_partial(Some(&json)) {
+                Ok(()) => self.saved = true,
+                Err(e) => console_error!("saving the partial answer: {e}"),
+            },
+            Err(e) => console_error!("encoding the partial answer: {e}"),
+        }
+    }
+}
+
+pub struct FixedProvider(pub Rc<dyn Provider>);
+
+#[async_trait(?Send)]
+impl ProviderResolver for FixedProvider {
+    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// What the hooks and the inbox share: the D1 sequence number of each message of the turn's
+/// history (in the agent's order, for compaction), and the queued messages the inbox already
+/// stored, which the loop hands to `on_message` next.
+struct Persisted {
+    seqs: RefCell<Vec<Option<i64>>>,
+    handed_over: RefCell<VecDeque<(AgentMessage, i64)>>,
+}
+
+/// Persists every message the loop adds, as it is added, each LLM call's usage and cost in the
+/// owner's ledger, and compactions.
+struct D1Hooks {
+    store: Rc<Store>,
+    conversation_id: String,
+    owner: String,
+    config: Config,
+    persisted: Rc<Persisted>,
+}
+
+#[async_trait(?Send)]
+impl TurnHooks for D1Hooks {
+    /// The billing step: a ledger that cannot be written stops the turn (seed rule).
+    async fn on_turn_end(&self, info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+        let model = ModelRef {
+            provider: info.provider.to_string(),
+            model: info.model.to_string(),
+        };
+        let cost = self.config.models.info(&model).cost(info.usage);
+        self.store
+            .record_usage(
+                &self.owner,
+                &self.conversation_id,
+                info.model,
+                info.provider,
+                info.usage,
+                cost,
+                now_ms(),
+            )
+            .await
+            .map_err(|e| HookError(format!("usage ledger: {e}")))?;
+        Ok(true)
+    }
+
+    async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
+        let handed_over = {
+            let mut queue = self.persisted.handed_over.borrow_mut();
+            match queue.front() {
+                Some((m, seq)) if m == message => {
+                    let seq = *seq;
+                    queue.pop_front();
+                    Some(seq)
+                }
+                _ => None,
+            }
+        };
+        if let Some(seq) = handed_over {
+            self.persisted.seqs.borrow_mut().push(Some(seq));
+            return Ok(());
+        }
+        let stored = async {
+            let id = new_id()?;
+            self.store
+                .append_message(&self.conversation_id, &id, message, now_ms())
+                .await
+        }
+        .await;
+        self.persisted
+            .seqs
+            .borrow_mut()
+            .push(stored.as_ref().ok().copied());
+        stored.map(|_| ()).map_err(|e| HookError(e.to_string()))
+    }
+
+    /// D1 mirrors the compaction: the summary is stored and the rows it replaces are marked,
+    /// in one batch; they stay readable and are never loaded for a turn again.
+    async fn on_compaction(&self, compaction: &Compaction) -> Result<(), HookError> {
+        let replaced: Vec<i64> = {
+            let seqs = self.persisted.seqs.borrow();
+            seqs.get(compaction.replaces.clone())
+                .unwrap_or_default()
+                .iter()
+                .flatten()
+                .copied()
+                .collect()
+        };
+        let summary_id = new_id().map_err(|e| HookError(e.to_string()))?;
+        let summary = compaction
+            .summary
+            .as_ref()
+            .map(|s| (summary_id.as_str(), s));
+        let seq = self
+            .store
+            .compact(&self.conversation_id, &replaced, summary, now_ms())
+            .await
+            .map_err(|e| HookError(e.to_string()))?;
+        let mut seqs = self.persisted.seqs.borrow_mut();
+        if compaction.replaces.end <= seqs.len() {
+            seqs.splice(compaction.replaces.clone(), summary.map(|_| Some(seq)));
+        }
+        Ok(())
+    }
+
+    fn warn(&self, message: &str) {
+        console_warn!("{message}");
+    }
+}
+
+/// The object's queue, seen from the running turn. A message leaves the queue only once it is
+/// in D1 (with the id it was accepted under, so a repeat is harmless).
+struct ObjectInbox {
+    storage: Rc<ObjectStorage>,
+    store: Rc<Store>,
+    conversation_id: String,
+    persisted: Rc<Persisted>,
+}
+
+impl ObjectInbox {
+    async fn take(&self, only: Option<Delivery>) -> Vec<AgentMessage> {
+        let rows = match self.storage.queued(only) {
+            Ok(rows) => rows,
+            Err(e) => {
+                console_error!("reading the queue: {e}");
+                return vec![];
+            }
+        };
+        let mut taken = Vec::with_capacity(rows.len());
+        for row in rows {
+            let message: AgentMessage = match serde_json::from_str(&row.message) {
+                Ok(m) => m,
+                Err(e) => {
+                    console_error!("dropping an unreadable queued message {}: {e}", row.id);
+                    let _ = self.storage.dequeue(row.seq);
+                    continue;
+                }
+            };
+            match self
+                .store
+                .append_message(&self.conversation_id, &row.id, &message, now_ms())
+                .await
+            {
+                Ok(seq) => {
+                    if let Err(e) = self.storage.dequeue(row.seq) {
+                        console_error!("dequeuing {}: {e}", row.id);
+                    }
+                    self.persisted
+                        .handed_over
+                        .borrow_mut()
+                        .push_back((message.clone(), seq));
+                    taken.push(message);
+                }
+                // It stays queued; the turn's end step starts a turn for it.
+                Err(e) => {
+                    console_error!("storing queued message {}: {e}", row.id);
+                    break;
+                }
+            }
+        }
+        taken
+    }
+}
+
+#[async_trait(?Send)]
+impl Inbox for ObjectInbox {
+    async fn drain_steering(&self) -> Vec<AgentMessage> {
+        self.take(Some(Delivery::Steering)).await
+    }
+
+    async fn drain_at_end(&self) -> Vec<AgentMessage> {
+        self.take(None).await
+    }
 }
 
 impl TurnSummary {
-    /// `{messages, events, usage, cost_usd, finish_reason}`; `events` are the chunks the stream
-    /// would have carried, so both modes say the same thing.
-    fn into_json(self, stream: &str) -> serde_json::Value {
+    /// `{messages, events, usage, cost_usd, finish_reason, error}` for `stream: false`;
+    /// `events` are the chunks the stream carried, so both modes say the same thing.
+    pub fn into_json(self, stream: &str, config: &Config) -> serde_json::Value {
         let events: Vec<serde_json::Value> = stream
             .split("\n\n")
             .filter_map(|frame| frame.strip_prefix("data: "))
@@ -366,12 +714,13 @@ impl TurnSummary {
             .messages
             .iter()
             .filter_map(|m| match m {
-                AgentMessage::Assistant(a) => ModelRef {
-                    provider: a.provider.clone(),
-                    model: a.model.clone(),
-                }
-                .info()
-                .cost(&a.usage),
+                AgentMessage::Assistant(a) => config
+                    .models
+                    .info(&ModelRef {
+                        provider: a.provider.clone(),
+                        model: a.model.clone(),
+                    })
+                    .cost(&a.usage),
                 _ => None,
             })
             .collect();
@@ -389,89 +738,5 @@ impl TurnSummary {
             "finish_reason": finish_reason,
             "error": error,
         })
-    }
-}
-
-struct FixedProvider(Rc<dyn Provider>);
-
-#[async_trait(?Send)]
-impl ProviderResolver for FixedProvider {
-    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
-        Ok(self.0.clone())
-    }
-}
-
-/// Persists every message the loop adds, as it is added, and each LLM call's usage and cost in
-/// the owner's ledger.
-struct D1Hooks {
-    store: Rc<Store>,
-    conversation_id: String,
-    owner: String,
-}
-
-#[async_trait(?Send)]
-impl TurnHooks for D1Hooks {
-    /// The billing step: a ledger that cannot be written stops the turn (seed rule).
-    async fn on_turn_end(&self, info: TurnEndInfo<'_>) -> Result<bool, HookError> {
-        let model = ModelRef {
-            provider: info.provider.to_string(),
-            model: info.model.to_string(),
-        };
-        let cost = model.info().cost(info.usage);
-        self.store
-            .record_usage(
-                &self.owner,
-                &self.conversation_id,
-                info.model,
-                info.provider,
-                info.usage,
-                cost,
-                now_ms(),
-            )
-            .await
-            .map_err(|e| HookError(format!("usage ledger: {e}")))?;
-        Ok(true)
-    }
-
-    async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
-        let id = new_id().map_err(|e| HookError(e.to_string()))?;
-        self.store
-            .append_message(&self.conversation_id, &id, message, now_ms())
-            .await
-            .map(|_| ())
-            .map_err(|e| HookError(e.to_string()))
-    }
-
-    fn warn(&self, message: &str) {
-        console_warn!("{message}");
-    }
-}
-
-/// The conversation's Durable Object queue, seen from the running turn.
-struct CoordinatorInbox {
-    coordinator: Rc<Coordinator>,
-    turn_id: String,
-}
-
-#[async_trait(?Send)]
-impl Inbox for CoordinatorInbox {
-    async fn drain_steering(&self) -> Vec<AgentMessage> {
-        self.coordinator
-            .drain(&self.turn_id, false)
-            .await
-            .unwrap_or_else(|e| {
-                console_error!("steering drain failed: {e}");
-                Vec::new()
-            })
-    }
-
-    async fn drain_at_end(&self) -> Vec<AgentMessage> {
-        self.coordinator
-            .drain(&self.turn_id, true)
-            .await
-            .unwrap_or_else(|e| {
-                console_error!("final drain failed (the lease will expire): {e}");
-                Vec::new()
-            })
     }
 }

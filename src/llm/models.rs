@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{LlmError, Usage};
 
@@ -42,7 +42,8 @@ impl fmt::Display for ModelRef {
 }
 
 /// US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Price {
     pub input: f64,
     pub output: f64,
@@ -50,7 +51,8 @@ pub struct Price {
     pub cache_write: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Capabilities {
     pub tools: bool,
     pub thinking: bool,
@@ -260,6 +262,91 @@ const UNKNOWN: ModelInfo = ModelInfo {
     },
 };
 
+impl Default for Capabilities {
+    /// What an unknown model is assumed to do: call tools, nothing more.
+    fn default() -> Self {
+        UNKNOWN.capabilities
+    }
+}
+
+/// A registry entry a deployment adds or overrides (`MODELS`), for self-hosted and fine-tuned
+/// models whose limits and prices the built-in table cannot know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomModel {
+    /// `provider:model`; like built-in ids it also matches dated variants that start with it.
+    pub id: String,
+    pub context_window: u32,
+    pub max_output_tokens: u32,
+    #[serde(default)]
+    pub price: Option<Price>,
+    #[serde(default)]
+    pub capabilities: Capabilities,
+}
+
+/// The built-in table with a deployment's own entries in front of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Registry {
+    pub custom: Vec<CustomModel>,
+}
+
+impl Registry {
+    /// Parses `MODELS`: a JSON array of [`CustomModel`]s. The error says which entry is wrong.
+    pub fn parse(json: &str) -> Result<Self, String> {
+        let values: Vec<serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
+        let mut custom = Vec::with_capacity(values.len());
+        for (i, value) in values.into_iter().enumerate() {
+            let entry: CustomModel =
+                serde_json::from_value(value).map_err(|e| format!("entry {i}: {e}"))?;
+            ModelRef::parse(&entry.id).map_err(|e| format!("entry {i}: {e}"))?;
+            if entry.context_window < 256 || entry.max_output_tokens == 0 {
+                return Err(format!(
+                    "entry {i} (`{}`): context_window must be at least 256 and max_output_tokens at least 1",
+                    entry.id
+                ));
+            }
+            custom.push(entry);
+        }
+        Ok(Self { custom })
+    }
+
+    /// What is known about `model`: the deployment's entry with the longest matching id, else
+    /// the built-in table.
+    pub fn info(&self, model: &ModelRef) -> ModelInfo {
+        let full = model.to_string();
+        let custom = self
+            .custom
+            .iter()
+            .filter(|m| full.starts_with(m.id.as_str()))
+            .max_by_key(|m| m.id.len());
+        match custom {
+            Some(m) => ModelInfo {
+                id: None,
+                context_window: m.context_window,
+                max_output_tokens: m.max_output_tokens,
+                price: m.price,
+                capabilities: m.capabilities,
+            },
+            None => lookup(model),
+        }
+    }
+
+    /// Every entry for `GET /v1/models`: the deployment's first, then the built-in ones it does
+    /// not override.
+    pub fn entries(&self) -> Vec<serde_json::Value> {
+        let custom = self
+            .custom
+            .iter()
+            .filter_map(|m| serde_json::to_value(m).ok());
+        let builtin = MODELS
+            .iter()
+            .filter(|b| !self.custom.iter().any(|c| Some(c.id.as_str()) == b.id))
+            .filter_map(|b| serde_json::to_value(b).ok());
+        custom.chain(builtin).collect()
+    }
+}
+
 /// The registry entry whose id is the longest prefix of `model` (so dated snapshots such as
 /// `claude-sonnet-4-5-20250929` match), else [`UNKNOWN`]. Local Ollama models cost nothing.
 pub fn lookup(model: &ModelRef) -> ModelInfo {
@@ -281,6 +368,72 @@ pub fn lookup(model: &ModelRef) -> ModelInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deployment_entries_override_and_extend_the_table() {
+        let registry = Registry::parse(
+            r#"[{"id": "openai:my-finetune", "context_window": 2048, "max_output_tokens": 256,
+                 "price": {"input": 1, "output": 2, "cache_read": 0, "cache_write": 0}},
+                {"id": "anthropic:claude-sonnet-4-5", "context_window": 1000000, "max_output_tokens": 64000}]"#,
+        )
+        .unwrap();
+        let tuned = registry.info(&ModelRef::parse("openai:my-finetune-v2").unwrap());
+        assert_eq!((tuned.context_window, tuned.max_output_tokens), (2048, 256));
+        assert_eq!(
+            tuned.cost(&Usage {
+                input_tokens: 1_000_000,
+                ..Default::default()
+            }),
+            Some(1.0)
+        );
+        assert_eq!(
+            registry
+                .info(&ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap())
+                .context_window,
+            1_000_000
+        );
+        // Untouched entries still come from the table.
+        assert_eq!(
+            registry.info(&ModelRef::parse("anthropic:claude-haiku-4-5").unwrap()),
+            lookup(&ModelRef::parse("anthropic:claude-haiku-4-5").unwrap())
+        );
+        let listed = registry.entries();
+        assert_eq!(listed[0]["id"], "openai:my-finetune");
+        assert_eq!(
+            listed
+                .iter()
+                .filter(|e| e["id"] == "anthropic:claude-sonnet-4-5")
+                .count(),
+            1,
+            "an override replaces the built-in entry in the list"
+        );
+    }
+
+    #[test]
+    fn bad_entries_say_which_and_why() {
+        for (json, needle) in [
+            ("{}", "not a JSON array"),
+            (
+                r#"[{"id": "x", "context_window": 2048, "max_output_tokens": 1}]"#,
+                "entry 0",
+            ),
+            (
+                r#"[{"id": "a:b", "context_window": 2048}]"#,
+                "max_output_tokens",
+            ),
+            (
+                r#"[{"id": "a:b", "context_window": 10, "max_output_tokens": 1}]"#,
+                "at least 256",
+            ),
+            (
+                r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "colour": 1}]"#,
+                "colour",
+            ),
+        ] {
+            let message = Registry::parse(json).unwrap_err();
+            assert!(message.contains(needle), "{json}: {message}");
+        }
+    }
 
     #[test]
     fn parses_provider_and_model_keeping_later_colons() {

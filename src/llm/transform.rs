@@ -23,7 +23,10 @@ pub const NO_RESULT: &str = "No result provided: the call was interrupted.";
 /// `messages` prepared for `target`.
 pub fn prepare_for(messages: &[Message], target: &ModelRef) -> Vec<Message> {
     let kept = |m: &&Message| match m {
-        Message::Assistant(a) => !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted),
+        Message::Assistant(a) => !matches!(
+            a.stop_reason,
+            StopReason::Error | StopReason::Aborted | StopReason::Interrupted
+        ),
         _ => true,
     };
     // Ids of calls that survive, and what they become for the target.

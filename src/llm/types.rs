@@ -84,6 +84,9 @@ pub enum StopReason {
     Error,
     /// The turn was cancelled; the message holds what arrived before.
     Aborted,
+    /// The runtime stopped mid-answer (the object was evicted or restarted); the message holds
+    /// what was streamed before. Like `Aborted`, never replayed to a model.
+    Interrupted,
     /// A stop reason this crate does not know yet, kept verbatim.
     Other(String),
 }

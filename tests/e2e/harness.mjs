@@ -92,6 +92,7 @@ export async function startWorker({ persistDir, vars = {} }) {
 //   { ...answer, failWith: { type, message } }   the answer's text, then a mid-stream error
 //   { status: 429, headers?: {...}, message?: string }   an HTTP error in the provider's shape
 //   { drop: true }   the connection is closed without an answer
+// (`respond`, when set, answers requests the script does not)
 // and records every request body, so tests can check what the Worker sent.
 
 /** Deterministic PRNG so a failing split pattern can be reproduced. */
@@ -123,7 +124,7 @@ function loopback(name, render, errorBody) {
     for await (const chunk of req) body += chunk;
     const parsed = JSON.parse(body);
     requests.push({ path: req.url, headers: req.headers, body: parsed });
-    const turn = script.shift();
+    const turn = script.shift() ?? api.respond?.(parsed);
     if (!turn) {
       res.writeHead(500, { "content-type": "application/json" });
       res.end(JSON.stringify({ error: { message: `${name} loopback: script ran out` } }));
@@ -147,8 +148,10 @@ function loopback(name, render, errorBody) {
     }
     res.end();
   });
-  return {
+  const api = {
     requests,
+    /** Answers requests when the script is empty: `(requestBody) => turn`. */
+    respond: null,
     /** Queues the answers for the next requests. */
     script: (...turns) => script.push(...turns),
     async listen() {
@@ -158,6 +161,7 @@ function loopback(name, render, errorBody) {
     },
     close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
   };
+  return api;
 }
 
 /** Anthropic Messages SSE, including its quirks: padding spaces, pings, a leading empty delta. */

@@ -7,19 +7,15 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-use worker::{Context, Env, Request, Response};
+use worker::{Env, Request, Response};
 
-use super::messages::{
-    client_tools, resume, retry_turn, run_or_queue, valid_name, yes, ApprovalIn, ClientTool,
-    ToolResultIn,
-};
-use crate::agent::{pending_calls, AgentMessage};
+use super::messages::{client_tools, hand_over, valid_name, yes, ClientTool};
+use crate::agent::AgentMessage;
 use crate::edge::config::Config;
-use crate::edge::coordinator::Delivery;
+use crate::edge::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnRequest};
 use crate::edge::error::ApiError;
 use crate::edge::store::{Conversation, Store};
-use crate::edge::turn::Turn;
-use crate::edge::{json_body, now_ms};
+use crate::edge::{json_body, new_id, now_ms};
 
 #[derive(Deserialize)]
 struct ChatRequest {
@@ -45,7 +41,6 @@ struct UiMessage {
 pub async fn post(
     req: Request,
     env: &Env,
-    ctx: &Context,
     config: &Config,
     user: &str,
 ) -> Result<Response, ApiError> {
@@ -55,12 +50,53 @@ pub async fn post(
             "`id` must be 1-64 letters, digits, `_` or `-`".into(),
         ));
     }
-    let store = Store::new(env.d1("DB")?);
-    match store.owner_of(&body.id).await? {
-        Some(owner) if owner != user => {
-            return Err(super::conversations::not_found(&body.id));
+    let tools = client_tools(body.tools)?;
+    let request = if body.trigger.as_deref() == Some("regenerate-message") {
+        TurnRequest::Retry
+    } else {
+        let Some(last) = body.messages.last() else {
+            return Err(ApiError::BadRequest("`messages` is empty".into()));
+        };
+        match last.role.as_str() {
+            "user" => {
+                let text = texts(&last.parts);
+                if text.is_empty() {
+                    return Err(ApiError::BadRequest(
+                        "the last user message has no text".into(),
+                    ));
+                }
+                TurnRequest::Message {
+                    id: new_id()?,
+                    message: AgentMessage::user_text(text),
+                    delivery: Delivery::Steering,
+                }
+            }
+            // Only answers to the calls the turn waits on are new; the object keeps those.
+            "assistant" => {
+                let (results, approvals) = answers(&last.parts);
+                if results.is_empty() && approvals.is_empty() {
+                    return Err(ApiError::BadRequest(
+                        "nothing new: the last message answers no tool call".into(),
+                    ));
+                }
+                TurnRequest::Resume {
+                    results,
+                    approvals,
+                    message: None,
+                    only_pending: true,
+                }
+            }
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "the last message has role `{other}`; expected user or assistant"
+                )))
+            }
         }
-        Some(_) => {}
+    };
+    let store = Store::new(env.d1("DB")?);
+    let conversation = match store.conversation_by_id(&body.id).await? {
+        Some(c) if c.owner != user => return Err(super::conversations::not_found(&body.id)),
+        Some(c) => c,
         None => {
             let now = now_ms();
             let conversation = Conversation {
@@ -74,46 +110,10 @@ pub async fn post(
                 updated_at: now,
             };
             store.create_conversation(&conversation).await?;
+            conversation
         }
-    }
-    let mut turn = Turn::prepare(env, config, user, &body.id).await?;
-    turn.client_tools = client_tools(body.tools)?;
-    if body.trigger.as_deref() == Some("regenerate-message") {
-        return retry_turn(turn, ctx, body.stream).await;
-    }
-    let Some(last) = body.messages.last() else {
-        return Err(ApiError::BadRequest("`messages` is empty".into()));
     };
-    match last.role.as_str() {
-        "user" => {
-            let text = texts(&last.parts);
-            if text.is_empty() {
-                return Err(ApiError::BadRequest(
-                    "the last user message has no text".into(),
-                ));
-            }
-            let message = AgentMessage::user_text(text);
-            run_or_queue(turn, ctx, message, Delivery::Steering, body.stream).await
-        }
-        "assistant" => {
-            // Only answers to the calls the turn waits on are new; the rest is history we have.
-            let pending: Vec<String> = pending_calls(&store.history(&body.id).await?)
-                .into_iter()
-                .map(|c| c.id)
-                .collect();
-            let (results, approvals) = answers(&last.parts, &pending);
-            if results.is_empty() && approvals.is_empty() {
-                return Err(ApiError::BadRequest(
-                    "nothing new: the last message answers no call the conversation waits on"
-                        .into(),
-                ));
-            }
-            resume(turn, ctx, None, results, approvals, body.stream).await
-        }
-        other => Err(ApiError::BadRequest(format!(
-            "the last message has role `{other}`; expected user or assistant"
-        ))),
-    }
+    hand_over(env, &conversation, request, tools, body.stream, config).await
 }
 
 fn texts(parts: &[Value]) -> String {
@@ -134,8 +134,9 @@ fn first_user_text(messages: &[UiMessage]) -> Option<String> {
 }
 
 /// Tool outputs (`output-available` / `output-error`) and approval responses
-/// (`approval-responded`) in a UI message's tool parts, for the calls in `pending`.
-fn answers(parts: &[Value], pending: &[String]) -> (Vec<ToolResultIn>, Vec<ApprovalIn>) {
+/// (`approval-responded`) in a UI message's tool parts. Earlier calls' outputs come along too;
+/// the conversation's object keeps only those its paused turn waits on.
+fn answers(parts: &[Value]) -> (Vec<ToolResultIn>, Vec<ApprovalIn>) {
     let mut results = Vec::new();
     let mut approvals = Vec::new();
     for part in parts {
@@ -143,10 +144,7 @@ fn answers(parts: &[Value], pending: &[String]) -> (Vec<ToolResultIn>, Vec<Appro
         if !(kind.starts_with("tool-") || kind == "dynamic-tool") {
             continue;
         }
-        let Some(id) = part["toolCallId"]
-            .as_str()
-            .filter(|id| pending.iter().any(|p| p == id))
-        else {
+        let Some(id) = part["toolCallId"].as_str() else {
             continue;
         };
         match part["state"].as_str() {
@@ -177,17 +175,17 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn only_answers_to_pending_calls_are_taken() {
+    fn tool_outputs_and_approval_responses_are_read_from_the_parts() {
         let parts = vec![
             json!({"type": "step-start"}),
             json!({"type": "text", "text": "Let me check."}),
             json!({"type": "tool-pick_color", "toolCallId": "a", "state": "output-available", "input": {}, "output": {"color": "amber"}}),
-            json!({"type": "tool-current_time", "toolCallId": "old", "state": "output-available", "input": {}, "output": {}}),
+            json!({"type": "tool-current_time", "toolCallId": "old", "state": "output-available", "input": {}, "output": "noon"}),
+            json!({"type": "tool-current_time", "toolCallId": "streaming", "state": "input-available", "input": {}}),
             json!({"type": "tool-update_plan", "toolCallId": "b", "state": "approval-responded", "input": {}, "approval": {"id": "b", "approved": false, "reason": "no"}}),
             json!({"type": "dynamic-tool", "toolName": "x", "toolCallId": "c", "state": "output-error", "input": {}, "errorText": "boom"}),
         ];
-        let pending = vec!["a".to_string(), "b".to_string(), "c".to_string()];
-        let (results, approvals) = answers(&parts, &pending);
+        let (results, approvals) = answers(&parts);
         let r: Vec<(&str, &Value, bool)> = results
             .iter()
             .map(|r| (r.tool_call_id.as_str(), &r.output, r.is_error))
@@ -196,6 +194,7 @@ mod tests {
             r,
             [
                 ("a", &json!({"color": "amber"}), false),
+                ("old", &json!("noon"), false),
                 ("c", &json!("boom"), true)
             ]
         );

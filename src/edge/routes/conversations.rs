@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use worker::{Env, Request, Response};
 
-use crate::agent::pending_calls;
+use super::messages::owned;
 use crate::edge::config::Config;
 use crate::edge::coordinator::Coordinator;
 use crate::edge::error::ApiError;
@@ -56,35 +56,17 @@ pub async fn create(
     json_response(201, &conversation)
 }
 
-pub async fn get(env: &Env, config: &Config, user: &str, id: &str) -> Result<Response, ApiError> {
-    let store = Store::new(env.d1("DB")?);
-    let conversation = store
-        .conversation(user, id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let status = Coordinator::for_conversation(env, id, config.lease_ttl_ms)?
-        .status()
-        .await?;
-    // A paused turn is visible in the history: its last answer's calls have no results.
-    let pending = if status.running {
-        vec![]
-    } else {
-        pending_calls(&store.history(id).await?)
+pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
+    let conversation = owned(env, user, id).await?;
+    let status = Coordinator::for_conversation(env, id)?.status().await?;
+    let state = match (status.running, status.paused.as_deref()) {
+        (true, _) => "running",
+        (false, Some("approval")) => "awaiting_approval",
+        (false, Some(_)) => "awaiting_tool_results",
+        (false, None) => "idle",
     };
     let mut body = serde_json::to_value(&conversation)?;
     if let Value::Object(map) = &mut body {
-        let state = if status.running {
-            "running"
-        } else if pending
-            .iter()
-            .any(|c| config.approval_required_tools.contains(&c.name))
-        {
-            "awaiting_approval"
-        } else if !pending.is_empty() {
-            "awaiting_tool_results"
-        } else {
-            "idle"
-        };
         map.insert("status".into(), state.into());
         map.insert(
             "queued".into(),
@@ -92,6 +74,13 @@ pub async fn get(env: &Env, config: &Config, user: &str, id: &str) -> Result<Res
         );
     }
     json_response(200, &body)
+}
+
+/// `GET /v1/conversations/{id}/stream` and `GET /v1/chat/{id}/stream`: the running turn's
+/// stream from its start, then live (200), or 204 when no turn runs.
+pub async fn stream(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
+    owned(env, user, id).await?;
+    Coordinator::for_conversation(env, id)?.stream().await
 }
 
 /// `GET /v1/conversations?limit=&cursor=`: the caller's conversations, newest first.
@@ -134,19 +123,11 @@ pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiE
     )
 }
 
-/// `POST /v1/conversations/{id}/cancel`: stops the running turn (202), or 409 if none runs.
-pub async fn cancel(
-    env: &Env,
-    config: &Config,
-    user: &str,
-    id: &str,
-) -> Result<Response, ApiError> {
-    Store::new(env.d1("DB")?)
-        .conversation(user, id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let coordinator = Coordinator::for_conversation(env, id, config.lease_ttl_ms)?;
-    if coordinator.cancel().await? {
+/// `POST /v1/conversations/{id}/cancel`: stops the running turn at once (202), or 409 if none
+/// runs. Queued messages then start the next turn.
+pub async fn cancel(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
+    owned(env, user, id).await?;
+    if Coordinator::for_conversation(env, id)?.cancel().await? {
         json_response(202, &serde_json::json!({"cancelling": true}))
     } else {
         Err(ApiError::Conflict(format!(
@@ -155,20 +136,17 @@ pub async fn cancel(
     }
 }
 
-/// `DELETE /v1/conversations/{id}`: the history and the coordinator's state.
-pub async fn delete(
-    env: &Env,
-    config: &Config,
-    user: &str,
-    id: &str,
-) -> Result<Response, ApiError> {
-    let store = Store::new(env.d1("DB")?);
-    if !store.delete_conversation(user, id).await? {
+/// `DELETE /v1/conversations/{id}`: a running turn is cancelled and ends, then the object's
+/// state and the history go.
+pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
+    owned(env, user, id).await?;
+    Coordinator::for_conversation(env, id)?.clear().await?;
+    if !Store::new(env.d1("DB")?)
+        .delete_conversation(user, id)
+        .await?
+    {
         return Err(not_found(id));
     }
-    Coordinator::for_conversation(env, id, config.lease_ttl_ms)?
-        .clear()
-        .await?;
     Ok(Response::empty()?.with_status(204))
 }
 

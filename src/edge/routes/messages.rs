@@ -2,17 +2,19 @@
 //! `GET /v1/conversations/{id}/messages` (history).
 
 use serde::Deserialize;
-use worker::{Context, Env, Request, Response};
+use worker::{Env, Request, Response};
 
 use super::conversations::not_found;
 use crate::agent::AgentMessage;
-use crate::agent::{pending_calls, Approval};
 use crate::edge::config::Config;
-use crate::edge::coordinator::{Delivery, Submitted};
+use crate::edge::coordinator::{
+    ApprovalIn, Coordinator, Delivery, Send as CoordinatorSend, ToolResultIn, TurnConversation,
+    TurnRequest,
+};
 use crate::edge::error::ApiError;
-use crate::edge::store::Store;
-use crate::edge::turn::Turn;
-use crate::edge::{json_body, json_response};
+use crate::edge::store::{Conversation, Store};
+use crate::edge::turn::{model_of, provider_for};
+use crate::edge::{json_body, json_response, new_id};
 use crate::llm::{ContentBlock, ToolDef};
 
 /// Longest user message accepted, in bytes.
@@ -53,23 +55,6 @@ pub(crate) struct ClientTool {
     description: String,
     #[serde(alias = "parameters", alias = "inputSchema")]
     input_schema: serde_json::Value,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ToolResultIn {
-    pub tool_call_id: String,
-    pub output: serde_json::Value,
-    #[serde(default)]
-    pub is_error: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ApprovalIn {
-    pub tool_call_id: String,
-    pub approved: bool,
-    pub reason: Option<String>,
 }
 
 /// Tool names and call ids: what every provider accepts.
@@ -174,7 +159,6 @@ impl UserContent {
 pub async fn send(
     req: Request,
     env: &Env,
-    ctx: &Context,
     config: &Config,
     user: &str,
     id: &str,
@@ -190,107 +174,68 @@ pub async fn send(
             ))
         }
     };
-    let mut turn = Turn::prepare(env, config, user, id).await?;
-    turn.client_tools = client_tools(body.tools)?;
-    if resuming {
-        return resume(
-            turn,
-            ctx,
+    let client_tools = client_tools(body.tools)?;
+    let conversation = owned(env, user, id).await?;
+    let request = match message {
+        _ if resuming => TurnRequest::Resume {
+            results: body.tool_results,
+            approvals: body.approvals,
+            message: message
+                .map(|m| Ok::<_, ApiError>((new_id()?, m)))
+                .transpose()?,
+            only_pending: false,
+        },
+        Some(message) => TurnRequest::Message {
+            id: new_id()?,
             message,
-            body.tool_results,
-            body.approvals,
-            body.stream,
-        )
-        .await;
-    }
-    let Some(message) = message else {
-        return Err(ApiError::BadRequest("`message` is required".into()));
+            delivery: match body.delivery {
+                DeliveryRequest::Auto | DeliveryRequest::Steer => Delivery::Steering,
+                DeliveryRequest::Followup => Delivery::Followup,
+            },
+        },
+        None => return Err(ApiError::BadRequest("`message` is required".into())),
     };
-    let delivery = match body.delivery {
-        DeliveryRequest::Auto | DeliveryRequest::Steer => Delivery::Steering,
-        DeliveryRequest::Followup => Delivery::Followup,
-    };
-    run_or_queue(turn, ctx, message, delivery, body.stream).await
+    hand_over(
+        env,
+        &conversation,
+        request,
+        client_tools,
+        body.stream,
+        config,
+    )
+    .await
 }
 
-/// Runs a turn for `message`, or queues it for the turn already running.
-pub(crate) async fn run_or_queue(
-    turn: Turn,
-    ctx: &Context,
-    message: AgentMessage,
-    delivery: Delivery,
-    stream: bool,
-) -> Result<Response, ApiError> {
-    match turn
-        .coordinator
-        .submit(&turn.id, &message, delivery)
+/// The caller's conversation `id`, or 404.
+pub(crate) async fn owned(env: &Env, user: &str, id: &str) -> Result<Conversation, ApiError> {
+    Store::new(env.d1("DB")?)
+        .conversation(user, id)
         .await?
-    {
-        Submitted::Queued { delivery, position } => json_response(
-            202,
-            &serde_json::json!({"queued": delivery.as_str(), "position": position}),
-        ),
-        Submitted::Acquired { stranded } => {
-            let mut incoming = readable(&stranded);
-            incoming.push(message);
-            turn.start(ctx, incoming, stream).await
-        }
-        Submitted::Busy => Err(ApiError::Internal(
-            "the coordinator refused a message".into(),
-        )),
-    }
+        .ok_or_else(|| not_found(id))
 }
 
-/// Answers the calls a paused turn waits on and runs it on. Every id must be one the turn
-/// waits for; results for unknown or already answered calls are a 409.
-pub(crate) async fn resume(
-    mut turn: Turn,
-    ctx: &Context,
-    message: Option<AgentMessage>,
-    results: Vec<ToolResultIn>,
-    approvals: Vec<ApprovalIn>,
+/// Hands a request to the conversation's object, whose answer (the turn's stream, 202, or an
+/// error) is the client's.
+pub(crate) async fn hand_over(
+    env: &Env,
+    conversation: &Conversation,
+    request: TurnRequest,
+    client_tools: Vec<ToolDef>,
     stream: bool,
+    config: &Config,
 ) -> Result<Response, ApiError> {
-    let history = turn.store.history(&turn.conversation.id).await?;
-    let pending: Vec<String> = pending_calls(&history).into_iter().map(|c| c.id).collect();
-    let given = results
-        .iter()
-        .map(|r| &r.tool_call_id)
-        .chain(approvals.iter().map(|a| &a.tool_call_id));
-    for id in given {
-        if !pending.contains(id) {
-            return Err(ApiError::Conflict(format!(
-                "tool call `{id}` is not waiting for an answer (unknown, or already answered)"
-            )));
-        }
-    }
-    for r in results {
-        let content = match r.output {
-            serde_json::Value::String(s) => s,
-            other => other.to_string(),
-        };
-        turn.answers
-            .results
-            .insert(r.tool_call_id, (content, r.is_error));
-    }
-    for a in approvals {
-        let approval = Approval {
-            approved: a.approved,
-            reason: a.reason,
-        };
-        turn.answers.approvals.insert(a.tool_call_id, approval);
-    }
-    match turn.coordinator.acquire(&turn.id).await? {
-        Submitted::Acquired { stranded } => {
-            let mut incoming = readable(&stranded);
-            incoming.extend(message);
-            turn.start(ctx, incoming, stream).await
-        }
-        Submitted::Busy | Submitted::Queued { .. } => Err(ApiError::Conflict(format!(
-            "a turn is running in conversation `{}`",
-            turn.conversation.id
-        ))),
-    }
+    // Fail here, with a 400, on a model no provider serves.
+    let turn_conversation = TurnConversation::from(conversation);
+    let model = model_of(&turn_conversation, config)?;
+    provider_for(env, config, &model, None).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    Coordinator::for_conversation(env, &conversation.id)?
+        .send(&CoordinatorSend {
+            conversation: turn_conversation,
+            request,
+            client_tools,
+            stream,
+        })
+        .await
 }
 
 #[derive(Deserialize, Default)]
@@ -305,58 +250,21 @@ struct Retry {
 pub async fn retry(
     req: Request,
     env: &Env,
-    ctx: &Context,
     config: &Config,
     user: &str,
     id: &str,
 ) -> Result<Response, ApiError> {
     let body: Retry = json_body(req).await?;
-    let turn = Turn::prepare(env, config, user, id).await?;
-    retry_turn(turn, ctx, body.stream).await
-}
-
-/// Runs the conversation's last user message again (see `retry`).
-pub(crate) async fn retry_turn(
-    turn: Turn,
-    ctx: &Context,
-    stream: bool,
-) -> Result<Response, ApiError> {
-    let id = turn.conversation.id.clone();
-    match turn.coordinator.acquire(&turn.id).await? {
-        Submitted::Acquired { stranded } => {
-            let retried = match turn.store.supersede_after_last_user(&id).await {
-                Ok(found) => found,
-                Err(e) => {
-                    turn.release().await;
-                    return Err(e);
-                }
-            };
-            if !retried && stranded.is_empty() {
-                turn.release().await;
-                return Err(ApiError::BadRequest(format!(
-                    "conversation `{id}` has no user message to retry"
-                )));
-            }
-            turn.start(ctx, readable(&stranded), stream).await
-        }
-        Submitted::Busy | Submitted::Queued { .. } => Err(ApiError::Conflict(format!(
-            "a turn is running in conversation `{id}`; cancel it or wait before retrying"
-        ))),
-    }
-}
-
-/// Messages a dead turn left queued, in the order they were sent.
-fn readable(stranded: &[String]) -> Vec<AgentMessage> {
-    stranded
-        .iter()
-        .filter_map(|m| match serde_json::from_str(m) {
-            Ok(message) => Some(message),
-            Err(e) => {
-                worker::console_error!("dropping an unreadable queued message: {e}: {m}");
-                None
-            }
-        })
-        .collect()
+    let conversation = owned(env, user, id).await?;
+    hand_over(
+        env,
+        &conversation,
+        TurnRequest::Retry,
+        Vec::new(),
+        body.stream,
+        config,
+    )
+    .await
 }
 
 pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {

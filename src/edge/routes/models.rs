@@ -5,7 +5,6 @@ use worker::Response;
 use crate::edge::config::Config;
 use crate::edge::error::ApiError;
 use crate::edge::json_response;
-use crate::llm::models::MODELS;
 
 pub fn list(config: &Config) -> Result<Response, ApiError> {
     json_response(
@@ -13,7 +12,7 @@ pub fn list(config: &Config) -> Result<Response, ApiError> {
         &serde_json::json!({
             "default": config.default_model.to_string(),
             "fallbacks": config.fallback_models.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "models": MODELS,
+            "models": config.models.entries(),
         }),
     )
 }

@@ -1,0 +1,357 @@
+//! The conversation object's decisions, as plain functions of what it knows: whether a turn
+//! runs, what waits in the queue, how the last turn ended, how often an interrupted turn was
+//! recovered. The object applies them to its storage; keeping them here, free of the platform,
+//! lets every rule be tested natively.
+//!
+//! The rules:
+//! - one turn at a time; a message sent meanwhile waits in the queue;
+//! - whatever ends a turn, the queue is looked at in the same synchronous step: anything there
+//!   starts the next turn at once, so nothing accepted is ever stranded;
+//! - a turn the object recorded but no task of this isolate runs was interrupted (eviction or a
+//!   restart): it is recovered from D1, at most [`MAX_RECOVERIES`] times, then given up with an
+//!   error in the history.
+
+use crate::agent::{pending_calls, AgentMessage};
+use crate::llm::{AssistantMessage, StopReason, ToolResult};
+
+/// How often an interrupted turn is resumed before it is given up.
+pub const MAX_RECOVERIES: u32 = 3;
+
+/// The result content of a tool call whose turn was interrupted before it ran or finished.
+pub const INTERRUPTED: &str = "no result: the turn was interrupted before this call finished";
+
+/// Whether a turn is running, as the object sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    Idle,
+    /// A task of this isolate runs the turn.
+    Running,
+    /// Storage records a turn, but no task of this isolate runs it: the object was evicted or
+    /// the runtime restarted mid-turn.
+    Orphaned,
+}
+
+pub fn activity(turn_recorded: bool, task_alive: bool) -> Activity {
+    match (turn_recorded, task_alive) {
+        (_, true) => Activity::Running,
+        (true, false) => Activity::Orphaned,
+        (false, false) => Activity::Idle,
+    }
+}
+
+/// A user message arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMessage {
+    /// Nothing runs: the message starts a turn.
+    StartTurn,
+    /// It waits for the running turn.
+    Queue,
+    /// It waits, and the interrupted turn it waits for is recovered now rather than at the alarm.
+    QueueAndRecover,
+}
+
+pub fn on_message(activity: Activity) -> OnMessage {
+    match activity {
+        Activity::Idle => OnMessage::StartTurn,
+        Activity::Running => OnMessage::Queue,
+        Activity::Orphaned => OnMessage::QueueAndRecover,
+    }
+}
+
+/// Answers for a paused turn and retries need the conversation to themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnExclusive {
+    StartTurn,
+    Busy,
+    /// Busy with an interrupted turn, which is recovered now.
+    BusyAndRecover,
+}
+
+pub fn on_exclusive(activity: Activity) -> OnExclusive {
+    match activity {
+        Activity::Idle => OnExclusive::StartTurn,
+        Activity::Running => OnExclusive::Busy,
+        Activity::Orphaned => OnExclusive::BusyAndRecover,
+    }
+}
+
+/// What a paused turn waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseKind {
+    ToolResults,
+    Approval,
+}
+
+impl PauseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseKind::ToolResults => "tool_results",
+            PauseKind::Approval => "approval",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "tool_results" => Some(PauseKind::ToolResults),
+            "approval" => Some(PauseKind::Approval),
+            _ => None,
+        }
+    }
+}
+
+/// What follows a turn's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterTurn {
+    /// The conversation rests; `paused` says what it waits for, if anything.
+    Idle { paused: Option<PauseKind> },
+    /// Queued messages start the next turn now.
+    NextTurn,
+}
+
+/// Decides the step after any ending: completed, cancelled, failed, limit or paused. A
+/// conversation being deleted starts nothing.
+pub fn after_turn(paused: Option<PauseKind>, queued: usize, deleting: bool) -> AfterTurn {
+    if queued > 0 && !deleting {
+        AfterTurn::NextTurn
+    } else if deleting {
+        AfterTurn::Idle { paused: None }
+    } else {
+        AfterTurn::Idle { paused }
+    }
+}
+
+/// What to do with an interrupted turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Orphan {
+    /// Resume it; `attempt` counts from 1.
+    Recover { attempt: u32 },
+    /// It was interrupted too often: record why and end it.
+    GiveUp,
+}
+
+pub fn orphan(recoveries_so_far: u32) -> Orphan {
+    if recoveries_so_far >= MAX_RECOVERIES {
+        Orphan::GiveUp
+    } else {
+        Orphan::Recover {
+            attempt: recoveries_so_far + 1,
+        }
+    }
+}
+
+/// The alarm a running turn keeps ahead of itself fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnAlarm {
+    Nothing,
+    /// The turn is alive: set the next alarm.
+    Rearm,
+    Orphan(Orphan),
+    /// Nothing runs but messages wait (their turn never started): start one.
+    StartQueued,
+}
+
+pub fn on_alarm(activity: Activity, recoveries_so_far: u32, queued: usize) -> OnAlarm {
+    match activity {
+        Activity::Running => OnAlarm::Rearm,
+        Activity::Orphaned => OnAlarm::Orphan(orphan(recoveries_so_far)),
+        Activity::Idle if queued > 0 => OnAlarm::StartQueued,
+        Activity::Idle => OnAlarm::Nothing,
+    }
+}
+
+/// What resuming an interrupted turn stores before the model is called again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recovery {
+    /// The turn's last answer was stored whole: there is nothing to call the model for.
+    Answered,
+    /// Store these (the partial answer marked interrupted, results for calls left without one),
+    /// then call the model.
+    Continue(Vec<AgentMessage>),
+}
+
+/// `history` is what D1 holds; `partial` what the turn had streamed of an answer it never
+/// stored.
+pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> Recovery {
+    let mut messages = Vec::new();
+    if let Some(mut partial) = partial.filter(|p| !p.content.is_empty()) {
+        partial.stop_reason = StopReason::Interrupted;
+        messages.push(AgentMessage::Assistant(partial));
+    }
+    for call in pending_calls(history) {
+        messages.push(AgentMessage::ToolResult(ToolResult {
+            tool_call_id: call.id,
+            tool_name: call.name,
+            content: INTERRUPTED.to_string(),
+            is_error: true,
+        }));
+    }
+    let last_seen = history.iter().rev().find(|m| m.to_llm().is_some());
+    let answered = matches!(last_seen, Some(AgentMessage::Assistant(a))
+        if a.tool_calls().next().is_none() && !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted | StopReason::Interrupted));
+    if messages.is_empty() && answered {
+        Recovery::Answered
+    } else {
+        Recovery::Continue(messages)
+    }
+}
+
+/// The message a given-up turn leaves in the history.
+pub fn given_up_note() -> AgentMessage {
+    AgentMessage::SystemEvent {
+        text: format!(
+            "This turn was interrupted {MAX_RECOVERIES} times (the runtime restarted or evicted the \
+             conversation mid-turn) and was stopped. Send the message again to retry."
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ContentBlock, ToolCall, Usage};
+
+    fn answer(text: &str, calls: &[&str]) -> AgentMessage {
+        let mut content = vec![ContentBlock::Text { text: text.into() }];
+        for id in calls {
+            content.push(ContentBlock::ToolUse(ToolCall {
+                id: (*id).into(),
+                name: "current_time".into(),
+                input: serde_json::json!({}),
+                signature: None,
+            }));
+        }
+        AgentMessage::Assistant(AssistantMessage {
+            content,
+            stop_reason: if calls.is_empty() {
+                StopReason::EndTurn
+            } else {
+                StopReason::ToolUse
+            },
+            model: "m".into(),
+            provider: "p".into(),
+            usage: Usage::default(),
+        })
+    }
+
+    fn result(id: &str) -> AgentMessage {
+        AgentMessage::ToolResult(ToolResult {
+            tool_call_id: id.into(),
+            tool_name: "current_time".into(),
+            content: "noon".into(),
+            is_error: false,
+        })
+    }
+
+    #[test]
+    fn a_task_of_this_isolate_means_running_a_record_without_one_means_orphaned() {
+        assert_eq!(activity(false, false), Activity::Idle);
+        assert_eq!(activity(true, true), Activity::Running);
+        assert_eq!(activity(true, false), Activity::Orphaned);
+    }
+
+    #[test]
+    fn messages_start_a_turn_or_wait_and_an_orphaned_turn_is_recovered_at_once() {
+        assert_eq!(on_message(Activity::Idle), OnMessage::StartTurn);
+        assert_eq!(on_message(Activity::Running), OnMessage::Queue);
+        assert_eq!(on_message(Activity::Orphaned), OnMessage::QueueAndRecover);
+        assert_eq!(on_exclusive(Activity::Idle), OnExclusive::StartTurn);
+        assert_eq!(on_exclusive(Activity::Running), OnExclusive::Busy);
+        assert_eq!(
+            on_exclusive(Activity::Orphaned),
+            OnExclusive::BusyAndRecover
+        );
+    }
+
+    #[test]
+    fn every_ending_with_a_queue_starts_the_next_turn() {
+        for paused in [
+            None,
+            Some(PauseKind::ToolResults),
+            Some(PauseKind::Approval),
+        ] {
+            assert_eq!(after_turn(paused, 1, false), AfterTurn::NextTurn);
+            assert_eq!(after_turn(paused, 0, false), AfterTurn::Idle { paused });
+            // A conversation being deleted neither runs its queue nor stays paused.
+            assert_eq!(
+                after_turn(paused, 3, true),
+                AfterTurn::Idle { paused: None }
+            );
+        }
+    }
+
+    #[test]
+    fn the_alarm_rearms_for_a_live_turn_recovers_an_orphan_and_runs_a_forgotten_queue() {
+        assert_eq!(on_alarm(Activity::Running, 0, 2), OnAlarm::Rearm);
+        assert_eq!(
+            on_alarm(Activity::Orphaned, 0, 0),
+            OnAlarm::Orphan(Orphan::Recover { attempt: 1 })
+        );
+        assert_eq!(
+            on_alarm(Activity::Orphaned, MAX_RECOVERIES - 1, 0),
+            OnAlarm::Orphan(Orphan::Recover {
+                attempt: MAX_RECOVERIES
+            })
+        );
+        assert_eq!(
+            on_alarm(Activity::Orphaned, MAX_RECOVERIES, 0),
+            OnAlarm::Orphan(Orphan::GiveUp)
+        );
+        assert_eq!(on_alarm(Activity::Idle, 0, 1), OnAlarm::StartQueued);
+        assert_eq!(on_alarm(Activity::Idle, 0, 0), OnAlarm::Nothing);
+    }
+
+    #[test]
+    fn recovery_keeps_the_partial_answer_marked_interrupted_and_answers_open_calls() {
+        let history = vec![
+            AgentMessage::user_text("what time is it?"),
+            answer("Checking.", &["a", "b"]),
+            result("a"),
+        ];
+        let Recovery::Continue(stored) = recovery(&history, None) else {
+            panic!("an unanswered call needs the model again");
+        };
+        assert_eq!(stored.len(), 1);
+        assert!(
+            matches!(&stored[0], AgentMessage::ToolResult(r) if r.tool_call_id == "b" && r.is_error && r.content == INTERRUPTED)
+        );
+
+        let history = vec![AgentMessage::user_text("tell me a story")];
+        let AgentMessage::Assistant(partial) = answer("Once upon", &[]) else {
+            unreachable!()
+        };
+        let Recovery::Continue(stored) = recovery(&history, Some(partial)) else {
+            panic!("a partial answer needs the model again");
+        };
+        assert!(
+            matches!(&stored[..], [AgentMessage::Assistant(a)] if a.stop_reason == StopReason::Interrupted && a.text() == "Once upon")
+        );
+        // An empty partial is not stored.
+        let AgentMessage::Assistant(mut empty) = answer("", &[]) else {
+            unreachable!()
+        };
+        empty.content.clear();
+        assert_eq!(recovery(&history, Some(empty)), Recovery::Continue(vec![]));
+    }
+
+    #[test]
+    fn a_turn_whose_answer_was_stored_whole_is_not_run_again() {
+        let history = vec![
+            AgentMessage::user_text("hi"),
+            answer("Hello!", &[]),
+            AgentMessage::ContextNote {
+                text: "not seen by the model".into(),
+            },
+        ];
+        assert_eq!(recovery(&history, None), Recovery::Answered);
+        // A failed answer is not an answer.
+        let AgentMessage::Assistant(mut failed) = answer("Hel", &[]) else {
+            unreachable!()
+        };
+        failed.stop_reason = StopReason::Error;
+        let history = vec![
+            AgentMessage::user_text("hi"),
+            AgentMessage::Assistant(failed),
+        ];
+        assert_eq!(recovery(&history, None), Recovery::Continue(vec![]));
+    }
+}

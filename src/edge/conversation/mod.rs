@@ -1,0 +1,562 @@
+//! The conversation Durable Object (SQLite-backed): one per conversation, it owns the
+//! conversation's turns.
+//!
+//! It receives every message, runs at most one turn at a time as work of the object (not of the
+//! request that asked for it, so a turn outlives its client), queues what arrives meanwhile, and
+//! keeps the running turn's stream for any reader. The queue, the cancel signal and the running
+//! turn live in this one single-threaded object, so they talk directly: a cancel flips the turn's
+//! token and aborts its provider call at once.
+//!
+//! - [`machine`]: the decisions (start or queue, what follows a turn, alarm recovery), pure
+//! - [`storage`]: the object's SQLite tables
+//! - [`log`]: the running turn's stream and its readers
+//!
+//! While a turn runs, an alarm is kept [`ALARM_MS`] ahead. If the object is evicted or the
+//! runtime restarts mid-turn, the alarm finds the recorded turn with no task running it and
+//! finishes it from D1 (see [`machine::recovery`]).
+
+pub mod log;
+pub mod machine;
+pub mod storage;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use futures::channel::{mpsc, oneshot};
+use futures::StreamExt;
+use worker::{
+    console_error, durable_object, AbortController, AbortSignal, DurableObject, Env, Method,
+    Request, Response, Result, State,
+};
+
+use self::log::ChunkLog;
+use self::machine::{Activity, AfterTurn, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind};
+use self::storage::ObjectStorage;
+use super::coordinator::{Delivery, Send, Status, TurnConversation, TurnRequest};
+use super::error::ApiError;
+use super::store::Store;
+use super::turn::{prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
+use super::ui_stream::HEADERS;
+use super::{error_response, json_response, new_id, now_ms};
+use crate::agent::{CancelToken, TurnOutcome};
+use crate::llm::ToolDef;
+
+/// How far ahead of a running turn its alarm is kept.
+pub const ALARM_MS: i64 = 30_000;
+
+#[durable_object]
+pub struct ConversationCoordinator {
+    object: Rc<Object>,
+}
+
+impl DurableObject for ConversationCoordinator {
+    fn new(state: State, env: Env) -> Self {
+        let storage = Rc::new(ObjectStorage::open(state.storage().sql()));
+        Self {
+            object: Rc::new(Object {
+                state,
+                env,
+                storage,
+                turn_env: RefCell::default(),
+                live: RefCell::default(),
+                deleting: Cell::new(false),
+            }),
+        }
+    }
+
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        match self.object.handle(req).await {
+            Ok(response) => Ok(response),
+            Err(e) => {
+                if e.status() >= 500 {
+                    console_error!("conversation object: {e}");
+                }
+                error_response(&e)
+            }
+        }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        if let Err(e) = self.object.alarm() {
+            console_error!("conversation alarm: {e}");
+        }
+        Response::ok("")
+    }
+}
+
+/// The object's state, shared with the turns it runs.
+struct Object {
+    state: State,
+    env: Env,
+    storage: Rc<ObjectStorage>,
+    /// Built on first use: configuration parsed from the environment, D1.
+    turn_env: RefCell<Option<Rc<TurnEnv>>>,
+    /// The turn a task of this isolate runs.
+    live: RefCell<Option<Live>>,
+    /// The conversation is being deleted: its turn ends and nothing new starts.
+    deleting: Cell<bool>,
+}
+
+struct Live {
+    turn_id: String,
+    cancel: CancelToken,
+    abort: Option<AbortController>,
+    log: Rc<ChunkLog>,
+}
+
+/// A turn that holds the conversation.
+struct Claimed {
+    turn_id: String,
+    cancel: CancelToken,
+    signal: AbortSignal,
+    log: Rc<ChunkLog>,
+}
+
+impl Object {
+    async fn handle(self: &Rc<Self>, mut req: Request) -> std::result::Result<Response, ApiError> {
+        let path = req.path();
+        match (req.method(), path.as_str()) {
+            (Method::Post, "/send") => {
+                let send: Send = req.json().await?;
+                self.send(send).await
+            }
+            (Method::Get, "/stream") => self.attach(),
+            (Method::Post, "/cancel") => {
+                json_response(200, &serde_json::json!({ "cancelling": self.cancel() }))
+            }
+            (Method::Post, "/clear") => {
+                self.clear().await?;
+                json_response(200, &serde_json::json!({}))
+            }
+            (Method::Get, "/status") => {
+                let activity = self.activity()?;
+                json_response(
+                    200,
+                    &Status {
+                        running: activity != Activity::Idle,
+                        steering: self.storage.queue_len(Some(Delivery::Steering))?,
+                        followup: self.storage.queue_len(Some(Delivery::Followup))?,
+                        paused: match activity {
+                            Activity::Idle => {
+                                self.storage.paused()?.map(|(k, _)| k.as_str().into())
+                            }
+                            _ => None,
+                        },
+                    },
+                )
+            }
+            _ => Err(ApiError::NotFound(format!(
+                "no conversation object route {path}"
+            ))),
+        }
+    }
+
+    fn turn_env(&self) -> std::result::Result<Rc<TurnEnv>, ApiError> {
+        if let Some(env) = self.turn_env.borrow().as_ref() {
+            return Ok(env.clone());
+        }
+        let env = Rc::new(TurnEnv {
+            env: self.env.clone(),
+            config: super::config(&self.env)?,
+            store: Rc::new(Store::new(self.env.d1("DB")?)),
+            storage: self.storage.clone(),
+        });
+        *self.turn_env.borrow_mut() = Some(env.clone());
+        Ok(env)
+    }
+
+    fn activity(&self) -> std::result::Result<Activity, ApiError> {
+        Ok(machine::activity(
+            self.storage.turn()?.is_some(),
+            self.live.borrow().is_some(),
+        ))
+    }
+
+    /// A message, answers or a retry: starts a turn and answers with its stream (or its JSON),
+    /// or queues the message (202), or refuses (409 while a turn runs).
+    async fn send(self: &Rc<Self>, send: Send) -> std::result::Result<Response, ApiError> {
+        let Send {
+            conversation,
+            request,
+            client_tools,
+            stream,
+        } = send;
+        if self.deleting.get() {
+            return Err(super::routes::conversations::not_found(&conversation.id));
+        }
+        self.storage.set_conversation(&conversation)?;
+        let activity = self.activity()?;
+        let now = now_ms();
+        let busy = || {
+            ApiError::Conflict(format!(
+                "a turn is running in conversation `{}`; cancel it or wait for it to end",
+                conversation.id
+            ))
+        };
+        let (kickoff, own_message) = match request {
+            TurnRequest::Message {
+                id,
+                message,
+                delivery,
+            } => match machine::on_message(activity) {
+                OnMessage::StartTurn => (Kickoff::Queued, Some((id, message))),
+                queue => {
+                    let body = serde_json::to_string(&message)?;
+                    let position = self.storage.enqueue(&id, delivery, &body, now)?;
+                    if queue == OnMessage::QueueAndRecover {
+                        self.recover_orphan()?;
+                    }
+                    return json_response(
+                        202,
+                        &serde_json::json!({"queued": delivery.as_str(), "position": position}),
+                    );
+                }
+            },
+            TurnRequest::Resume {
+                results,
+                approvals,
+                message,
+                only_pending,
+            } => {
+                self.exclusive(activity)?.ok_or_else(busy)?;
+                let kickoff = Kickoff::Resume {
+                    results,
+                    approvals,
+                    only_pending,
+                };
+                (kickoff, message)
+            }
+            TurnRequest::Retry => {
+                self.exclusive(activity)?.ok_or_else(busy)?;
+                (Kickoff::Retry, None)
+            }
+        };
+        // A client that resumes without repeating its tools gets the ones the pause offered.
+        let client_tools = if client_tools.is_empty() {
+            self.storage.paused()?.map(|(_, t)| t).unwrap_or_default()
+        } else {
+            client_tools
+        };
+        let turn_env = self.turn_env()?;
+        let claimed = self.claim(0, &client_tools)?;
+        let start = Start {
+            kickoff,
+            queued: self.storage.queued(None)?,
+            own: own_message,
+        };
+        let reader = claimed.log.attach();
+        let ready = prepare(
+            &turn_env,
+            &conversation,
+            start,
+            client_tools,
+            &claimed.signal,
+        )
+        .await;
+        let prepared = match ready {
+            Ok(Ready::Run(prepared)) => prepared,
+            Ok(Ready::Nothing) => {
+                self.finish(&claimed, &TurnOutcome::Completed, &[]);
+                return Ok(Response::empty()?.with_status(204));
+            }
+            Err(e) => {
+                self.abandon(&claimed);
+                return Err(e);
+            }
+        };
+        let (summary_tx, summary_rx) = oneshot::channel();
+        self.run(
+            turn_env,
+            claimed,
+            *prepared,
+            (!stream).then_some(summary_tx),
+        );
+        let reader = reader.ok_or_else(|| ApiError::Internal("the turn's log is full".into()))?;
+        if stream {
+            return sse(reader);
+        }
+        let body: Vec<Vec<u8>> = reader.collect().await;
+        let body = String::from_utf8(body.concat()).unwrap_or_default();
+        let summary = summary_rx
+            .await
+            .map_err(|_| ApiError::Internal("the turn ended without a summary".into()))?;
+        json_response(200, &summary.into_json(&body, &self.turn_env()?.config))
+    }
+
+    /// `Some(())` when an exclusive request may start a turn; an interrupted turn is recovered.
+    fn exclusive(self: &Rc<Self>, activity: Activity) -> std::result::Result<Option<()>, ApiError> {
+        match machine::on_exclusive(activity) {
+            OnExclusive::StartTurn => Ok(Some(())),
+            OnExclusive::Busy => Ok(None),
+            OnExclusive::BusyAndRecover => {
+                self.recover_orphan()?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Takes the conversation for a new turn, synchronously: from here on messages queue.
+    fn claim(
+        &self,
+        recoveries: u32,
+        client_tools: &[ToolDef],
+    ) -> std::result::Result<Claimed, ApiError> {
+        let turn_id = new_id()?;
+        self.storage
+            .begin_turn(&turn_id, now_ms(), recoveries, client_tools)?;
+        let log = Rc::new(ChunkLog::new(self.storage.clone()));
+        let abort = AbortController::default();
+        let signal = abort.signal();
+        let cancel = CancelToken::default();
+        *self.live.borrow_mut() = Some(Live {
+            turn_id: turn_id.clone(),
+            cancel: cancel.clone(),
+            abort: Some(abort),
+            log: log.clone(),
+        });
+        self.keep_alarm();
+        Ok(Claimed {
+            turn_id,
+            cancel,
+            signal,
+            log,
+        })
+    }
+
+    /// Runs a prepared turn as work of the object; its end step follows synchronously.
+    fn run(
+        self: &Rc<Self>,
+        turn_env: Rc<TurnEnv>,
+        claimed: Claimed,
+        prepared: Prepared,
+        summary: Option<oneshot::Sender<TurnSummary>>,
+    ) {
+        if let Err(e) = self.storage.clear_paused() {
+            console_error!("clearing the pause: {e}");
+        }
+        let object = self.clone();
+        self.state.wait_until(async move {
+            let result = prepared
+                .run(&turn_env, claimed.cancel.clone(), claimed.log.clone())
+                .await;
+            object.finish(&claimed, &result.outcome, &result.client_tools);
+            if let Some(tx) = summary {
+                let _ = tx.send(result);
+            }
+        });
+    }
+
+    /// Starts a turn nobody waits on (queued messages, a recovery) as work of the object.
+    fn start_background(
+        self: &Rc<Self>,
+        kickoff: Kickoff,
+        recoveries: u32,
+        client_tools: Vec<ToolDef>,
+    ) -> std::result::Result<(), ApiError> {
+        let Some(conversation) = self.storage.conversation()? else {
+            return Err(ApiError::Internal(
+                "the conversation object does not know its conversation".into(),
+            ));
+        };
+        let turn_env = self.turn_env()?;
+        let claimed = self.claim(recoveries, &client_tools)?;
+        let start = Start {
+            kickoff,
+            queued: self.storage.queued(None)?,
+            own: None,
+        };
+        let object = self.clone();
+        self.state.wait_until(async move {
+            object
+                .prepare_and_run(turn_env, claimed, conversation, start, client_tools)
+                .await;
+        });
+        Ok(())
+    }
+
+    async fn prepare_and_run(
+        self: Rc<Self>,
+        turn_env: Rc<TurnEnv>,
+        claimed: Claimed,
+        conversation: TurnConversation,
+        start: Start,
+        client_tools: Vec<ToolDef>,
+    ) {
+        match prepare(
+            &turn_env,
+            &conversation,
+            start,
+            client_tools,
+            &claimed.signal,
+        )
+        .await
+        {
+            Ok(Ready::Run(prepared)) => self.run(turn_env, claimed, *prepared, None),
+            Ok(Ready::Nothing) => self.finish(&claimed, &TurnOutcome::Completed, &[]),
+            Err(e) => {
+                console_error!(
+                    "a turn of conversation {} could not start: {e}",
+                    conversation.id
+                );
+                self.abandon(&claimed);
+            }
+        }
+    }
+
+    /// The end step of every turn, synchronous so no message can slip between "the turn ends"
+    /// and "the queue is looked at": queued messages start the next turn at once.
+    fn finish(self: &Rc<Self>, claimed: &Claimed, outcome: &TurnOutcome, client_tools: &[ToolDef]) {
+        claimed.log.close();
+        if !self.release(claimed) {
+            return;
+        }
+        let paused = match outcome {
+            TurnOutcome::AwaitingToolResults(_) => Some(PauseKind::ToolResults),
+            TurnOutcome::AwaitingApproval(_) => Some(PauseKind::Approval),
+            _ => None,
+        };
+        let queued = self.storage.queue_len(None).unwrap_or(0) as usize;
+        let next = machine::after_turn(paused, queued, self.deleting.get());
+        let ended = match next {
+            AfterTurn::Idle { paused } => self
+                .storage
+                .end_turn(paused.map(|kind| (kind, client_tools))),
+            AfterTurn::NextTurn => self.storage.end_turn(None),
+        };
+        if let Err(e) = ended {
+            console_error!("ending turn {}: {e}", claimed.turn_id);
+        }
+        if next == AfterTurn::NextTurn {
+            if let Err(e) = self.start_background(Kickoff::Queued, 0, Vec::new()) {
+                console_error!("starting the next turn: {e}; the alarm will");
+                self.keep_alarm();
+            }
+        }
+    }
+
+    /// A turn that could not start: the conversation is free again. Queued messages are left
+    /// for the alarm rather than retried at once, so a failing store cannot spin.
+    fn abandon(&self, claimed: &Claimed) {
+        claimed.log.close();
+        if self.release(claimed) {
+            if let Err(e) = self.storage.end_turn(None) {
+                console_error!("ending turn {}: {e}", claimed.turn_id);
+            }
+            if self.storage.queue_len(None).unwrap_or(0) > 0 {
+                self.keep_alarm();
+            }
+        }
+    }
+
+    /// Forgets the live turn if it is `claimed`'s; `false` if another took its place.
+    fn release(&self, claimed: &Claimed) -> bool {
+        let mut live = self.live.borrow_mut();
+        if live.as_ref().map(|l| l.turn_id.as_str()) != Some(claimed.turn_id.as_str()) {
+            return false;
+        }
+        *live = None;
+        true
+    }
+
+    /// Resumes (or gives up) the turn storage records but no task runs.
+    fn recover_orphan(self: &Rc<Self>) -> std::result::Result<(), ApiError> {
+        let Some(row) = self.storage.turn()? else {
+            return Ok(());
+        };
+        let partial = row
+            .partial
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok());
+        let recoveries = u32::try_from(row.recoveries).unwrap_or(u32::MAX);
+        match machine::orphan(recoveries) {
+            Orphan::Recover { attempt } => {
+                worker::console_warn!(
+                    "recovering interrupted turn {} (attempt {attempt})",
+                    row.turn_id
+                );
+                self.start_background(Kickoff::Recover { partial }, attempt, row.client_tools())
+            }
+            Orphan::GiveUp => {
+                self.start_background(Kickoff::GiveUp { partial }, recoveries, Vec::new())
+            }
+        }
+    }
+
+    fn alarm(self: &Rc<Self>) -> std::result::Result<(), ApiError> {
+        let recoveries = self
+            .storage
+            .turn()?
+            .map_or(0, |t| u32::try_from(t.recoveries).unwrap_or(u32::MAX));
+        let queued = self.storage.queue_len(None)? as usize;
+        match machine::on_alarm(self.activity()?, recoveries, queued) {
+            OnAlarm::Nothing => Ok(()),
+            OnAlarm::Rearm => {
+                self.keep_alarm();
+                Ok(())
+            }
+            OnAlarm::Orphan(_) => self.recover_orphan(),
+            OnAlarm::StartQueued => self.start_background(Kickoff::Queued, 0, Vec::new()),
+        }
+    }
+
+    /// Sets the alarm [`ALARM_MS`] ahead.
+    fn keep_alarm(&self) {
+        let storage = self.state.storage();
+        self.state.wait_until(async move {
+            if let Err(e) = storage.set_alarm(ALARM_MS).await {
+                console_error!("setting the conversation alarm: {e}");
+            }
+        });
+    }
+
+    /// Stops the running turn at once: its token tells the loop, the abort ends the provider
+    /// call. `false` when no turn runs.
+    fn cancel(&self) -> bool {
+        let mut live = self.live.borrow_mut();
+        let Some(live) = live.as_mut() else {
+            return false;
+        };
+        live.cancel.cancel();
+        if let Some(abort) = live.abort.take() {
+            abort.abort();
+        }
+        true
+    }
+
+    /// The running turn's stream from its start, then live; 204 when none runs.
+    fn attach(&self) -> std::result::Result<Response, ApiError> {
+        let reader = self.live.borrow().as_ref().and_then(|l| l.log.attach());
+        match reader {
+            Some(reader) => sse(reader),
+            None => Ok(Response::empty()?.with_status(204)),
+        }
+    }
+
+    /// The conversation is being deleted: the running turn is cancelled and has ended before
+    /// the object forgets everything.
+    async fn clear(&self) -> std::result::Result<(), ApiError> {
+        self.deleting.set(true);
+        self.cancel();
+        for _ in 0..200 {
+            if self.live.borrow().is_none() {
+                break;
+            }
+            worker::Delay::from(std::time::Duration::from_millis(25)).await;
+        }
+        let cleared = self.storage.clear();
+        if let Err(e) = self.state.storage().delete_alarm().await {
+            console_error!("deleting the conversation alarm: {e}");
+        }
+        self.deleting.set(false);
+        Ok(cleared?)
+    }
+}
+
+/// A reader's stream as the UI message stream response.
+fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response, ApiError> {
+    let headers = worker::Headers::new();
+    for (name, value) in HEADERS {
+        headers.set(name, value)?;
+    }
+    Ok(Response::from_stream(reader.map(Ok::<Vec<u8>, worker::Error>))?.with_headers(headers))
+}
