@@ -43,14 +43,28 @@ struct MessageRow {
 
 pub struct Store {
     db: D1Database,
+    /// D1 round trips made through this store (a batch is one), for the per-turn log line.
+    round_trips: std::cell::Cell<u32>,
 }
 
 impl Store {
     pub fn new(db: D1Database) -> Self {
-        Self { db }
+        Self {
+            db,
+            round_trips: std::cell::Cell::new(0),
+        }
+    }
+
+    pub fn round_trips(&self) -> u32 {
+        self.round_trips.get()
+    }
+
+    fn tick(&self, n: u32) {
+        self.round_trips.set(self.round_trips.get().wrapping_add(n));
     }
 
     pub async fn create_conversation(&self, c: &Conversation) -> Result<(), ApiError> {
+        self.tick(1);
         let metadata = c.metadata.as_ref().map(Value::to_string);
         self.db
             .prepare(
@@ -76,6 +90,7 @@ impl Store {
         owner: &str,
         id: &str,
     ) -> Result<Option<Conversation>, ApiError> {
+        self.tick(1);
         Ok(self
             .db
             .prepare("SELECT * FROM conversations WHERE id = ?1 AND owner = ?2")
@@ -86,6 +101,7 @@ impl Store {
 
     /// Conversation `id`, whoever owns it (the caller checks).
     pub async fn conversation_by_id(&self, id: &str) -> Result<Option<Conversation>, ApiError> {
+        self.tick(1);
         Ok(self
             .db
             .prepare("SELECT * FROM conversations WHERE id = ?1")
@@ -102,6 +118,7 @@ impl Store {
         before: Option<(i64, &str)>,
         limit: i64,
     ) -> Result<(Vec<Conversation>, Option<(i64, String)>), ApiError> {
+        self.tick(1);
         let (created, id) = before.unwrap_or((i64::MAX, ""));
         let mut rows = self
             .db
@@ -130,6 +147,7 @@ impl Store {
 
     /// Deletes a conversation and its history; `false` if `owner` has no such conversation.
     pub async fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, ApiError> {
+        self.tick(1);
         if self.conversation(owner, id).await?.is_none() {
             return Ok(false);
         }
@@ -148,6 +166,7 @@ impl Store {
     /// Marks everything after the last (live) user message superseded, for a retry. `false`
     /// when there is no user message to retry.
     pub async fn supersede_after_last_user(&self, conversation_id: &str) -> Result<bool, ApiError> {
+        self.tick(2);
         #[derive(Deserialize)]
         struct Last {
             seq: Option<i64>,
@@ -185,6 +204,7 @@ impl Store {
         cost_usd: Option<f64>,
         now_ms: i64,
     ) -> Result<(), ApiError> {
+        self.tick(1);
         self.db
             .prepare(
                 "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
@@ -219,6 +239,7 @@ impl Store {
         message: &AgentMessage,
         now_ms: i64,
     ) -> Result<i64, ApiError> {
+        self.tick(1);
         let insert = self.insert_message(conversation_id, message_id, message, now_ms)?;
         let touch = self.touch(conversation_id, now_ms)?;
         let lookup = self
@@ -285,6 +306,7 @@ impl Store {
         summary: Option<(&str, &AgentMessage)>,
         now_ms: i64,
     ) -> Result<i64, ApiError> {
+        self.tick(1);
         // Sequence numbers are integers we read from D1: safe to inline.
         let list = replaced
             .iter()
@@ -324,6 +346,7 @@ impl Store {
         &self,
         conversation_id: &str,
     ) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
+        self.tick(1);
         let rows = self
             .db
             .prepare(
@@ -387,6 +410,7 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> Result<Vec<MessageRow>, ApiError> {
+        self.tick(1);
         Ok(self
             .db
             .prepare(

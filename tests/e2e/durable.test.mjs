@@ -60,8 +60,11 @@ async function queueDuring(firstTurn, body, queued = { message: "While you are a
 test("a message queued during a turn that is then cancelled is answered with no further request", async () => {
   const { id, first } = await queueDuring({ text: "A long story that will be cut short by a cancel. ".repeat(8), gapMs: 20 }, { message: "Tell me a story." });
   anthropic.script({ text: "Four." });
+  // Cancel once some of the answer has streamed, so there is a partial answer to keep.
   const reader = first.body.getReader();
-  await reader.read();
+  const decoder = new TextDecoder();
+  let seen = "";
+  while (!seen.includes('"text-delta"')) seen += decoder.decode((await reader.read()).value, { stream: true });
   assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/cancel`)).status, 202);
   while (!(await reader.read()).done);
   const h = await until(id, answered("Four."));
@@ -96,11 +99,14 @@ test("a follow-up queued during a turn that hits MAX_LLM_CALLS is answered with 
   assert.equal(h[5].content[0].text, "Then what is 2+2?");
 });
 
-test("a message queued during a turn that pauses for a client tool is answered; the pending call gets a result", async () => {
+test("a follow-up queued during a turn that pauses for a client tool is answered; the pending call gets a result", async () => {
   const locate = { name: "get_location", description: "The user's location", input_schema: { type: "object", properties: {} } };
+  // A follow-up waits for the turn's end (a steering message would be injected before the
+  // client tool's call instead, and the turn would not pause).
   const { id, first } = await queueDuring(
     { text: "I need your location first.", gapMs: 15, tools: [{ id: "toolu_loc", name: "get_location", input: {} }] },
     { message: "Where am I?", tools: [locate] },
+    { message: "While you are at it: what is 2+2?", delivery: "followup" },
   );
   anthropic.script({ text: "Four." });
   const { chunks } = await readUiStream(first);
@@ -230,10 +236,11 @@ test("a model declared in MODELS with a 2,048-token window stays usable over 25 
 test("wrangler dev killed mid-turn and started again finishes that turn unasked within a minute", async () => {
   const id = await create();
   const before = anthropic.requests.length;
-  anthropic.script({ text: "This answer is cut off when the runtime dies, and finished after it restarts. ".repeat(6), gapMs: 25 });
+  // `gapMs` pauses between the 1-9 byte pieces the loopback writes: about 10 s in all.
+  anthropic.script({ text: "This answer is cut off when the runtime dies, and finished after it restarts. ".repeat(6), gapMs: 3 });
   const dying = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Plan my week." }).then((r) => r.text()).catch(() => "");
   await untilRequests(before + 1);
-  await sleep(2500); // long enough for a batch of the stream (and the partial answer) to be saved
+  await sleep(3000); // long enough for a batch of the stream (and the partial answer) to be saved
   await worker.kill();
   await dying;
   anthropic.script({ text: "Here is the rest of the plan." });

@@ -60,11 +60,13 @@ impl DurableObject for ConversationCoordinator {
                 turn_env: RefCell::default(),
                 live: RefCell::default(),
                 deleting: Cell::new(false),
+                requests: Cell::new(0),
             }),
         }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
+        self.object.requests.set(self.object.requests.get().wrapping_add(1));
         match self.object.handle(req).await {
             Ok(response) => Ok(response),
             Err(e) => {
@@ -95,6 +97,8 @@ struct Object {
     live: RefCell<Option<Live>>,
     /// The conversation is being deleted: its turn ends and nothing new starts.
     deleting: Cell<bool>,
+    /// Requests this object received, for the per-turn log line.
+    requests: Cell<u32>,
 }
 
 struct Live {
@@ -107,6 +111,10 @@ struct Live {
 /// A turn that holds the conversation.
 struct Claimed {
     turn_id: String,
+    started_at: i64,
+    /// The object's request and D1 round-trip counts when the turn began.
+    requests_before: u32,
+    d1_before: u32,
     cancel: CancelToken,
     signal: AbortSignal,
     log: Rc<ChunkLog>,
@@ -317,6 +325,9 @@ impl Object {
         self.keep_alarm();
         Ok(Claimed {
             turn_id,
+            started_at: now_ms(),
+            requests_before: self.requests.get(),
+            d1_before: self.turn_env()?.store.round_trips(),
             cancel,
             signal,
             log,
@@ -339,6 +350,7 @@ impl Object {
             let result = prepared
                 .run(&turn_env, claimed.cancel.clone(), claimed.log.clone())
                 .await;
+            log_turn(&claimed, &result, &object, &turn_env);
             object.finish(&claimed, &result.outcome, &result.client_tools);
             if let Some(tx) = summary {
                 let _ = tx.send(result);
@@ -550,6 +562,34 @@ impl Object {
         self.deleting.set(false);
         Ok(cleared?)
     }
+}
+
+/// One structured log line per turn, with no message content: how it ended and what it cost
+/// in requests to this object and D1 round trips (the Worker adds one of each per request).
+fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: &TurnEnv) {
+    let outcome = match &result.outcome {
+        TurnOutcome::Completed => "completed",
+        TurnOutcome::Stopped => "stopped",
+        TurnOutcome::AwaitingToolResults(_) => "awaiting_tool_results",
+        TurnOutcome::AwaitingApproval(_) => "awaiting_approval",
+        TurnOutcome::LimitReached(_) => "limit_reached",
+        TurnOutcome::Failed { .. } => "failed",
+        TurnOutcome::Cancelled => "cancelled",
+    };
+    let conversation = object.storage.conversation().ok().flatten();
+    let line = serde_json::json!({
+        "event": "turn",
+        "turn_id": claimed.turn_id,
+        "conversation_id": conversation.map(|c| c.id),
+        "outcome": outcome,
+        "duration_ms": now_ms() - claimed.started_at,
+        "messages": result.messages.len(),
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        "object_requests": object.requests.get().wrapping_sub(claimed.requests_before),
+        "d1_round_trips": turn_env.store.round_trips().wrapping_sub(claimed.d1_before),
+    });
+    worker::console_log!("{line}");
 }
 
 /// A reader's stream as the UI message stream response.
