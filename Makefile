@@ -14,4 +14,4 @@ setup:
 	@scripts/setup.sh --local-model
 
 bench:
-	@cargo bench --quiet --bench decode
+	@scripts/bench.sh

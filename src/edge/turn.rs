@@ -3,7 +3,7 @@
 //! compaction, and streamed into the object's chunk log.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::rc::Rc;
 
 use async_trait::async_trait;
@@ -388,11 +388,10 @@ impl Prepared {
         let persisted = Rc::new(Persisted {
             seqs: RefCell::new(seqs),
             handed_over: RefCell::default(),
+            taken: RefCell::default(),
         });
         state.inbox = Rc::new(ObjectInbox {
             storage: turn_env.storage.clone(),
-            store: turn_env.store.clone(),
-            conversation_id: conversation.id.clone(),
             persisted: persisted.clone(),
         });
         let mut tools = ToolRegistry::new();
@@ -407,6 +406,7 @@ impl Prepared {
             conversation_id: conversation.id.clone(),
             owner: conversation.owner.clone(),
             config: config.clone(),
+            storage: turn_env.storage.clone(),
             persisted,
         };
 
@@ -524,11 +524,15 @@ impl ProviderResolver for FixedProvider {
 }
 
 /// What the hooks and the inbox share: the D1 sequence number of each message of the turn's
-/// history (in the agent's order, for compaction), and the queued messages the inbox already
-/// stored, which the loop hands to `on_message` next.
+/// history (in the agent's order, for compaction), and the queued messages the inbox handed to
+/// the loop, which the loop passes to `on_message` next, in its own order (after the results of
+/// calls a steering message skipped).
 struct Persisted {
     seqs: RefCell<Vec<Option<i64>>>,
-    handed_over: RefCell<VecDeque<(AgentMessage, i64)>>,
+    /// (message, the id it was accepted under, its queue row).
+    handed_over: RefCell<VecDeque<(AgentMessage, String, i64)>>,
+    /// Queue rows handed over in this turn: never handed over twice, even if storing one failed.
+    taken: RefCell<HashSet<i64>>,
 }
 
 /// Persists every message the loop adds, as it is added, each LLM call's usage and cost in the
@@ -538,6 +542,7 @@ struct D1Hooks {
     conversation_id: String,
     owner: String,
     config: Config,
+    storage: Rc<ObjectStorage>,
     persisted: Rc<Persisted>,
 }
 
@@ -569,25 +574,25 @@ impl TurnHooks for D1Hooks {
         let handed_over = {
             let mut queue = self.persisted.handed_over.borrow_mut();
             match queue.front() {
-                Some((m, seq)) if m == message => {
-                    let seq = *seq;
-                    queue.pop_front();
-                    Some(seq)
-                }
+                Some((m, _, _)) if m == message => queue.pop_front(),
                 _ => None,
             }
         };
-        if let Some(seq) = handed_over {
-            self.persisted.seqs.borrow_mut().push(Some(seq));
-            return Ok(());
+        // A queued message is stored under the id it was accepted with (a repeat is harmless)
+        // and leaves the queue only once it is in D1.
+        let (id, queue_seq) = match handed_over {
+            Some((_, id, queue_seq)) => (id, Some(queue_seq)),
+            None => (new_id().map_err(|e| HookError(e.to_string()))?, None),
+        };
+        let stored = self
+            .store
+            .append_message(&self.conversation_id, &id, message, now_ms())
+            .await;
+        if let (Ok(_), Some(queue_seq)) = (&stored, queue_seq) {
+            if let Err(e) = self.storage.dequeue(queue_seq) {
+                console_error!("dequeuing {id}: {e}");
+            }
         }
-        let stored = async {
-            let id = new_id()?;
-            self.store
-                .append_message(&self.conversation_id, &id, message, now_ms())
-                .await
-        }
-        .await;
         self.persisted
             .seqs
             .borrow_mut()
@@ -629,17 +634,15 @@ impl TurnHooks for D1Hooks {
     }
 }
 
-/// The object's queue, seen from the running turn. A message leaves the queue only once it is
-/// in D1 (with the id it was accepted under, so a repeat is harmless).
+/// The object's queue, seen from the running turn. Taking a message hands it to the loop; it
+/// stays queued until `on_message` has stored it.
 struct ObjectInbox {
     storage: Rc<ObjectStorage>,
-    store: Rc<Store>,
-    conversation_id: String,
     persisted: Rc<Persisted>,
 }
 
 impl ObjectInbox {
-    async fn take(&self, only: Option<Delivery>) -> Vec<AgentMessage> {
+    fn take(&self, only: Option<Delivery>) -> Vec<AgentMessage> {
         let rows = match self.storage.queued(only) {
             Ok(rows) => rows,
             Err(e) => {
@@ -649,33 +652,21 @@ impl ObjectInbox {
         };
         let mut taken = Vec::with_capacity(rows.len());
         for row in rows {
-            let message: AgentMessage = match serde_json::from_str(&row.message) {
-                Ok(m) => m,
+            if !self.persisted.taken.borrow_mut().insert(row.seq) {
+                continue;
+            }
+            match serde_json::from_str::<AgentMessage>(&row.message) {
+                Ok(message) => {
+                    self.persisted.handed_over.borrow_mut().push_back((
+                        message.clone(),
+                        row.id,
+                        row.seq,
+                    ));
+                    taken.push(message);
+                }
                 Err(e) => {
                     console_error!("dropping an unreadable queued message {}: {e}", row.id);
                     let _ = self.storage.dequeue(row.seq);
-                    continue;
-                }
-            };
-            match self
-                .store
-                .append_message(&self.conversation_id, &row.id, &message, now_ms())
-                .await
-            {
-                Ok(seq) => {
-                    if let Err(e) = self.storage.dequeue(row.seq) {
-                        console_error!("dequeuing {}: {e}", row.id);
-                    }
-                    self.persisted
-                        .handed_over
-                        .borrow_mut()
-                        .push_back((message.clone(), seq));
-                    taken.push(message);
-                }
-                // It stays queued; the turn's end step starts a turn for it.
-                Err(e) => {
-                    console_error!("storing queued message {}: {e}", row.id);
-                    break;
                 }
             }
         }
@@ -686,11 +677,11 @@ impl ObjectInbox {
 #[async_trait(?Send)]
 impl Inbox for ObjectInbox {
     async fn drain_steering(&self) -> Vec<AgentMessage> {
-        self.take(Some(Delivery::Steering)).await
+        self.take(Some(Delivery::Steering))
     }
 
     async fn drain_at_end(&self) -> Vec<AgentMessage> {
-        self.take(None).await
+        self.take(None)
     }
 }
 

@@ -200,7 +200,7 @@ describe("messages sent while a turn runs", () => {
     assert.deepEqual(stored.map((m) => m.kind), ["user", "assistant", "tool_result", "user", "assistant"]);
     assert.equal(stored[3].content[0].text, "Never mind, tell me a joke.");
 
-    // The turn released its lease: the conversation takes a new turn at once.
+    // The turn has ended: the conversation takes a new turn at once.
     anthropic.script({ text: "Here is another." });
     const next = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Another one." }));
     assert.equal(textOf(next.chunks), "Here is another.");

@@ -66,7 +66,9 @@ impl DurableObject for ConversationCoordinator {
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
-        self.object.requests.set(self.object.requests.get().wrapping_add(1));
+        self.object
+            .requests
+            .set(self.object.requests.get().wrapping_add(1));
         match self.object.handle(req).await {
             Ok(response) => Ok(response),
             Err(e) => {
