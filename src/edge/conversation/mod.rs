@@ -440,6 +440,9 @@ impl Object {
         if let Err(e) = ended {
             console_error!("ending turn {}: {e}", claimed.turn_id);
         }
+        if matches!(next, AfterTurn::Idle { .. }) {
+            self.drop_alarm();
+        }
         if next == AfterTurn::NextTurn {
             if let Err(e) = self.start_background(Kickoff::Queued, 0, Vec::new()) {
                 console_error!("starting the next turn: {e}; the alarm will");
@@ -519,6 +522,17 @@ impl Object {
         self.state.wait_until(async move {
             if let Err(e) = storage.set_alarm(ALARM_MS).await {
                 console_error!("setting the conversation alarm: {e}");
+            }
+        });
+    }
+
+    /// The conversation rests: no alarm is needed (storage calls run in the order they are
+    /// made, so a turn claimed after this still gets its alarm).
+    fn drop_alarm(&self) {
+        let storage = self.state.storage();
+        self.state.wait_until(async move {
+            if let Err(e) = storage.delete_alarm().await {
+                console_error!("deleting the conversation alarm: {e}");
             }
         });
     }
