@@ -6,4 +6,7 @@ cargo bench --quiet --bench decode
 [ -f build/index_bg.wasm ] || scripts/build.sh
 . scripts/env.sh
 echo
+printf 'Worker size: index_bg.wasm %d bytes (%d gzipped), index.js %d bytes (%d gzipped)\n' \
+  "$(wc -c < build/index_bg.wasm)" "$(gzip -9 -c build/index_bg.wasm | wc -c)" \
+  "$(wc -c < build/index.js)" "$(gzip -9 -c build/index.js | wc -c)"
 "$NODE" benches/turn_traffic.mjs

@@ -14,4 +14,11 @@ mode=--release
 [ "${1:-}" = "--dev" ] && mode=--dev
 echo "==> worker-build $mode (the first build compiles std for wasm32: about 2 minutes)" >&2
 worker-build "$mode" 2>&1 | awk '/Compiling/ { if (++n % 25 == 0) { printf "    ... %d crates compiled\n", n; fflush() } next } /Download/ { next } { print; fflush() }' >&2
-ls -l build/index_bg.wasm 2>/dev/null | awk '{printf "==> build/index_bg.wasm: %d bytes\n", $5}' >&2 || true
+# The name section (function names, a fifth of the file) is kept for debugging in
+# target/index_bg.debug.wasm and left out of what ships.
+if [ "$mode" = --release ]; then
+  cp build/index_bg.wasm target/index_bg.debug.wasm
+  "$WASM_OPT_BIN" target/index_bg.debug.wasm --all-features --strip-debug --strip-producers -o build/index_bg.wasm
+fi
+printf '==> build/index_bg.wasm: %d bytes, %d gzipped (symbols: target/index_bg.debug.wasm)\n' \
+  "$(wc -c < build/index_bg.wasm)" "$(gzip -9 -c build/index_bg.wasm | wc -c)" >&2

@@ -608,11 +608,16 @@ fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: 
     worker::console_log!("{line}");
 }
 
-/// A reader's stream as the UI message stream response.
+/// A reader's stream as the UI message stream response. Whatever chunks are waiting when the
+/// runtime pulls go out as one write (each write is a crossing out of wasm); nothing waits for
+/// more, so the first token is not delayed.
 fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response, ApiError> {
     let headers = worker::Headers::new();
     for (name, value) in HEADERS {
         headers.set(name, value)?;
     }
-    Ok(Response::from_stream(reader.map(Ok::<Vec<u8>, worker::Error>))?.with_headers(headers))
+    let writes = reader
+        .ready_chunks(256)
+        .map(|chunks| Ok::<Vec<u8>, worker::Error>(chunks.concat()));
+    Ok(Response::from_stream(writes)?.with_headers(headers))
 }
