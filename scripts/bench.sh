@@ -10,3 +10,5 @@ printf 'Worker size: index_bg.wasm %d bytes (%d gzipped), index.js %d bytes (%d 
   "$(wc -c < build/index_bg.wasm)" "$(gzip -9 -c build/index_bg.wasm | wc -c)" \
   "$(wc -c < build/index.js)" "$(gzip -9 -c build/index.js | wc -c)"
 "$NODE" benches/turn_traffic.mjs
+echo
+"$NODE" benches/cpu.mjs

@@ -45,11 +45,13 @@ export async function d1Query(persistDir, sql) {
 
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
  * access is on unless `vars` say otherwise (the auth tests do). */
-export async function startWorker({ persistDir, vars = {} }) {
+export async function startWorker({ persistDir, vars = {}, config, healthPath = "/healthz" }) {
   vars = { ALLOW_ANONYMOUS: "true", ...vars };
-  await run(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistDir]);
+  // Another Worker (`config`, a wrangler.toml of its own) has no D1 to migrate.
+  if (!config) await run(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistDir]);
   const port = await freePort();
   const args = [WRANGLER, "dev", "--persist-to", persistDir, "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
+  if (config) args.push("--config", config);
   for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
   const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, detached: true });
   let log = "";
@@ -60,7 +62,7 @@ export async function startWorker({ persistDir, vars = {} }) {
   for (;;) {
     if (child.exitCode !== null) throw new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
     try {
-      const r = await fetch(`${url}/healthz`);
+      const r = await fetch(`${url}${healthPath}`);
       if (r.status === 200) break;
     } catch {}
     if (Date.now() > deadline) throw new Error(`wrangler dev did not become healthy in 60 s:\n${log}`);
@@ -68,6 +70,8 @@ export async function startWorker({ persistDir, vars = {} }) {
   }
   return {
     url,
+    /** The `wrangler dev` process (workerd runs as its child). */
+    pid: child.pid,
     log: () => log,
     /** Kills workerd outright, as a crash would: running turns die without cleaning up. */
     async kill() {
@@ -92,7 +96,8 @@ export async function startWorker({ persistDir, vars = {} }) {
 //   { ...answer, failWith: { type, message } }   the answer's text, then a mid-stream error
 //   { status: 429, headers?: {...}, message?: string }   an HTTP error in the provider's shape
 //   { drop: true }   the connection is closed without an answer
-// (`respond`, when set, answers requests the script does not)
+// (`respond`, when set, answers requests the script does not; `writes: "event" | "one"` sends
+// each event in one write, or the whole answer in one, instead of in awkward pieces)
 // and records every request body, so tests can check what the Worker sent.
 
 /** Deterministic PRNG so a failing split pattern can be reproduced. */
@@ -143,8 +148,19 @@ function loopback(name, render, errorBody) {
     res.socket.setNoDelay(true);
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
     const rand = prng(seed++);
-    for (const event of render(turn, parsed)) {
-      await writeAwkwardly(res, event, rand, turn.gapMs ?? 0);
+    if (turn.writes === "event") {
+      // One write per event, as a well-behaved provider sends them (benchmarks).
+      for (const event of render(turn, parsed)) {
+        if (res.destroyed) return;
+        res.write(event);
+        await new Promise((r) => setImmediate(r));
+      }
+    } else if (turn.writes === "one") {
+      res.write([...render(turn, parsed)].join(""));
+    } else {
+      for (const event of render(turn, parsed)) {
+        await writeAwkwardly(res, event, rand, turn.gapMs ?? 0);
+      }
     }
     res.end();
   });
