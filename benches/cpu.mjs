@@ -57,6 +57,7 @@ async function start(options) {
 async function edgeAgent() {
   const worker = await start({});
   let n = 0;
+  worker.complete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
   worker.turn = () => fetch(`${worker.url}/v1/chat`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -67,6 +68,7 @@ async function edgeAgent() {
 
 async function passThrough() {
   const worker = await start({ config: path.join(ROOT, "benches/workers/passthrough.toml"), healthPath: "/" });
+  worker.complete = (body) => body.includes("event: message_stop");
   worker.turn = () => fetch(worker.url, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -88,12 +90,18 @@ async function measure(worker, answer) {
     const response = await worker.turn();
     if (response.status !== 200) throw new Error(`turn answered ${response.status}: ${await response.text()}`);
     const reader = response.body.getReader();
+    const decoder = new TextDecoder();
     let first = true;
+    let body = "";
     for (;;) {
-      const { done } = await reader.read();
+      const { done, value } = await reader.read();
       if (first) { ttfb.push(performance.now() - started); first = false; }
       if (done) break;
+      body += decoder.decode(value, { stream: true });
     }
+    // Only whole answers count: every delta arrived and the stream closed properly.
+    const said = [...body.matchAll(/"(?:delta|text)":"((?:[^"\\]|\\.)*)"/g)].map((m) => JSON.parse(`"${m[1]}"`)).join("");
+    if (!said.includes(answer.text) || !worker.complete(body)) throw new Error(`turn ${i} was incomplete: ${body.slice(-300)}`);
     // What the turn does after its stream ends (the last D1 writes) belongs to it too.
     await new Promise((r) => setTimeout(r, 20));
     if (i >= WARMUP) cpu.push(cpuMs(worker.pid) - before);

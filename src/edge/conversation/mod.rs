@@ -608,16 +608,46 @@ fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: 
     worker::console_log!("{line}");
 }
 
-/// A reader's stream as the UI message stream response. Whatever chunks are waiting when the
-/// runtime pulls go out as one write (each write is a crossing out of wasm); nothing waits for
-/// more, so the first token is not delayed.
+/// A reader's writes gather the chunks that arrive within this window (after the first write,
+/// which goes out at once), so a trickle of tokens costs one write per window, not one each.
+const WRITE_WINDOW_MS: u64 = 4;
+/// ...or until this many bytes wait.
+const WRITE_MAX_BYTES: usize = 16 << 10;
+
+/// A reader's stream as the UI message stream response. Each write is a crossing out of wasm, so
+/// chunks are coalesced: whatever waits when the runtime pulls, plus what arrives within
+/// [`WRITE_WINDOW_MS`]. The first write (the message's `start`) does not wait.
 fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response, ApiError> {
     let headers = worker::Headers::new();
     for (name, value) in HEADERS {
         headers.set(name, value)?;
     }
-    let writes = reader
-        .ready_chunks(256)
-        .map(|chunks| Ok::<Vec<u8>, worker::Error>(chunks.concat()));
+    let writes = futures::stream::unfold((reader, true), |(mut reader, first)| async move {
+        let mut write = reader.next().await?;
+        let mut open = true;
+        while let Some(ready) = futures::FutureExt::now_or_never(reader.next()) {
+            match ready {
+                Some(chunk) => write.extend_from_slice(&chunk),
+                None => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        if open && !first {
+            let mut window = Box::pin(worker::Delay::from(std::time::Duration::from_millis(
+                WRITE_WINDOW_MS,
+            )));
+            while write.len() < WRITE_MAX_BYTES {
+                match futures::future::select(reader.next(), &mut window).await {
+                    futures::future::Either::Left((Some(chunk), _)) => {
+                        write.extend_from_slice(&chunk)
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Some((Ok::<Vec<u8>, worker::Error>(write), (reader, false)))
+    });
     Ok(Response::from_stream(writes)?.with_headers(headers))
 }
