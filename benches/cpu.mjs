@@ -1,6 +1,6 @@
-// `make bench`: workerd CPU, memory and time to first byte per streamed turn, for this Worker and
+// `make bench`: workerd CPU, memory and time to first byte per streamed turn, for this Worker,
 // for a pass-through Worker (benches/workers/passthrough.js) that only pipes the provider's
-// bytes. Each Worker runs alone in its own workerd (started by `wrangler dev`, whose proxy runs
+// bytes, and for the AI SDK's `streamText` (benches/workers/aisdk.js). Each Worker runs alone in its own workerd (started by `wrangler dev`, whose proxy runs
 // in Node and is not counted; local D1 and Durable Objects, migrations applied), against the
 // same loopback Anthropic-format provider writing one SSE event per chunk. CPU is read from the
 // workerd process's scheduler statistics (every thread, nanoseconds) around each turn; the
@@ -77,6 +77,17 @@ async function passThrough() {
   return worker;
 }
 
+async function aiSdk() {
+  const worker = await start({ config: path.join(ROOT, "benches/workers/aisdk.toml"), healthPath: "/" });
+  worker.complete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
+  worker.turn = () => fetch(worker.url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ id: "bench", trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
+  });
+  return worker;
+}
+
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 /** Runs turns, each answered by `answer`; returns median CPU ms, TTFB ms, and RSS after. */
@@ -111,7 +122,7 @@ async function measure(worker, answer) {
 
 const fmt = (n) => n.toFixed(1).padStart(7);
 const rows = [];
-for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker", edgeAgent]]) {
+for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker", edgeAgent], ["AI SDK streamText", aiSdk]]) {
   const worker = await make();
   try {
     const long = await measure(worker, { text: LONG, writes: "event" });
@@ -129,5 +140,5 @@ console.log("                       CPU ms, 1,000 tokens   CPU ms, same in one w
 for (const r of rows) {
   console.log(`  ${r.name.padEnd(20)} ${fmt(r.long.cpu)}                ${fmt(r.oneWrite.cpu)}                   ${fmt(r.short.cpu)}       ${fmt(r.long.ttfb)}   ${fmt(r.short.rss)}`);
 }
-const [base, ours] = rows;
-console.log(`  this Worker / pass-through, 1,000-token turn: ${(ours.long.cpu / base.long.cpu).toFixed(1)}x`);
+const [base, ours, sdk] = rows;
+console.log(`  1,000-token turn: this Worker ${(ours.long.cpu / base.long.cpu).toFixed(1)}x the pass-through's CPU; the AI SDK ${(sdk.long.cpu / ours.long.cpu).toFixed(1)}x this Worker's`);
