@@ -27,7 +27,7 @@ try {
   const d1 = median(lines.map((l) => l.d1_round_trips));
   console.log(`one-tool turn (2 LLM calls, 1 tool), median of ${TURNS}, outcome ${lines[0].outcome}:`);
   console.log(`  conversation object requests: 1 (the POST handed over) + ${during} while the turn ran (no lease renewals, no polling)`);
-  console.log(`  D1 round trips: 1 in the Worker (ownership) + ${d1} in the object (history once, each message, each ledger row)`);
+  console.log(`  D1 round trips: 1 in the Worker (ownership) + ${d1} in the object (history once, then one batch per message; an answer carries its ledger row)`);
   console.log(`  turn duration: ${median(lines.map((l) => l.duration_ms))} ms`);
 } finally {
   await worker.stop();

@@ -24,6 +24,15 @@ pub struct Conversation {
     pub updated_at: i64,
 }
 
+/// One LLM call in the owner's usage ledger.
+pub struct UsageRow<'a> {
+    pub owner: &'a str,
+    pub model: &'a str,
+    pub provider: &'a str,
+    pub usage: &'a crate::llm::Usage,
+    pub cost_usd: Option<f64>,
+}
+
 #[derive(Deserialize)]
 struct Seq {
     seq: i64,
@@ -192,42 +201,6 @@ impl Store {
         Ok(true)
     }
 
-    /// Records what one LLM call cost, for the user's usage ledger.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn record_usage(
-        &self,
-        owner: &str,
-        conversation_id: &str,
-        model: &str,
-        provider: &str,
-        usage: &crate::llm::Usage,
-        cost_usd: Option<f64>,
-        now_ms: i64,
-    ) -> Result<(), ApiError> {
-        self.tick(1);
-        self.db
-            .prepare(
-                "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
-                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )
-            .bind(&[
-                owner.into(),
-                conversation_id.into(),
-                model.into(),
-                provider.into(),
-                (usage.input_tokens as f64).into(),
-                (usage.output_tokens as f64).into(),
-                (usage.cache_read_tokens as f64).into(),
-                (usage.cache_write_tokens as f64).into(),
-                cost_usd.map(JsValue::from_f64).unwrap_or(JsValue::NULL),
-                (now_ms as f64).into(),
-            ])?
-            .run()
-            .await?;
-        Ok(())
-    }
-
     /// Appends a message at the end of the history and returns its sequence number, with the
     /// conversation's `updated_at`, in one round trip. Idempotent on `message_id`: a message
     /// stored before (a retry after a crash) keeps its place and its number. Only the
@@ -239,14 +212,45 @@ impl Store {
         message: &AgentMessage,
         now_ms: i64,
     ) -> Result<i64, ApiError> {
+        self.append(conversation_id, message_id, message, None, now_ms)
+            .await
+    }
+
+    /// Appends an answer and its row in the owner's usage ledger, in the same round trip.
+    pub async fn append_answer(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        message: &AgentMessage,
+        usage: &UsageRow<'_>,
+        now_ms: i64,
+    ) -> Result<i64, ApiError> {
+        self.append(conversation_id, message_id, message, Some(usage), now_ms)
+            .await
+    }
+
+    async fn append(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        message: &AgentMessage,
+        usage: Option<&UsageRow<'_>>,
+        now_ms: i64,
+    ) -> Result<i64, ApiError> {
         self.tick(1);
-        let insert = self.insert_message(conversation_id, message_id, message, now_ms)?;
-        let touch = self.touch(conversation_id, now_ms)?;
-        let lookup = self
-            .db
-            .prepare("SELECT seq FROM messages WHERE id = ?1")
-            .bind(&[message_id.into()])?;
-        let results = self.db.batch(vec![insert, touch, lookup]).await?;
+        let mut batch = vec![
+            self.insert_message(conversation_id, message_id, message, now_ms)?,
+            self.touch(conversation_id, now_ms)?,
+        ];
+        if let Some(usage) = usage {
+            batch.push(self.ledger_row(conversation_id, usage, now_ms)?);
+        }
+        batch.push(
+            self.db
+                .prepare("SELECT seq FROM messages WHERE id = ?1")
+                .bind(&[message_id.into()])?,
+        );
+        let results = self.db.batch(batch).await?;
         let seq = results
             .last()
             .map(|r| r.results::<Seq>())
@@ -254,6 +258,35 @@ impl Store {
             .and_then(|rows| rows.into_iter().next())
             .ok_or_else(|| ApiError::Internal(format!("message {message_id} was not stored")))?;
         Ok(seq.seq)
+    }
+
+    /// What one LLM call cost, as a row of the owner's usage ledger.
+    fn ledger_row(
+        &self,
+        conversation_id: &str,
+        row: &UsageRow<'_>,
+        now_ms: i64,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
+        let usage = row.usage;
+        Ok(self
+            .db
+            .prepare(
+                "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
+                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .bind(&[
+                row.owner.into(),
+                conversation_id.into(),
+                row.model.into(),
+                row.provider.into(),
+                (usage.input_tokens as f64).into(),
+                (usage.output_tokens as f64).into(),
+                (usage.cache_read_tokens as f64).into(),
+                (usage.cache_write_tokens as f64).into(),
+                row.cost_usd.map(JsValue::from_f64).unwrap_or(JsValue::NULL),
+                (now_ms as f64).into(),
+            ])?)
     }
 
     fn insert_message(

@@ -17,7 +17,7 @@ use super::conversation::storage::{ObjectStorage, QueuedRow};
 use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::fetch::FetchTransport;
-use super::store::Store;
+use super::store::{Store, UsageRow};
 use super::ui_stream::UiStream;
 use super::{new_id, now_ms};
 use crate::agent::{
@@ -408,6 +408,7 @@ impl Prepared {
             config: config.clone(),
             storage: turn_env.storage.clone(),
             persisted,
+            ledger_failure: RefCell::default(),
         };
 
         let mut out = String::new();
@@ -535,8 +536,8 @@ struct Persisted {
     taken: RefCell<HashSet<i64>>,
 }
 
-/// Persists every message the loop adds, as it is added, each LLM call's usage and cost in the
-/// owner's ledger, and compactions.
+/// Persists every message the loop adds, as it is added (an answer with its usage and cost in
+/// the owner's ledger, in one batch), and compactions.
 struct D1Hooks {
     store: Rc<Store>,
     conversation_id: String,
@@ -544,30 +545,19 @@ struct D1Hooks {
     config: Config,
     storage: Rc<ObjectStorage>,
     persisted: Rc<Persisted>,
+    /// Why the last answer's ledger row could not be written; `on_turn_end` stops the turn.
+    ledger_failure: RefCell<Option<String>>,
 }
 
 #[async_trait(?Send)]
 impl TurnHooks for D1Hooks {
-    /// The billing step: a ledger that cannot be written stops the turn (seed rule).
-    async fn on_turn_end(&self, info: TurnEndInfo<'_>) -> Result<bool, HookError> {
-        let model = ModelRef {
-            provider: info.provider.to_string(),
-            model: info.model.to_string(),
-        };
-        let cost = self.config.models.info(&model).cost(info.usage);
-        self.store
-            .record_usage(
-                &self.owner,
-                &self.conversation_id,
-                info.model,
-                info.provider,
-                info.usage,
-                cost,
-                now_ms(),
-            )
-            .await
-            .map_err(|e| HookError(format!("usage ledger: {e}")))?;
-        Ok(true)
+    /// The billing step: a ledger that cannot be written stops the turn (seed rule). The row was
+    /// written with the answer, in the same D1 batch.
+    async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+        match self.ledger_failure.borrow_mut().take() {
+            Some(e) => Err(HookError(format!("usage ledger: {e}"))),
+            None => Ok(true),
+        }
     }
 
     async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
@@ -584,10 +574,36 @@ impl TurnHooks for D1Hooks {
             Some((_, id, queue_seq)) => (id, Some(queue_seq)),
             None => (new_id().map_err(|e| HookError(e.to_string()))?, None),
         };
-        let stored = self
-            .store
-            .append_message(&self.conversation_id, &id, message, now_ms())
-            .await;
+        let stored = match message {
+            // Every answer, a cancelled or failed one too, cost tokens: its ledger row goes in the
+            // same batch.
+            AgentMessage::Assistant(answer) => {
+                let model = ModelRef {
+                    provider: answer.provider.clone(),
+                    model: answer.model.clone(),
+                };
+                let row = UsageRow {
+                    owner: &self.owner,
+                    model: &answer.model,
+                    provider: &answer.provider,
+                    usage: &answer.usage,
+                    cost_usd: self.config.models.info(&model).cost(&answer.usage),
+                };
+                let stored = self
+                    .store
+                    .append_answer(&self.conversation_id, &id, message, &row, now_ms())
+                    .await;
+                if let Err(e) = &stored {
+                    *self.ledger_failure.borrow_mut() = Some(e.to_string());
+                }
+                stored
+            }
+            _ => {
+                self.store
+                    .append_message(&self.conversation_id, &id, message, now_ms())
+                    .await
+            }
+        };
         if let (Ok(_), Some(queue_seq)) = (&stored, queue_seq) {
             if let Err(e) = self.storage.dequeue(queue_seq) {
                 console_error!("dequeuing {id}: {e}");
