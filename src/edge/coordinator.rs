@@ -29,14 +29,6 @@ impl Delivery {
             Delivery::Followup => "followup",
         }
     }
-
-    pub fn parse(s: &str) -> Self {
-        if s == "followup" {
-            Delivery::Followup
-        } else {
-            Delivery::Steering
-        }
-    }
 }
 
 /// A client tool's result for a call a paused turn waits on.

@@ -241,8 +241,10 @@ impl Object {
                 (Kickoff::Retry, None)
             }
         };
-        // A client that resumes without repeating its tools gets the ones the pause offered.
-        let client_tools = if client_tools.is_empty() {
+        // A client that resumes without repeating its tools gets the ones the pause offered (a
+        // new message offers only what it brings).
+        let resuming = matches!(kickoff, Kickoff::Resume { .. });
+        let client_tools = if client_tools.is_empty() && resuming {
             self.storage.paused()?.map(|(_, t)| t).unwrap_or_default()
         } else {
             client_tools
