@@ -232,16 +232,13 @@ pub async fn prepare(
     }
 
     // The queue moves into D1; each message leaves the queue only once it is stored.
-    let mut incoming = Vec::with_capacity(queued.len() + 1);
-    for row in queued {
-        match serde_json::from_str::<AgentMessage>(&row.message) {
-            Ok(message) => incoming.push((row.id, message, Some(row.seq))),
-            Err(e) => {
-                console_error!("dropping an unreadable queued message {}: {e}", row.id);
-                turn_env.storage.dequeue(row.seq)?;
-            }
-        }
-    }
+    let mut incoming: Vec<_> = queued
+        .into_iter()
+        .filter_map(|row| {
+            let message = turn_env.storage.read(&row)?;
+            Some((row.id, message, Some(row.seq)))
+        })
+        .collect();
     incoming.extend(own.map(|(id, message)| (id, message, None)));
     // A new user message instead of the answers a paused turn waits for: the open calls are
     // answered for the record, so every call keeps a result.
@@ -671,20 +668,14 @@ impl ObjectInbox {
             if !self.persisted.taken.borrow_mut().insert(row.seq) {
                 continue;
             }
-            match serde_json::from_str::<AgentMessage>(&row.message) {
-                Ok(message) => {
-                    self.persisted.handed_over.borrow_mut().push_back((
-                        message.clone(),
-                        row.id,
-                        row.seq,
-                    ));
-                    taken.push(message);
-                }
-                Err(e) => {
-                    console_error!("dropping an unreadable queued message {}: {e}", row.id);
-                    let _ = self.storage.dequeue(row.seq);
-                }
-            }
+            let Some(message) = self.storage.read(&row) else {
+                continue;
+            };
+            self.persisted
+                .handed_over
+                .borrow_mut()
+                .push_back((message.clone(), row.id, row.seq));
+            taken.push(message);
         }
         taken
     }

@@ -12,6 +12,7 @@
 use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
 
+use crate::agent::AgentMessage;
 use crate::edge::coordinator::{Delivery, TurnConversation};
 use crate::llm::ToolDef;
 
@@ -233,6 +234,21 @@ impl ObjectStorage {
                 vec![kind.into()],
             )?
             .to_array()
+    }
+
+    /// The message a queued row holds. A row no turn could ever read is dropped from the queue
+    /// (and logged) rather than left to block it.
+    pub fn read(&self, row: &QueuedRow) -> Option<AgentMessage> {
+        match serde_json::from_str(&row.message) {
+            Ok(message) => Some(message),
+            Err(e) => {
+                worker::console_error!("dropping an unreadable queued message {}: {e}", row.id);
+                if let Err(e) = self.dequeue(row.seq) {
+                    worker::console_error!("dequeuing {}: {e}", row.id);
+                }
+                None
+            }
+        }
     }
 
     pub fn dequeue(&self, seq: i64) -> Result<()> {
