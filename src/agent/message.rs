@@ -1,8 +1,9 @@
 //! `AgentMessage`: the application's superset of LLM messages, and the filter to the LLM's view.
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Error as _, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::llm::{AssistantMessage, ContentBlock, Message, ToolResult};
+use crate::llm::{AssistantMessage, ContentBlock, Message, StopReason, ToolResult, Usage};
 
 /// One entry of a conversation's history. Its serde form is the stored form.
 ///
@@ -11,7 +12,7 @@ use crate::llm::{AssistantMessage, ContentBlock, Message, ToolResult};
 /// | user, assistant, tool_result | as itself |
 /// | summary | as a user message |
 /// | context_note, system_event, tool_log | never |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AgentMessage {
     User {
@@ -35,6 +36,114 @@ pub enum AgentMessage {
     ToolLog {
         text: String,
     },
+}
+
+/// Read through one flat struct (every field of every kind) rather than serde's derive for a
+/// tagged enum, which buffers the fields before it reads `kind` and so compiles every nested
+/// type's reader twice.
+impl<'de> Deserialize<'de> for AgentMessage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Flat {
+            kind: String,
+            content: Option<Content>,
+            stop_reason: Option<StopReason>,
+            model: Option<String>,
+            provider: Option<String>,
+            usage: Option<Usage>,
+            tool_call_id: Option<String>,
+            tool_name: Option<String>,
+            #[serde(default)]
+            is_error: bool,
+            text: Option<String>,
+        }
+        let flat = Flat::deserialize(deserializer)?;
+        fn need<T, E: serde::de::Error>(value: Option<T>, field: &'static str) -> Result<T, E> {
+            value.ok_or_else(|| E::missing_field(field))
+        }
+        let blocks = |content: Option<Content>| match need(content, "content")? {
+            Content::Blocks(blocks) => Ok(blocks),
+            Content::Text(_) => Err(D::Error::custom("`content` must be a list of blocks")),
+        };
+        Ok(match flat.kind.as_str() {
+            "user" => AgentMessage::User {
+                content: blocks(flat.content)?,
+            },
+            "assistant" => AgentMessage::Assistant(AssistantMessage {
+                content: blocks(flat.content)?,
+                stop_reason: need(flat.stop_reason, "stop_reason")?,
+                model: need(flat.model, "model")?,
+                provider: need(flat.provider, "provider")?,
+                usage: need(flat.usage, "usage")?,
+            }),
+            "tool_result" => AgentMessage::ToolResult(ToolResult {
+                tool_call_id: need(flat.tool_call_id, "tool_call_id")?,
+                tool_name: need(flat.tool_name, "tool_name")?,
+                content: match need(flat.content, "content")? {
+                    Content::Text(text) => text,
+                    Content::Blocks(_) => {
+                        return Err(D::Error::custom("a tool result's `content` is text"))
+                    }
+                },
+                is_error: flat.is_error,
+            }),
+            "summary" => AgentMessage::Summary {
+                text: need(flat.text, "text")?,
+            },
+            "context_note" => AgentMessage::ContextNote {
+                text: need(flat.text, "text")?,
+            },
+            "system_event" => AgentMessage::SystemEvent {
+                text: need(flat.text, "text")?,
+            },
+            "tool_log" => AgentMessage::ToolLog {
+                text: need(flat.text, "text")?,
+            },
+            other => return Err(D::Error::unknown_variant(other, KINDS)),
+        })
+    }
+}
+
+const KINDS: &[&str] = &[
+    "user",
+    "assistant",
+    "tool_result",
+    "summary",
+    "context_note",
+    "system_event",
+    "tool_log",
+];
+
+/// `content`: blocks (user, assistant) or text (tool result).
+enum Content {
+    Text(String),
+    Blocks(Vec<ContentBlock>),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("text or a list of content blocks")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Content, E> {
+                Ok(Content::Text(text.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Content, E> {
+                Ok(Content::Text(text))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(64));
+                while let Some(block) = seq.next_element()? {
+                    blocks.push(block);
+                }
+                Ok(Content::Blocks(blocks))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
 }
 
 impl AgentMessage {
@@ -131,6 +240,21 @@ mod tests {
             assert_eq!(value["kind"], m.kind());
             assert_eq!(serde_json::from_str::<AgentMessage>(&json).unwrap(), m);
         }
+    }
+
+    #[test]
+    fn reads_the_stored_form_with_kind_anywhere_and_names_what_is_missing() {
+        let m: AgentMessage =
+            serde_json::from_str(r#"{"content":[{"text":"hi","type":"text"}],"kind":"user"}"#)
+                .unwrap();
+        assert_eq!(m, AgentMessage::user_text("hi"));
+        let missing = serde_json::from_str::<AgentMessage>(r#"{"kind":"assistant","content":[]}"#);
+        assert!(missing.unwrap_err().to_string().contains("stop_reason"));
+        let unknown = serde_json::from_str::<AgentMessage>(r#"{"kind":"poem","text":"x"}"#);
+        assert!(unknown.unwrap_err().to_string().contains("poem"));
+        let text_for_blocks =
+            serde_json::from_str::<AgentMessage>(r#"{"kind":"user","content":"hi"}"#);
+        assert!(text_for_blocks.is_err());
     }
 
     #[test]

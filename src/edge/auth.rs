@@ -120,7 +120,8 @@ fn verify_jwt(token: &str, secret: &str, now_s: i64) -> Result<String, ApiError>
     let decode = |part: &str| URL_SAFE_NO_PAD.decode(part.trim_end_matches('='));
     let header: Header = decode(header)
         .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| serde_json::from_str(&s).ok())
         .ok_or_else(|| invalid("unreadable header"))?;
     if header.alg != "HS256" {
         return Err(invalid(&format!(
@@ -136,7 +137,8 @@ fn verify_jwt(token: &str, secret: &str, now_s: i64) -> Result<String, ApiError>
         .map_err(|_| invalid("bad signature"))?;
     let claims: Claims = decode(payload)
         .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| serde_json::from_str(&s).ok())
         .ok_or_else(|| invalid("unreadable claims"))?;
     if let Some(exp) = claims.exp {
         if (exp as i64) + LEEWAY_S <= now_s {

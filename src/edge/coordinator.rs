@@ -50,9 +50,10 @@ pub struct ApprovalIn {
     pub reason: Option<String>,
 }
 
-/// What a request asks of the conversation.
+/// What a request asks of the conversation. Externally tagged (serde's default): an internal
+/// tag would make serde buffer every field before reading it.
 #[derive(Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum TurnRequest {
     /// A user message: starts a turn, or waits for the running one.
     Message {

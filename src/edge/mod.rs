@@ -169,12 +169,11 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
             bytes.len()
         )));
     }
-    let bytes = if bytes.iter().all(u8::is_ascii_whitespace) {
-        b"{}".to_vec()
-    } else {
-        bytes
-    };
-    serde_json::from_slice(&bytes).map_err(|e| {
+    // `from_str` rather than `from_slice`: each is its own copy of every reader in the wasm.
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {e}")))?;
+    let text = if text.trim().is_empty() { "{}" } else { text };
+    serde_json::from_str(text).map_err(|e| {
         ApiError::BadRequest(format!("the body is not valid JSON for this request: {e}"))
     })
 }

@@ -3,11 +3,13 @@
 //! Their serde form is also the stored form (D1 keeps content blocks as this JSON), so renaming a
 //! field here is a data migration.
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-/// One piece of a message's content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One piece of a message's content. Serialized with a `type` tag; read back through a flat
+/// struct (see the `Deserialize` impl).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
     Text {
@@ -26,6 +28,53 @@ pub enum ContentBlock {
     RedactedThinking {
         data: String,
     },
+}
+
+/// Read through one flat struct rather than serde's derive for a tagged enum, which buffers the
+/// fields before it reads the tag and, through nested types, doubles their code in the Worker.
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Flat {
+            #[serde(rename = "type")]
+            kind: String,
+            text: Option<String>,
+            thinking: Option<String>,
+            signature: Option<String>,
+            id: Option<String>,
+            name: Option<String>,
+            input: Option<Value>,
+            data: Option<String>,
+        }
+        let flat = Flat::deserialize(deserializer)?;
+        let need = |value: Option<String>, field: &'static str| {
+            value.ok_or_else(|| D::Error::missing_field(field))
+        };
+        Ok(match flat.kind.as_str() {
+            "text" => ContentBlock::Text {
+                text: need(flat.text, "text")?,
+            },
+            "thinking" => ContentBlock::Thinking {
+                thinking: need(flat.thinking, "thinking")?,
+                signature: flat.signature,
+            },
+            "tool_use" => ContentBlock::ToolUse(ToolCall {
+                id: need(flat.id, "id")?,
+                name: need(flat.name, "name")?,
+                input: flat.input.unwrap_or(Value::Null),
+                signature: flat.signature,
+            }),
+            "redacted_thinking" => ContentBlock::RedactedThinking {
+                data: need(flat.data, "data")?,
+            },
+            other => {
+                return Err(D::Error::unknown_variant(
+                    other,
+                    &["text", "thinking", "tool_use", "redacted_thinking"],
+                ))
+            }
+        })
+    }
 }
 
 /// A tool call made by the model.

@@ -87,8 +87,8 @@ pub async fn stream(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
 pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiError> {
     let mut limit = 20i64;
     let mut cursor: Option<(i64, String)> = None;
-    for (key, value) in req.url()?.query_pairs() {
-        match key.as_ref() {
+    for (key, value) in super::query_pairs(req) {
+        match key.as_str() {
             "limit" => {
                 limit = value
                     .parse::<i64>()

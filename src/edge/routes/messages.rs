@@ -115,17 +115,50 @@ enum DeliveryRequest {
 }
 
 /// `"text"` or `[{"type": "text", "text": "..."}]`.
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum UserContent {
     Text(String),
     Parts(Vec<Part>),
 }
 
+/// One part of a message; `text` is the only type a user sends.
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Part {
-    Text { text: String },
+struct Part {
+    #[serde(rename = "type")]
+    kind: String,
+    text: String,
+}
+
+/// By hand: serde's `untagged` would buffer the value and try each form in turn.
+impl<'de> Deserialize<'de> for UserContent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = UserContent;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("text or a list of {\"type\": \"text\", \"text\": ...} parts")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<UserContent, E> {
+                Ok(UserContent::Text(text.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<UserContent, E> {
+                Ok(UserContent::Text(text))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<UserContent, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(part) = seq.next_element::<Part>()? {
+                    if part.kind != "text" {
+                        return Err(serde::de::Error::unknown_variant(&part.kind, &["text"]));
+                    }
+                    parts.push(part);
+                }
+                Ok(UserContent::Parts(parts))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
 }
 
 impl UserContent {
@@ -134,7 +167,7 @@ impl UserContent {
             UserContent::Text(text) => vec![ContentBlock::Text { text }],
             UserContent::Parts(parts) => parts
                 .into_iter()
-                .map(|Part::Text { text }| ContentBlock::Text { text })
+                .map(|part| ContentBlock::Text { text: part.text })
                 .collect(),
         };
         let size: usize = content
@@ -273,14 +306,13 @@ pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Resp
         .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))?;
-    let url = req.url()?;
     let mut after = 0i64;
     let mut limit = 100i64;
-    for (key, value) in url.query_pairs() {
+    for (key, value) in super::query_pairs(req) {
         let parsed = value.parse::<i64>().map_err(|_| {
             ApiError::BadRequest(format!("`{key}` must be a whole number, got `{value}`"))
         });
-        match key.as_ref() {
+        match key.as_str() {
             "after" => after = parsed?.max(0),
             "limit" => limit = parsed?.clamp(1, 500),
             _ => {}

@@ -223,88 +223,114 @@ impl Decode for Decoder {
         message: &mut PartialMessage,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
-        let event: wire::Event<'_> = serde_json::from_str(data).map_err(|e| LlmError::Decode {
-            provider: "anthropic".to_string(),
-            message: format!("{e} in {}", truncate(data)),
-        })?;
-        match event {
-            wire::Event::MessageStart { message: start } => {
+        let event: wire::Event<'_> = serde_json::from_str(data)
+            .map_err(|e| decode_error(format!("{e} in {}", truncate(data))))?;
+        match &*event.kind {
+            "message_start" => {
                 let mut usage = Usage::default();
-                start.usage.apply(&mut usage);
+                if let Some(start) = event.message {
+                    start.usage.apply(&mut usage);
+                }
                 message.set_usage(usage, out);
             }
-            wire::Event::ContentBlockStart {
-                index,
-                content_block,
-            } => {
-                let ours = match content_block {
-                    wire::StartBlock::Text { text } => {
+            "content_block_start" => {
+                let (index, block) = (
+                    required(event.index, "index")?,
+                    required(event.content_block, "content_block")?,
+                );
+                let ours = match &*block.kind {
+                    "text" => {
                         let i = message.start_text(out);
-                        message.text_delta(i, &text, out);
+                        message.text_delta(i, block.text.as_deref().unwrap_or_default(), out);
                         Some(i)
                     }
-                    wire::StartBlock::Thinking { thinking } => {
+                    "thinking" => {
                         let i = message.start_thinking(out);
-                        message.thinking_delta(i, &thinking, out);
+                        message.thinking_delta(
+                            i,
+                            block.thinking.as_deref().unwrap_or_default(),
+                            out,
+                        );
                         Some(i)
                     }
-                    wire::StartBlock::ToolUse { id, name } => {
-                        Some(message.start_tool_call(&id, &name, out))
-                    }
-                    wire::StartBlock::RedactedThinking { data } => {
-                        message.add_redacted_thinking(&data);
+                    "tool_use" => Some(message.start_tool_call(
+                        &required(block.id, "id")?,
+                        &required(block.name, "name")?,
+                        out,
+                    )),
+                    "redacted_thinking" => {
+                        message.add_redacted_thinking(&required(block.data, "data")?);
                         None
                     }
-                    wire::StartBlock::Unknown => None,
+                    _ => None,
                 };
                 if let Some(ours) = ours {
                     self.map(index, ours);
                 }
             }
-            wire::Event::ContentBlockDelta { index, delta } => {
+            "content_block_delta" => {
+                let (index, delta) = (
+                    required(event.index, "index")?,
+                    required(event.delta, "delta")?,
+                );
                 if let Some(i) = self.ours(index) {
-                    match delta {
-                        wire::BlockDelta::TextDelta { text } => message.text_delta(i, &text, out),
-                        wire::BlockDelta::InputJsonDelta { partial_json } => {
-                            message.tool_call_delta(i, &partial_json, out)
+                    match &*delta.kind {
+                        "text_delta" => message.text_delta(i, &required(delta.text, "text")?, out),
+                        "input_json_delta" => message.tool_call_delta(
+                            i,
+                            &required(delta.partial_json, "partial_json")?,
+                            out,
+                        ),
+                        "thinking_delta" => {
+                            message.thinking_delta(i, &required(delta.thinking, "thinking")?, out)
                         }
-                        wire::BlockDelta::ThinkingDelta { thinking } => {
-                            message.thinking_delta(i, &thinking, out)
+                        "signature_delta" => {
+                            message.thinking_signature(i, &required(delta.signature, "signature")?)
                         }
-                        wire::BlockDelta::SignatureDelta { signature } => {
-                            message.thinking_signature(i, &signature)
-                        }
-                        wire::BlockDelta::Unknown => {}
+                        _ => {}
                     }
                 }
             }
-            wire::Event::ContentBlockStop { index } => {
-                if let Some(i) = self.ours(index) {
+            "content_block_stop" => {
+                if let Some(i) = self.ours(required(event.index, "index")?) {
                     message.end(i, out);
                 }
             }
-            wire::Event::MessageDelta { delta, usage } => {
-                if let Some(reason) = delta.stop_reason {
+            "message_delta" => {
+                if let Some(reason) = event.delta.and_then(|d| d.stop_reason) {
                     message.stop_reason = Some(map_stop_reason(&reason));
                 }
-                if let Some(delta_usage) = usage {
+                if let Some(delta_usage) = event.usage {
                     let mut total = message.usage;
                     delta_usage.apply(&mut total);
                     message.set_usage(total, out);
                 }
             }
-            wire::Event::MessageStop => return Ok(Flow::Done),
-            wire::Event::Error { error } => {
+            "message_stop" => return Ok(Flow::Done),
+            "error" => {
+                let error = required(event.error, "error")?;
                 return Err(LlmError::from_stream(
                     "anthropic",
                     &error.kind,
                     error.message.into_owned(),
-                ))
+                ));
             }
-            wire::Event::Ping | wire::Event::Unknown => {}
+            _ => {}
         }
         Ok(Flow::More)
     }
+}
+
+fn decode_error(message: String) -> LlmError {
+    LlmError::Decode {
+        provider: "anthropic".to_string(),
+        message,
+    }
+}
+
+/// A field the event's type requires.
+fn required<T>(value: Option<T>, field: &str) -> Result<T, LlmError> {
+    value.ok_or_else(|| decode_error(format!("the event has no `{field}`")))
 }
 
 fn truncate(s: &str) -> &str {
@@ -371,37 +397,26 @@ mod wire {
         pub input_schema: &'a Value,
     }
 
+    /// One stream event, by its `type`. A flat struct rather than a `#[serde(tag = "type")]`
+    /// enum: serde buffers a tagged enum's fields before it looks at the tag, which costs CPU
+    /// per event and code size per type.
     #[derive(Deserialize)]
-    #[serde(tag = "type", rename_all = "snake_case")]
-    pub enum Event<'a> {
-        MessageStart {
-            message: MessageStart,
-        },
-        ContentBlockStart {
-            index: usize,
-            #[serde(borrow)]
-            content_block: StartBlock<'a>,
-        },
-        ContentBlockDelta {
-            index: usize,
-            #[serde(borrow)]
-            delta: BlockDelta<'a>,
-        },
-        ContentBlockStop {
-            index: usize,
-        },
-        MessageDelta {
-            delta: MessageDeltaBody,
-            usage: Option<WireUsage>,
-        },
-        MessageStop,
-        Ping,
-        Error {
-            #[serde(borrow)]
-            error: ErrorBody<'a>,
-        },
-        #[serde(other)]
-        Unknown,
+    pub struct Event<'a> {
+        #[serde(rename = "type", borrow)]
+        pub kind: Cow<'a, str>,
+        pub index: Option<usize>,
+        /// `message_start`.
+        pub message: Option<MessageStart>,
+        /// `content_block_start`.
+        #[serde(borrow)]
+        pub content_block: Option<Part<'a>>,
+        /// `content_block_delta` (a block's delta) and `message_delta` (the stop reason).
+        #[serde(borrow)]
+        pub delta: Option<Part<'a>>,
+        /// `message_delta`.
+        pub usage: Option<WireUsage>,
+        #[serde(borrow)]
+        pub error: Option<ErrorBody<'a>>,
     }
 
     #[derive(Deserialize)]
@@ -410,56 +425,25 @@ mod wire {
         pub usage: WireUsage,
     }
 
+    /// A content block's start or a delta: the fields of every `type` there is.
     #[derive(Deserialize)]
-    #[serde(tag = "type", rename_all = "snake_case")]
-    pub enum StartBlock<'a> {
-        Text {
-            #[serde(borrow, default)]
-            text: Cow<'a, str>,
-        },
-        Thinking {
-            #[serde(borrow, default)]
-            thinking: Cow<'a, str>,
-        },
-        ToolUse {
-            #[serde(borrow)]
-            id: Cow<'a, str>,
-            #[serde(borrow)]
-            name: Cow<'a, str>,
-        },
-        RedactedThinking {
-            #[serde(borrow)]
-            data: Cow<'a, str>,
-        },
-        #[serde(other)]
-        Unknown,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(tag = "type", rename_all = "snake_case")]
-    pub enum BlockDelta<'a> {
-        TextDelta {
-            #[serde(borrow)]
-            text: Cow<'a, str>,
-        },
-        InputJsonDelta {
-            #[serde(borrow)]
-            partial_json: Cow<'a, str>,
-        },
-        ThinkingDelta {
-            #[serde(borrow)]
-            thinking: Cow<'a, str>,
-        },
-        SignatureDelta {
-            #[serde(borrow)]
-            signature: Cow<'a, str>,
-        },
-        #[serde(other)]
-        Unknown,
-    }
-
-    #[derive(Deserialize)]
-    pub struct MessageDeltaBody {
+    pub struct Part<'a> {
+        #[serde(rename = "type", borrow, default)]
+        pub kind: Cow<'a, str>,
+        #[serde(borrow)]
+        pub text: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub thinking: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub signature: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub partial_json: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub id: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub name: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        pub data: Option<Cow<'a, str>>,
         pub stop_reason: Option<String>,
     }
 
