@@ -148,8 +148,6 @@ pub struct Prepared {
     seqs: Vec<Option<i64>>,
     answers: ToolAnswers,
     client_tools: Vec<ToolDef>,
-    /// The UI message id: `None` when the turn continues the client's paused message.
-    message_id: Option<String>,
 }
 
 /// What preparing found.
@@ -167,6 +165,19 @@ pub struct Start {
     pub own: Option<(String, AgentMessage)>,
 }
 
+/// The model a turn of `conversation` calls and its provider; checked before anything is stored,
+/// so a misconfigured model is refused at once.
+pub fn choose_model(
+    turn_env: &TurnEnv,
+    conversation: &TurnConversation,
+    signal: &AbortSignal,
+) -> Result<(ModelRef, Rc<dyn Provider>), ApiError> {
+    let model = model_of(conversation, &turn_env.config)?;
+    let provider = resilient_provider(&turn_env.env, &turn_env.config, &model, Some(signal))
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    Ok((model, provider))
+}
+
 /// Loads what the model will see (once), applies the kickoff and moves the queued messages and
 /// the turn's own into D1.
 pub async fn prepare(
@@ -174,19 +185,15 @@ pub async fn prepare(
     conversation: &TurnConversation,
     start: Start,
     client_tools: Vec<ToolDef>,
-    signal: &AbortSignal,
+    (model, provider): (ModelRef, Rc<dyn Provider>),
 ) -> Result<Ready, ApiError> {
     let Start {
         kickoff,
         queued,
         own,
     } = start;
-    let config = &turn_env.config;
     let store = &turn_env.store;
     let id = conversation.id.as_str();
-    let model = model_of(conversation, config)?;
-    let provider = resilient_provider(&turn_env.env, config, &model, Some(signal))
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     if matches!(kickoff, Kickoff::Retry) {
         let retried = store.supersede_after_last_user(id).await?;
         if !retried && turn_env.storage.queue_len(None)? == 0 {
@@ -270,11 +277,6 @@ pub async fn prepare(
         history.push(message);
         seqs.push(Some(seq));
     }
-    let message_id = if answers == ToolAnswers::default() {
-        Some(new_id()?)
-    } else {
-        None
-    };
     Ok(Ready::Run(Box::new(Prepared {
         conversation: conversation.clone(),
         model,
@@ -283,7 +285,6 @@ pub async fn prepare(
         seqs,
         answers,
         client_tools,
-        message_id,
     })))
 }
 
@@ -362,7 +363,6 @@ impl Prepared {
             seqs,
             answers,
             client_tools,
-            message_id,
         } = self;
         let config = &turn_env.config;
         let info = config.models.info(&model);
@@ -409,7 +409,7 @@ impl Prepared {
         };
 
         let mut out = String::new();
-        let mut ui = UiStream::start(message_id.as_deref(), &mut out);
+        let mut ui = UiStream::new();
         let mut partial = PartialAnswer::default();
         let storage = turn_env.storage.clone();
         let send = |out: &mut String, partial: &mut PartialAnswer| {
@@ -418,7 +418,6 @@ impl Prepared {
             }
             out.clear();
         };
-        send(&mut out, &mut partial);
         let outcome = run_agent_turn(
             &FixedProvider(provider),
             &mut state,

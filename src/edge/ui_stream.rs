@@ -130,6 +130,7 @@ struct SwitchData {
 }
 
 /// Encodes one turn. Feed it every event, then call [`UiStream::finish`].
+#[derive(Default)]
 pub struct UiStream {
     step: u32,
     step_open: bool,
@@ -146,19 +147,34 @@ pub const HEADERS: [(&str, &str); 4] = [
     ("x-accel-buffering", "no"),
 ];
 
+/// The `start` chunk, written as soon as a turn is claimed (before its history loads, so the
+/// client's first byte does not wait on storage). `None` continues the client's last message
+/// (a paused turn resuming), which a stock client does when `start` names no new id.
+pub fn start(message_id: Option<&str>, out: &mut String) {
+    write(out, &Chunk::Start { message_id });
+}
+
+/// The end of a stream whose turn could not start: an `error` chunk, then `finish`.
+pub fn failed_to_start(message: &str, out: &mut String) {
+    write(
+        out,
+        &Chunk::Error {
+            error_text: message,
+        },
+    );
+    UiStream::new().finish(
+        &TurnOutcome::Failed {
+            message: message.to_string(),
+            is_retryable: false,
+        },
+        out,
+    );
+}
+
 impl UiStream {
-    /// Starts the message; writes the `start` chunk.
-    /// Starts the message; writes the `start` chunk. `None` continues the client's last message
-    /// (a paused turn resuming), which a stock client does when `start` names no new id.
-    pub fn start(message_id: Option<&str>, out: &mut String) -> Self {
-        write(out, &Chunk::Start { message_id });
-        Self {
-            step: 0,
-            step_open: false,
-            tool_ids: Vec::new(),
-            last_stop: None,
-            id_buf: String::new(),
-        }
+    /// The chunks of a turn's events, after its `start` chunk.
+    pub fn new() -> Self {
+        Self::default()
     }
 
     /// Writes the chunks for one event (possibly none).
@@ -460,7 +476,8 @@ mod tests {
         };
         let output = json!({"utc": "2026-11-21T05:00:00.000Z"});
         let mut out = String::new();
-        let mut s = UiStream::start(Some("msg-1"), &mut out);
+        start(Some("msg-1"), &mut out);
+        let mut s = UiStream::new();
         let events = [
             AgentEvent::TurnStart {
                 turn: 1,
@@ -551,7 +568,8 @@ mod tests {
     #[test]
     fn errors_and_client_tool_pauses_set_the_finish_reason() {
         let mut out = String::new();
-        let mut s = UiStream::start(Some("m"), &mut out);
+        start(Some("m"), &mut out);
+        let mut s = UiStream::new();
         s.event(
             &AgentEvent::Error {
                 message: "boom".into(),
@@ -571,7 +589,8 @@ mod tests {
         assert_eq!(got[2], json!({"type": "finish", "finishReason": "error"}));
 
         let mut out = String::new();
-        UiStream::start(None, &mut out).finish(&TurnOutcome::AwaitingToolResults(vec![]), &mut out);
+        start(None, &mut out);
+        UiStream::new().finish(&TurnOutcome::AwaitingToolResults(vec![]), &mut out);
         assert_eq!(chunks(&out)[1]["finishReason"], "tool-calls");
     }
 }

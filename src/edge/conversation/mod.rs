@@ -35,11 +35,11 @@ use self::storage::ObjectStorage;
 use super::coordinator::{Delivery, Send, Status, TurnConversation, TurnRequest};
 use super::error::ApiError;
 use super::store::Store;
-use super::turn::{prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
-use super::ui_stream::HEADERS;
+use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
+use super::ui_stream::{self, HEADERS};
 use super::{error_response, json_response, new_id, now_ms};
 use crate::agent::{CancelToken, TurnOutcome};
-use crate::llm::ToolDef;
+use crate::llm::{ModelRef, Provider, ToolDef};
 
 /// How far ahead of a running turn its alarm is kept.
 pub const ALARM_MS: i64 = 30_000;
@@ -120,6 +120,21 @@ struct Claimed {
     cancel: CancelToken,
     signal: AbortSignal,
     log: Rc<ChunkLog>,
+    /// The UI message id of the `start` chunk: `None` continues a paused turn's message.
+    message_id: Option<String>,
+    /// Whether the `start` chunk is in the log.
+    announced: Cell<bool>,
+}
+
+impl Claimed {
+    /// Writes the `start` chunk, once.
+    fn announce(&self) {
+        if !self.announced.replace(true) {
+            let mut out = String::new();
+            ui_stream::start(self.message_id.as_deref(), &mut out);
+            self.log.push(&out, now_ms() as f64);
+        }
+    }
 }
 
 impl Object {
@@ -253,21 +268,41 @@ impl Object {
             client_tools
         };
         let turn_env = self.turn_env()?;
-        let claimed = self.claim(0, &client_tools)?;
+        let message_id = match kickoff {
+            Kickoff::Resume { .. } => None,
+            _ => Some(new_id()?),
+        };
+        let claimed = self.claim(0, &client_tools, message_id)?;
+        let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
+            Ok(chosen) => chosen,
+            Err(e) => {
+                self.abandon(&claimed);
+                return Err(e);
+            }
+        };
+        let new_message = matches!(kickoff, Kickoff::Queued);
         let start = Start {
             kickoff,
             queued: self.storage.queued(None)?,
             own: own_message,
         };
         let reader = claimed.log.attach();
-        let ready = prepare(
-            &turn_env,
-            &conversation,
-            start,
-            client_tools,
-            &claimed.signal,
-        )
-        .await;
+        // A new message is answered at once: the stream starts before the history loads, and a
+        // failure to prepare ends it with an error chunk. Answers and retries are checked
+        // against the history first, so a bad one is refused with its status.
+        if stream && new_message {
+            claimed.announce();
+            let object = self.clone();
+            self.state.wait_until(async move {
+                object
+                    .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
+                    .await;
+            });
+            let reader =
+                reader.ok_or_else(|| ApiError::Internal("the turn's log is full".into()))?;
+            return sse(reader);
+        }
+        let ready = prepare(&turn_env, &conversation, start, client_tools, chosen).await;
         let prepared = match ready {
             Ok(Ready::Run(prepared)) => prepared,
             Ok(Ready::Nothing) => {
@@ -279,6 +314,7 @@ impl Object {
                 return Err(e);
             }
         };
+        claimed.announce();
         let (summary_tx, summary_rx) = oneshot::channel();
         self.run(
             turn_env,
@@ -315,6 +351,7 @@ impl Object {
         &self,
         recoveries: u32,
         client_tools: &[ToolDef],
+        message_id: Option<String>,
     ) -> std::result::Result<Claimed, ApiError> {
         let turn_id = new_id()?;
         self.storage
@@ -338,6 +375,8 @@ impl Object {
             cancel,
             signal,
             log,
+            message_id,
+            announced: Cell::new(false),
         })
     }
 
@@ -378,7 +417,14 @@ impl Object {
             ));
         };
         let turn_env = self.turn_env()?;
-        let claimed = self.claim(recoveries, &client_tools)?;
+        let claimed = self.claim(recoveries, &client_tools, Some(new_id()?))?;
+        let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
+            Ok(chosen) => chosen,
+            Err(e) => {
+                self.abandon(&claimed);
+                return Err(e);
+            }
+        };
         let start = Start {
             kickoff,
             queued: self.storage.queued(None)?,
@@ -387,7 +433,7 @@ impl Object {
         let object = self.clone();
         self.state.wait_until(async move {
             object
-                .prepare_and_run(turn_env, claimed, conversation, start, client_tools)
+                .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
                 .await;
         });
         Ok(())
@@ -400,23 +446,24 @@ impl Object {
         conversation: TurnConversation,
         start: Start,
         client_tools: Vec<ToolDef>,
+        chosen: (ModelRef, Rc<dyn Provider>),
     ) {
-        match prepare(
-            &turn_env,
-            &conversation,
-            start,
-            client_tools,
-            &claimed.signal,
-        )
-        .await
-        {
-            Ok(Ready::Run(prepared)) => self.run(turn_env, claimed, *prepared, None),
+        match prepare(&turn_env, &conversation, start, client_tools, chosen).await {
+            Ok(Ready::Run(prepared)) => {
+                claimed.announce();
+                self.run(turn_env, claimed, *prepared, None)
+            }
             Ok(Ready::Nothing) => self.finish(&claimed, &TurnOutcome::Completed, &[]),
             Err(e) => {
                 console_error!(
                     "a turn of conversation {} could not start: {e}",
                     conversation.id
                 );
+                // Whoever reads the stream learns why it ends.
+                claimed.announce();
+                let mut out = String::new();
+                ui_stream::failed_to_start(&e.to_string(), &mut out);
+                claimed.log.push(&out, now_ms() as f64);
                 self.abandon(&claimed);
             }
         }
