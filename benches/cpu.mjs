@@ -7,9 +7,8 @@
 // figures are medians over TURNS turns after a warm-up. Printed, never asserted: they depend on
 // the machine.
 
-import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { cpuMs, rssMb, workerdOf } from "./workerd.mjs";
 import { ROOT, anthropicLoopback, freshPersistDir, startWorker } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
@@ -19,33 +18,6 @@ const LONG = "Stream me. ".repeat(546).slice(0, 6000);
 
 const anthropic = await anthropicLoopback();
 const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" };
-
-/** The workerd process under `wrangler dev` process `pid`. */
-function workerdOf(pid) {
-  const children = execFileSync("ps", ["-o", "pid=,comm=", "--ppid", String(pid)], { encoding: "utf8" })
-    .split("\n").map((l) => l.trim().split(/\s+/)).filter(([p]) => p);
-  const found = children.find(([, c]) => c === "workerd");
-  if (found) return Number(found[0]);
-  for (const [child] of children) {
-    const deeper = workerdOf(child);
-    if (deeper) return deeper;
-  }
-  return undefined;
-}
-
-/** CPU time of every thread of `pid`, in ms. */
-function cpuMs(pid) {
-  let ns = 0;
-  for (const task of readdirSync(`/proc/${pid}/task`)) {
-    try { ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, "utf8").split(" ")[0]); } catch {}
-  }
-  return ns / 1e6;
-}
-
-function rssMb(pid) {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
-  return Number(line.split(/\s+/)[1]) / 1024;
-}
 
 async function start(options) {
   const worker = await startWorker({ persistDir: freshPersistDir(), vars, ...options });
@@ -61,8 +33,18 @@ async function edgeAgent() {
   worker.turn = () => fetch(`${worker.url}/v1/chat`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id: `bench-${Date.now()}-${n++}`, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
+    body: JSON.stringify({ id: (worker.lastId = `bench-${Date.now()}-${n++}`), trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
   });
+  // The object's log line for the turn: its D1 round trips and requests.
+  worker.traffic = async () => {
+    const deadline = Date.now() + 5_000;
+    for (;;) {
+      const line = worker.log().split("\n").findLast((l) => l.includes('"event":"turn"') && l.includes(`"${worker.lastId}"`));
+      if (line) return JSON.parse(line.slice(line.indexOf("{")));
+      if (Date.now() > deadline) throw new Error(`no turn log line for ${worker.lastId}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
   return worker;
 }
 
@@ -90,10 +72,14 @@ async function aiSdk() {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
-/** Runs turns, each answered by `answer`; returns median CPU ms, TTFB ms, and RSS after. */
+/** Runs turns, each answered by `answer`; returns median CPU ms, TTFB ms, total ms, D1 round
+ * trips and object requests (this Worker), and RSS after. */
 async function measure(worker, answer) {
   const cpu = [];
   const ttfb = [];
+  const total = [];
+  const d1 = [];
+  const objectRequests = [];
   for (let i = 0; i < WARMUP + TURNS; i++) {
     anthropic.script(answer);
     const before = cpuMs(worker.pid);
@@ -110,17 +96,26 @@ async function measure(worker, answer) {
       if (done) break;
       body += decoder.decode(value, { stream: true });
     }
+    total.push(performance.now() - started);
     // Only whole answers count: every delta arrived and the stream closed properly.
     const said = [...body.matchAll(/"(?:delta|text)":"((?:[^"\\]|\\.)*)"/g)].map((m) => JSON.parse(`"${m[1]}"`)).join("");
     if (!said.includes(answer.text) || !worker.complete(body)) throw new Error(`turn ${i} was incomplete: ${body.slice(-300)}`);
     // What the turn does after its stream ends (the last D1 writes) belongs to it too.
     await new Promise((r) => setTimeout(r, 20));
     if (i >= WARMUP) cpu.push(cpuMs(worker.pid) - before);
+    if (i >= WARMUP && worker.traffic) {
+      const line = await worker.traffic();
+      d1.push(line.d1_round_trips);
+      objectRequests.push(line.object_requests);
+    }
   }
-  return { cpu: median(cpu), ttfb: median(ttfb.slice(WARMUP)), rss: rssMb(worker.pid) };
+  return {
+    cpu: median(cpu), ttfb: median(ttfb.slice(WARMUP)), total: median(total.slice(WARMUP)), rss: rssMb(worker.pid),
+    d1: d1.length ? median(d1) : undefined, objectRequests: objectRequests.length ? median(objectRequests) : undefined,
+  };
 }
 
-const fmt = (n) => n.toFixed(1).padStart(7);
+const fmt = (n, w = 7) => n.toFixed(1).padStart(w);
 const rows = [];
 for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker", edgeAgent], ["AI SDK streamText", aiSdk]]) {
   const worker = await make();
@@ -135,10 +130,16 @@ for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker"
 }
 await anthropic.close();
 
-console.log(`workerd per turn, medians of ${TURNS} (each Worker alone in one workerd, under wrangler dev):`);
-console.log("                       CPU ms, 1,000 tokens   CPU ms, same in one write   CPU ms, 'hi'   TTFB ms   RSS MB after");
-for (const r of rows) {
-  console.log(`  ${r.name.padEnd(20)} ${fmt(r.long.cpu)}                ${fmt(r.oneWrite.cpu)}                   ${fmt(r.short.cpu)}       ${fmt(r.long.ttfb)}   ${fmt(r.short.rss)}`);
-}
 const [base, ours, sdk] = rows;
+console.log(`workerd per turn, medians of ${TURNS} after ${WARMUP} warm-up turns (each Worker alone in one workerd, under wrangler dev):`);
+for (const [label, key] of [["1,000-token answer, one SSE event per write", "long"], ["the same answer in one write", "oneWrite"], ['short answer ("hi")', "short"]]) {
+  console.log(`  ${label}:`);
+  console.log("                           CPU ms   x pass-through   TTFB ms   total ms");
+  for (const r of rows) {
+    const m = r[key];
+    console.log(`    ${r.name.padEnd(20)} ${fmt(m.cpu)}   ${fmt(m.cpu / base[key].cpu, 10)}x     ${fmt(m.ttfb)}   ${fmt(m.total, 8)}`);
+  }
+}
+console.log(`  this Worker per turn: D1 round trips 1 in the Worker (ownership) + ${ours.long.d1} in the object; object requests 1 (the hand-over) + ${ours.long.objectRequests} during the turn`);
+console.log(`  RSS MB after ~${3 * (WARMUP + TURNS)} turns: ${rows.map((r) => `${r.name} ${r.short.rss.toFixed(0)}`).join(", ")}`);
 console.log(`  1,000-token turn: this Worker ${(ours.long.cpu / base.long.cpu).toFixed(1)}x the pass-through's CPU; the AI SDK ${(sdk.long.cpu / ours.long.cpu).toFixed(1)}x this Worker's`);

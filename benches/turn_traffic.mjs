@@ -4,13 +4,17 @@
 
 import { setTimeout as sleep } from "node:timers/promises";
 import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "../tests/e2e/harness.mjs";
+import { cpuMs, workerdOf } from "./workerd.mjs";
 
-const TURNS = 5;
+const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const anthropic = await anthropicLoopback();
 const worker = await startWorker({ persistDir: freshPersistDir(), vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" } });
 try {
+  const workerd = workerdOf(worker.pid);
   const lines = [];
+  const cpu = [];
   for (let i = 0; i < TURNS; i++) {
+    const before = cpuMs(workerd);
     const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
     anthropic.script({ text: "Checking.", tools: [{ id: `toolu_${i}`, name: "current_time", input: {} }] }, { text: "It is noon." });
     await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "What time is it?" }));
@@ -21,6 +25,7 @@ try {
       await sleep(50);
     }
     lines.push(JSON.parse(line.slice(line.indexOf("{"))));
+    cpu.push(cpuMs(workerd) - before);
   }
   const median = (xs) => xs.sort((a, b) => a - b)[xs.length >> 1];
   const during = median(lines.map((l) => l.object_requests));
@@ -28,7 +33,7 @@ try {
   console.log(`one-tool turn (2 LLM calls, 1 tool), median of ${TURNS}, outcome ${lines[0].outcome}:`);
   console.log(`  conversation object requests: 1 (the POST handed over) + ${during} while the turn ran (no lease renewals, no polling)`);
   console.log(`  D1 round trips: 1 in the Worker (ownership) + ${d1} in the object (history once, then one batch per message; an answer carries its ledger row)`);
-  console.log(`  turn duration: ${median(lines.map((l) => l.duration_ms))} ms`);
+  console.log(`  turn duration: ${median(lines.map((l) => l.duration_ms))} ms; workerd CPU (creating the conversation included): ${median(cpu).toFixed(1)} ms`);
 } finally {
   await worker.stop();
   await anthropic.close();

@@ -291,3 +291,53 @@ fn no_hooks_at_all_is_fine() {
     let (outcome, _, _) = turn(&provider, &NoHooks);
     assert_eq!(outcome, TurnOutcome::Completed);
 }
+
+/// Numbers the system prompt by the LLM calls made so far.
+struct CountingPrompt(std::cell::Cell<u32>);
+
+#[async_trait(?Send)]
+impl TurnHooks for CountingPrompt {
+    async fn system_prompt(&self, base: Option<&str>) -> Option<String> {
+        self.0.set(self.0.get() + 1);
+        Some(format!("{} (call {})", base.unwrap_or(""), self.0.get()))
+    }
+}
+
+#[test]
+fn hook_10_the_system_prompt_is_rebuilt_before_every_llm_call() {
+    let provider = Scripted::new(vec![
+        calls(vec![("c1", "current_time", json!({}))]),
+        text("noon"),
+    ]);
+    let mut state = asking("time?");
+    state.system_prompt = Some("Be brief.".into());
+    let hooks = CountingPrompt(std::cell::Cell::new(0));
+    let (outcome, _, _) = run_turn(
+        &Resolver(provider.clone()),
+        &current_time_registry(),
+        &hooks,
+        state,
+    );
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(
+        *provider.systems.borrow(),
+        vec![
+            Some("Be brief. (call 1)".to_string()),
+            Some("Be brief. (call 2)".to_string())
+        ]
+    );
+    // Without the hook the conversation's own prompt goes as it is.
+    let provider = Scripted::new(vec![text("hi")]);
+    let mut state = asking("hello");
+    state.system_prompt = Some("Be brief.".into());
+    run_turn(
+        &Resolver(provider.clone()),
+        &current_time_registry(),
+        &NoHooks,
+        state,
+    );
+    assert_eq!(
+        *provider.systems.borrow(),
+        vec![Some("Be brief.".to_string())]
+    );
+}

@@ -43,6 +43,13 @@ pub trait TurnHooks {
         Ok(())
     }
 
+    /// The system prompt for the next LLM call, rebuilt before every call (seed 004: it may
+    /// carry state that tools change, such as an index of artifacts). `None` keeps the
+    /// conversation's own prompt (`base`) as it is.
+    async fn system_prompt(&self, _base: Option<&str>) -> Option<String> {
+        None
+    }
+
     /// An LLM or provider-resolution failure.
     async fn on_error(&self, _error: &str, _is_retryable: bool) -> Result<(), HookError> {
         Ok(())

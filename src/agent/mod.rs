@@ -10,6 +10,7 @@
 //! numbered by [`AgentEvent::TurnStart`]'s `turn` field as in the seed design, and is a *step*
 //! in the UI stream.
 
+pub mod artifacts;
 pub mod compact;
 pub mod event;
 pub mod hooks;

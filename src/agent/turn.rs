@@ -143,8 +143,9 @@ pub async fn run_agent_turn(
             model: &model,
         });
         let definitions = tools.offered(&state.messages);
+        let system = hooks.system_prompt(state.system_prompt.as_deref()).await;
         let request = LlmRequest {
-            system: state.system_prompt.as_deref(),
+            system: system.as_deref().or(state.system_prompt.as_deref()),
             messages: &history,
             tools: &definitions,
             max_tokens: state.max_tokens,

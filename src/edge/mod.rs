@@ -12,6 +12,7 @@
 //! - [`config`], [`error`]: environment parsing; the one JSON error shape
 
 mod ai;
+mod artifacts;
 pub mod auth;
 pub mod config;
 pub mod conversation;
@@ -20,6 +21,7 @@ pub mod cors;
 pub mod error;
 mod fetch;
 mod routes;
+mod rows;
 mod store;
 mod turn;
 pub mod ui_stream;
@@ -107,6 +109,15 @@ async fn route(
             routes::conversations::delete(env, user, id).await
         }
         (Method::Get, ["v1", "models"]) => routes::models::list(config),
+        (Method::Get, ["v1", "conversations", id, "artifacts"]) => {
+            routes::artifacts::list(env, user, id).await
+        }
+        (Method::Get, ["v1", "conversations", id, "artifacts", artifact]) => {
+            routes::artifacts::get(&req, env, user, id, artifact).await
+        }
+        (Method::Put, ["v1", "conversations", id, "artifacts", artifact]) => {
+            routes::artifacts::put(req, env, user, id, artifact).await
+        }
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
             routes::messages::list(&req, env, user, id).await
         }
@@ -117,7 +128,8 @@ async fn route(
             _,
             ["healthz"] | ["v1", "conversations"] | ["v1", "conversations", _] | ["v1", "models"],
         )
-        | (_, ["v1", "conversations", _, "messages" | "stream"])
+        | (_, ["v1", "conversations", _, "messages" | "stream" | "artifacts"])
+        | (_, ["v1", "conversations", _, "artifacts", _])
         | (_, ["v1", "chat"] | ["v1", "chat", _, "stream"]) => Err(ApiError::MethodNotAllowed(
             format!("{:?} is not supported on {path}", req.method()),
         )),

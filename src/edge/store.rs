@@ -7,6 +7,8 @@ use worker::wasm_bindgen::JsValue;
 use worker::D1Database;
 
 use super::error::ApiError;
+use super::rows;
+use crate::agent::artifacts::{first_line, Artifact, ArtifactKind, ArtifactSummary, Author};
 use crate::agent::AgentMessage;
 
 /// A conversation row as the API returns it.
@@ -36,6 +38,14 @@ pub struct UsageRow<'a> {
 #[derive(Deserialize)]
 struct Seq {
     seq: i64,
+}
+
+/// What a turn starts from.
+pub struct TurnHistory {
+    /// Each message's sequence number in D1.
+    pub seqs: Vec<Option<i64>>,
+    pub messages: Vec<AgentMessage>,
+    pub artifacts: Vec<ArtifactSummary>,
 }
 
 /// A stored message: the `AgentMessage` plus where it sits.
@@ -100,23 +110,25 @@ impl Store {
         id: &str,
     ) -> Result<Option<Conversation>, ApiError> {
         self.tick(1);
-        Ok(self
-            .db
-            .prepare("SELECT * FROM conversations WHERE id = ?1 AND owner = ?2")
-            .bind(&[id.into(), owner.into()])?
-            .first::<Conversation>(None)
-            .await?)
+        rows::first::<Conversation>(
+            &self
+                .db
+                .prepare("SELECT * FROM conversations WHERE id = ?1 AND owner = ?2")
+                .bind(&[id.into(), owner.into()])?,
+        )
+        .await
     }
 
     /// Conversation `id`, whoever owns it (the caller checks).
     pub async fn conversation_by_id(&self, id: &str) -> Result<Option<Conversation>, ApiError> {
         self.tick(1);
-        Ok(self
-            .db
-            .prepare("SELECT * FROM conversations WHERE id = ?1")
-            .bind(&[id.into()])?
-            .first::<Conversation>(None)
-            .await?)
+        rows::first::<Conversation>(
+            &self
+                .db
+                .prepare("SELECT * FROM conversations WHERE id = ?1")
+                .bind(&[id.into()])?,
+        )
+        .await
     }
 
     /// One page of `owner`'s conversations, newest first. The cursor is the last row's
@@ -129,29 +141,29 @@ impl Store {
     ) -> Result<(Vec<Conversation>, Option<(i64, String)>), ApiError> {
         self.tick(1);
         let (created, id) = before.unwrap_or((i64::MAX, ""));
-        let mut rows = self
-            .db
-            .prepare(
-                "SELECT * FROM conversations WHERE owner = ?1
+        let mut page = rows::all::<Conversation>(
+            &self
+                .db
+                .prepare(
+                    "SELECT * FROM conversations WHERE owner = ?1
                    AND (created_at < ?2 OR (created_at = ?2 AND id < ?3))
                  ORDER BY created_at DESC, id DESC LIMIT ?4",
-            )
-            .bind(&[
-                owner.into(),
-                (created.min(1 << 52) as f64).into(),
-                id.into(),
-                ((limit + 1) as f64).into(),
-            ])?
-            .all()
-            .await?
-            .results::<Conversation>()?;
-        let next = if rows.len() as i64 > limit {
-            rows.truncate(limit as usize);
-            rows.last().map(|c| (c.created_at, c.id.clone()))
+                )
+                .bind(&[
+                    owner.into(),
+                    (created.min(1 << 52) as f64).into(),
+                    id.into(),
+                    ((limit + 1) as f64).into(),
+                ])?,
+        )
+        .await?;
+        let next = if page.len() as i64 > limit {
+            page.truncate(limit as usize);
+            page.last().map(|c| (c.created_at, c.id.clone()))
         } else {
             None
         };
-        Ok((rows, next))
+        Ok((page, next))
     }
 
     /// Deletes a conversation and its history; `false` if `owner` has no such conversation.
@@ -163,6 +175,9 @@ impl Store {
         let statements = vec![
             self.db
                 .prepare("DELETE FROM messages WHERE conversation_id = ?1")
+                .bind(&[id.into()])?,
+            self.db
+                .prepare("DELETE FROM artifacts WHERE conversation_id = ?1")
                 .bind(&[id.into()])?,
             self.db
                 .prepare("DELETE FROM conversations WHERE id = ?1 AND owner = ?2")
@@ -180,16 +195,17 @@ impl Store {
         struct Last {
             seq: Option<i64>,
         }
-        let last = self
-            .db
-            .prepare(
-                "SELECT MAX(seq) AS seq FROM messages
+        let last = rows::first::<Last>(
+            &self
+                .db
+                .prepare(
+                    "SELECT MAX(seq) AS seq FROM messages
                  WHERE conversation_id = ?1 AND kind = 'user' AND superseded = 0",
-            )
-            .bind(&[conversation_id.into()])?
-            .first::<Last>(None)
-            .await?
-            .and_then(|l| l.seq);
+                )
+                .bind(&[conversation_id.into()])?,
+        )
+        .await?
+        .and_then(|l| l.seq);
         let Some(seq) = last else {
             return Ok(false);
         };
@@ -250,10 +266,10 @@ impl Store {
                 .prepare("SELECT seq FROM messages WHERE id = ?1")
                 .bind(&[message_id.into()])?,
         );
-        let results = self.db.batch(batch).await?;
+        let results = rows::batch(&self.db, &batch).await?;
         let seq = results
             .last()
-            .map(|r| r.results::<Seq>())
+            .map(rows::results::<Seq>)
             .transpose()?
             .and_then(|rows| rows.into_iter().next())
             .ok_or_else(|| ApiError::Internal(format!("message {message_id} was not stored")))?;
@@ -360,47 +376,56 @@ impl Store {
                     .bind(&[id.into()])?,
             );
         }
-        let results = self.db.batch(statements).await?;
+        let results = rows::batch(&self.db, &statements).await?;
         if summary.is_none() {
             return Ok(0);
         }
         let seq = results
             .last()
-            .map(|r| r.results::<Seq>())
+            .map(rows::results::<Seq>)
             .transpose()?
             .and_then(|rows| rows.into_iter().next())
             .map_or(0, |s| s.seq);
         Ok(seq)
     }
 
-    /// What a turn works on, loaded once: the live rows (neither superseded nor compacted),
-    /// with the latest summary first, and each message's sequence number.
-    pub async fn turn_history(
-        &self,
-        conversation_id: &str,
-    ) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
+    /// What a turn works on, loaded once in one round trip: the live rows (neither superseded
+    /// nor compacted), with the latest summary first, each message's sequence number, and the
+    /// conversation's artifacts (for the system prompt's index).
+    pub async fn turn_history(&self, conversation_id: &str) -> Result<TurnHistory, ApiError> {
         self.tick(1);
-        let rows = self
-            .db
-            .prepare(
-                "SELECT seq, id, body, created_at, superseded FROM messages
-                 WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0
-                 ORDER BY kind = 'summary' DESC, seq",
-            )
-            .bind(&[conversation_id.into()])?
-            .all()
-            .await?
-            .results::<MessageRow>()?;
-        let mut seqs = Vec::with_capacity(rows.len());
-        let mut messages = Vec::with_capacity(rows.len());
-        for row in rows {
+        let results = rows::batch(
+            &self.db,
+            &[
+                self.db
+                    .prepare(
+                        "SELECT seq, id, body, created_at, superseded FROM messages
+                         WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0
+                         ORDER BY kind = 'summary' DESC, seq",
+                    )
+                    .bind(&[conversation_id.into()])?,
+                self.artifacts_statement(conversation_id)?,
+            ],
+        )
+        .await?;
+        let (Some(history), Some(artifacts)) = (results.first(), results.get(1)) else {
+            return Err(ApiError::Internal("a D1 batch answered short".into()));
+        };
+        let history = rows::results::<MessageRow>(history)?;
+        let mut seqs = Vec::with_capacity(history.len());
+        let mut messages = Vec::with_capacity(history.len());
+        for row in history {
             let message = serde_json::from_str(&row.body).map_err(|e| {
                 ApiError::Internal(format!("stored message {} is unreadable: {e}", row.id))
             })?;
             seqs.push(Some(row.seq));
             messages.push(message);
         }
-        Ok((seqs, messages))
+        Ok(TurnHistory {
+            seqs,
+            messages,
+            artifacts: summaries(rows::results::<ArtifactRow>(artifacts)?)?,
+        })
     }
 
     /// One page of history as the API returns it: messages with `seq > after`, oldest first.
@@ -444,20 +469,20 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<MessageRow>, ApiError> {
         self.tick(1);
-        Ok(self
-            .db
-            .prepare(
-                "SELECT seq, id, body, created_at, superseded, compacted FROM messages
+        rows::all::<MessageRow>(
+            &self
+                .db
+                .prepare(
+                    "SELECT seq, id, body, created_at, superseded, compacted FROM messages
                  WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-            )
-            .bind(&[
-                conversation_id.into(),
-                (after as f64).into(),
-                (limit.min(1 << 40) as f64).into(),
-            ])?
-            .all()
-            .await?
-            .results::<MessageRow>()?)
+                )
+                .bind(&[
+                    conversation_id.into(),
+                    (after as f64).into(),
+                    (limit.min(1 << 40) as f64).into(),
+                ])?,
+        )
+        .await
     }
 }
 
@@ -475,4 +500,150 @@ fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D:
 
 fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
     v.serialize(s)
+}
+
+/// An artifact version as D1 returns it.
+#[derive(Deserialize)]
+struct ArtifactRow {
+    id: String,
+    title: String,
+    kind: String,
+    #[serde(default)]
+    content: String,
+    version: i64,
+    #[serde(default)]
+    author: String,
+    #[serde(default)]
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl ArtifactRow {
+    fn kind(&self) -> Result<ArtifactKind, ApiError> {
+        ArtifactKind::parse(&self.kind)
+            .map_err(|e| ApiError::Internal(format!("artifact {}: {e}", self.id)))
+    }
+}
+
+/// The first line of an artifact's content, as the listing shows it.
+const HEAD_CHARS: usize = 120;
+
+fn summaries(rows: Vec<ArtifactRow>) -> Result<Vec<ArtifactSummary>, ApiError> {
+    rows.into_iter()
+        .map(|row| {
+            Ok(ArtifactSummary {
+                kind: row.kind()?,
+                first_line: first_line(&row.content, HEAD_CHARS),
+                version: row.version as u32,
+                id: row.id,
+                title: row.title,
+                updated_at: row.updated_at,
+            })
+        })
+        .collect()
+}
+
+impl Store {
+    /// Artifact `id` of a conversation: its latest version, or `version`.
+    pub async fn artifact(
+        &self,
+        conversation_id: &str,
+        id: &str,
+        version: Option<u32>,
+    ) -> Result<Option<Artifact>, ApiError> {
+        self.tick(1);
+        let statement = match version {
+            Some(v) => self
+                .db
+                .prepare(
+                    "SELECT * FROM artifacts WHERE conversation_id = ?1 AND id = ?2 AND version = ?3",
+                )
+                .bind(&[conversation_id.into(), id.into(), f64::from(v).into()])?,
+            None => self
+                .db
+                .prepare(
+                    "SELECT * FROM artifacts WHERE conversation_id = ?1 AND id = ?2
+                     ORDER BY version DESC LIMIT 1",
+                )
+                .bind(&[conversation_id.into(), id.into()])?,
+        };
+        let Some(row) = rows::first::<ArtifactRow>(&statement).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Artifact {
+            kind: row.kind()?,
+            author: if row.author == "user" {
+                Author::User
+            } else {
+                Author::Model
+            },
+            version: row.version as u32,
+            id: row.id,
+            title: row.title,
+            content: row.content,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }))
+    }
+
+    /// Every artifact of a conversation at its latest version, oldest first.
+    pub async fn artifacts(&self, conversation_id: &str) -> Result<Vec<ArtifactSummary>, ApiError> {
+        self.tick(1);
+        summaries(rows::all::<ArtifactRow>(&self.artifacts_statement(conversation_id)?).await?)
+    }
+
+    fn artifacts_statement(
+        &self,
+        conversation_id: &str,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
+        Ok(self
+            .db
+            .prepare(
+                "SELECT a.id, a.title, a.kind, a.version, a.updated_at,
+                        substr(a.content, 1, 400) AS content
+                 FROM artifacts a
+                 WHERE a.conversation_id = ?1 AND a.version = (
+                   SELECT MAX(b.version) FROM artifacts b
+                   WHERE b.conversation_id = a.conversation_id AND b.id = a.id)
+                 ORDER BY a.created_at, a.id",
+            )
+            .bind(&[conversation_id.into()])?)
+    }
+
+    /// Stores a new version. Someone else having written that version first is a conflict.
+    pub async fn put_artifact(
+        &self,
+        conversation_id: &str,
+        artifact: &Artifact,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        let result = self
+            .db
+            .prepare(
+                "INSERT INTO artifacts
+                   (conversation_id, id, version, title, kind, content, author, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .bind(&[
+                conversation_id.into(),
+                artifact.id.as_str().into(),
+                f64::from(artifact.version).into(),
+                artifact.title.as_str().into(),
+                artifact.kind.as_str().into(),
+                artifact.content.as_str().into(),
+                artifact.author.as_str().into(),
+                (artifact.created_at as f64).into(),
+                (artifact.updated_at as f64).into(),
+            ])?
+            .run()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if e.to_string().contains("UNIQUE") => Err(ApiError::Conflict(format!(
+                "version {} of artifact `{}` was written by someone else first; read it and try again",
+                artifact.version, artifact.id
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
 }

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use worker::{console_error, console_warn, AbortSignal, Env};
 
 use super::ai::WorkersAiBinding;
+use super::artifacts::{D1Artifacts, SystemPrompt};
 use super::config::Config;
 use super::conversation::log::ChunkLog;
 use super::conversation::machine::{self, Recovery};
@@ -17,9 +18,10 @@ use super::conversation::storage::{ObjectStorage, QueuedRow};
 use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::fetch::FetchTransport;
-use super::store::{Store, UsageRow};
+use super::store::{Store, TurnHistory, UsageRow};
 use super::ui_stream::UiStream;
 use super::{new_id, now_ms};
+use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
 use crate::agent::{
     pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CancelToken,
     Compaction, Compactor, CurrentTime, HookError, Inbox, ProviderResolver, ToolAnswers,
@@ -148,6 +150,8 @@ pub struct Prepared {
     seqs: Vec<Option<i64>>,
     answers: ToolAnswers,
     client_tools: Vec<ToolDef>,
+    /// The conversation's artifacts when the turn began, for the system prompt's index.
+    artifacts: Vec<ArtifactSummary>,
 }
 
 /// What preparing found.
@@ -202,7 +206,11 @@ pub async fn prepare(
             )));
         }
     }
-    let (mut seqs, mut history) = store.turn_history(id).await?;
+    let TurnHistory {
+        mut seqs,
+        messages: mut history,
+        artifacts,
+    } = store.turn_history(id).await?;
     let mut answers = ToolAnswers::default();
     let mut recovered = Vec::new();
     match kickoff {
@@ -285,6 +293,7 @@ pub async fn prepare(
         seqs,
         answers,
         client_tools,
+        artifacts,
     })))
 }
 
@@ -363,6 +372,7 @@ impl Prepared {
             seqs,
             answers,
             client_tools,
+            artifacts: listed,
         } = self;
         let config = &turn_env.config;
         let info = config.models.info(&model);
@@ -394,11 +404,28 @@ impl Prepared {
         let mut tools = ToolRegistry::new();
         tools.register_server_tool(Box::new(CurrentTime::default()));
         tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
+        let artifact_context = Rc::new(ArtifactContext {
+            store: Rc::new(D1Artifacts {
+                store: turn_env.store.clone(),
+                conversation_id: conversation.id.clone(),
+            }),
+            now: Box::new(now_ms),
+            new_id: Box::new(|| new_id().unwrap_or_else(|_| format!("a{}", now_ms()))),
+            changed: Default::default(),
+        });
+        artifacts::register(&mut tools, artifact_context.clone());
         for name in &config.approval_required_tools {
             tools.require_approval(name);
         }
         tools.merge_client_tools(client_tools.clone());
         let hooks = D1Hooks {
+            prompt: SystemPrompt::new(
+                conversation.system.as_deref(),
+                &conversation.owner,
+                &model.to_string(),
+                artifact_context,
+                &listed,
+            ),
             store: turn_env.store.clone(),
             conversation_id: conversation.id.clone(),
             owner: conversation.owner.clone(),
@@ -543,6 +570,7 @@ struct D1Hooks {
     persisted: Rc<Persisted>,
     /// Why the last answer's ledger row could not be written; `on_turn_end` stops the turn.
     ledger_failure: RefCell<Option<String>>,
+    prompt: SystemPrompt,
 }
 
 #[async_trait(?Send)]
@@ -554,6 +582,10 @@ impl TurnHooks for D1Hooks {
             Some(e) => Err(HookError(format!("usage ledger: {e}"))),
             None => Ok(true),
         }
+    }
+
+    async fn system_prompt(&self, _base: Option<&str>) -> Option<String> {
+        self.prompt.build().await
     }
 
     async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {

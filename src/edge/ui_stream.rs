@@ -9,6 +9,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::agent::artifacts;
 use crate::agent::{AgentEvent, AgentMessage, TurnOutcome, SKIPPED_FOR_STEERING};
 use crate::llm::{ContentBlock, LlmEvent, StopReason, Usage};
 
@@ -86,6 +87,13 @@ enum Chunk<'a> {
     DataSteering {
         data: SteeringData<'a>,
         transient: bool,
+    },
+    /// An artifact changed (seed 004's produce tools): `id` is the artifact's, so a client
+    /// keeps one part per artifact, updated in place.
+    #[serde(rename = "data-artifact")]
+    DataArtifact {
+        id: &'a str,
+        data: &'a Value,
     },
     #[serde(rename = "data-provider-switch")]
     DataProviderSwitch {
@@ -221,6 +229,12 @@ impl UiStream {
                             output,
                         },
                     );
+                    if artifacts::CHANGING_TOOLS.contains(&call.name.as_str()) {
+                        let data = &output["artifact"];
+                        if let Some(id) = data["id"].as_str() {
+                            write(out, &Chunk::DataArtifact { id, data });
+                        }
+                    }
                 }
             }
             AgentEvent::Steering { skipped, messages } => {
@@ -452,6 +466,40 @@ mod tests {
             .filter(|c| !c.is_empty() && *c != "data: [DONE]")
             .map(|c| serde_json::from_str(c.strip_prefix("data: ").unwrap()).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn an_artifact_change_follows_its_tool_output_as_a_data_artifact_part() {
+        let call = |name: &str| ToolCall {
+            id: "c1".into(),
+            name: name.into(),
+            input: json!({}),
+            signature: None,
+        };
+        let output = json!({"status": "ok", "artifact": {"id": "a1", "title": "Plan", "kind": "json", "version": 2}});
+        let mut out = String::new();
+        let mut s = UiStream::new();
+        for name in ["patch_artifact", "read_artifact"] {
+            s.event(
+                &AgentEvent::ToolExecution {
+                    call: &call(name),
+                    output: &output,
+                    is_error: false,
+                    duration_ms: 1,
+                },
+                &mut out,
+            );
+        }
+        s.finish(&TurnOutcome::Completed, &mut out);
+        let parts = chunks(&out);
+        assert_eq!(parts[0]["type"], "tool-output-available");
+        assert_eq!(
+            parts[1],
+            json!({"type": "data-artifact", "id": "a1", "data": output["artifact"]})
+        );
+        // Reading changes nothing: no part.
+        assert_eq!(parts[2]["type"], "tool-output-available");
+        assert_eq!(parts[3]["type"], "finish");
     }
 
     #[test]

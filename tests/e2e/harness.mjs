@@ -317,7 +317,7 @@ export async function startLocalModel() {
   const python = path.join(ROOT, ".tools/venv/bin/python");
   const model = await smollmModelPath(python);
   const port = await freePort();
-  const child = spawn(python, ["-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1", "--port", String(port), "--model_alias", "smollm2", "--n_ctx", "2048"], { detached: true });
+  const child = spawn(python, ["-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1", "--port", String(port), "--model_alias", "smollm2", "--n_ctx", "4096"], { detached: true });
   let log = "";
   child.stdout.on("data", (d) => (log += d));
   child.stderr.on("data", (d) => (log += d));

@@ -48,6 +48,8 @@ pub struct Scripted {
     pub seen: RefCell<Vec<Vec<Message>>>,
     /// The tool names offered on each call.
     pub offered: RefCell<Vec<Vec<String>>>,
+    /// The system prompt of each call.
+    pub systems: RefCell<Vec<Option<String>>>,
 }
 
 impl Scripted {
@@ -57,6 +59,7 @@ impl Scripted {
             answers: RefCell::new(answers.into()),
             seen: RefCell::new(vec![]),
             offered: RefCell::new(vec![]),
+            systems: RefCell::new(vec![]),
         })
     }
 }
@@ -77,6 +80,9 @@ impl Provider for Scripted {
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
         self.seen.borrow_mut().push(request.messages.to_vec());
+        self.systems
+            .borrow_mut()
+            .push(request.system.map(str::to_string));
         self.offered
             .borrow_mut()
             .push(request.tools.iter().map(|t| t.name.clone()).collect());

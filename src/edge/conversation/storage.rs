@@ -17,6 +17,7 @@ use crate::edge::coordinator::{Delivery, TurnConversation};
 use crate::llm::ToolDef;
 
 use super::machine::PauseKind;
+use crate::edge::rows;
 
 pub struct ObjectStorage {
     sql: SqlStorage,
@@ -96,7 +97,7 @@ impl ObjectStorage {
                 "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'queue'",
                 None,
             )
-            .and_then(|c| c.to_array::<Count>())
+            .and_then(rows::cursor::<Count>)
             .is_ok_and(|rows| rows.first().is_some_and(|c| c.n > 0));
         if legacy {
             for statement in [
@@ -115,10 +116,10 @@ impl ObjectStorage {
     }
 
     pub fn conversation(&self) -> Result<Option<TurnConversation>> {
-        let rows: Vec<Text> = self
-            .sql
-            .exec("SELECT row AS t FROM conversation WHERE id = 1", None)?
-            .to_array()?;
+        let rows: Vec<Text> = rows::cursor(
+            self.sql
+                .exec("SELECT row AS t FROM conversation WHERE id = 1", None)?,
+        )?;
         Ok(rows.first().and_then(|r| serde_json::from_str(&r.t).ok()))
     }
 
@@ -133,13 +134,10 @@ impl ObjectStorage {
     }
 
     pub fn turn(&self) -> Result<Option<TurnRow>> {
-        let rows: Vec<TurnRow> = self
-            .sql
-            .exec(
-                "SELECT turn_id, recoveries, client_tools, partial FROM turn WHERE id = 1",
-                None,
-            )?
-            .to_array()?;
+        let rows: Vec<TurnRow> = rows::cursor(self.sql.exec(
+            "SELECT turn_id, recoveries, client_tools, partial FROM turn WHERE id = 1",
+            None,
+        )?)?;
         Ok(rows.into_iter().next())
     }
 
@@ -197,10 +195,10 @@ impl ObjectStorage {
 
     /// What the last turn paused for, and the client tools it had offered.
     pub fn paused(&self) -> Result<Option<(PauseKind, Vec<ToolDef>)>> {
-        let rows: Vec<PausedRow> = self
-            .sql
-            .exec("SELECT kind, client_tools FROM paused WHERE id = 1", None)?
-            .to_array()?;
+        let rows: Vec<PausedRow> = rows::cursor(
+            self.sql
+                .exec("SELECT kind, client_tools FROM paused WHERE id = 1", None)?,
+        )?;
         Ok(rows.into_iter().next().and_then(|r| {
             let kind = PauseKind::parse(&r.kind)?;
             Some((
@@ -228,12 +226,10 @@ impl ObjectStorage {
     /// [`ObjectStorage::dequeue`], which comes only once they are in D1.
     pub fn queued(&self, only: Option<Delivery>) -> Result<Vec<QueuedRow>> {
         let kind = only.map_or("%", |d| d.as_str());
-        self.sql
-            .exec(
-                "SELECT seq, id, delivery, message FROM inbox WHERE delivery LIKE ? ORDER BY seq",
-                vec![kind.into()],
-            )?
-            .to_array()
+        rows::cursor(self.sql.exec(
+            "SELECT seq, id, delivery, message FROM inbox WHERE delivery LIKE ? ORDER BY seq",
+            vec![kind.into()],
+        )?)
     }
 
     /// The message a queued row holds. A row no turn could ever read is dropped from the queue
@@ -259,13 +255,10 @@ impl ObjectStorage {
 
     pub fn queue_len(&self, only: Option<Delivery>) -> Result<i64> {
         let kind = only.map_or("%", |d| d.as_str());
-        let rows: Vec<Count> = self
-            .sql
-            .exec(
-                "SELECT COUNT(*) AS n FROM inbox WHERE delivery LIKE ?",
-                vec![kind.into()],
-            )?
-            .to_array()?;
+        let rows: Vec<Count> = rows::cursor(self.sql.exec(
+            "SELECT COUNT(*) AS n FROM inbox WHERE delivery LIKE ?",
+            vec![kind.into()],
+        )?)?;
         Ok(rows.first().map_or(0, |c| c.n))
     }
 
@@ -277,10 +270,10 @@ impl ObjectStorage {
 
     /// The logged stream, in order, as one string.
     pub fn chunks(&self) -> Result<String> {
-        let rows: Vec<Text> = self
-            .sql
-            .exec("SELECT data AS t FROM chunks ORDER BY seq", None)?
-            .to_array()?;
+        let rows: Vec<Text> = rows::cursor(
+            self.sql
+                .exec("SELECT data AS t FROM chunks ORDER BY seq", None)?,
+        )?;
         Ok(rows.into_iter().map(|r| r.t).collect())
     }
 

@@ -7,10 +7,7 @@ use crate::edge::json_response;
 
 pub async fn get(env: &Env) -> Result<Response, ApiError> {
     let db = env.d1("DB")?;
-    let d1 = db
-        .prepare("SELECT 1 AS ok")
-        .first::<serde_json::Value>(None)
-        .await;
+    let d1 = crate::edge::rows::first::<serde_json::Value>(&db.prepare("SELECT 1 AS ok")).await;
     match d1 {
         Ok(Some(_)) => json_response(200, &serde_json::json!({"ok": true, "d1": "reachable"})),
         Ok(None) | Err(_) => {

@@ -1,5 +1,6 @@
 //! One module per resource; each handler is small: extract, call, answer.
 
+pub mod artifacts;
 pub mod chat;
 pub mod conversations;
 pub mod health;

@@ -1,0 +1,119 @@
+//! A turn's artifacts: the D1 store behind the `artifacts` tools, and the system prompt rebuilt
+//! before every LLM call (seed 004): the conversation's `system` text with `{{date}}`,
+//! `{{user}}` and `{{model}}` filled in, then the index of the conversation's artifacts, which
+//! is read again only after a tool changed one.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+
+use super::now_ms;
+use super::store::Store;
+use crate::agent::artifacts::{index, Artifact, ArtifactContext, ArtifactStore, ArtifactSummary};
+use crate::agent::tools::iso8601;
+
+/// How much of the system prompt the artifact index may take, in bytes.
+pub const INDEX_BUDGET: usize = 2_000;
+
+/// One conversation's artifacts in D1.
+pub struct D1Artifacts {
+    pub store: Rc<Store>,
+    pub conversation_id: String,
+}
+
+#[async_trait(?Send)]
+impl ArtifactStore for D1Artifacts {
+    async fn get(&self, id: &str, version: Option<u32>) -> Result<Option<Artifact>, String> {
+        self.store
+            .artifact(&self.conversation_id, id, version)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn list(&self) -> Result<Vec<ArtifactSummary>, String> {
+        self.store
+            .artifacts(&self.conversation_id)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn put(&self, artifact: &Artifact) -> Result<(), String> {
+        self.store
+            .put_artifact(&self.conversation_id, artifact)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The system prompt of one turn.
+pub struct SystemPrompt {
+    /// The conversation's `system` text with its placeholders filled in.
+    base: Option<String>,
+    artifacts: Rc<ArtifactContext>,
+    index: RefCell<Option<String>>,
+}
+
+impl SystemPrompt {
+    /// `listed`: the conversation's artifacts as the turn found them.
+    pub fn new(
+        template: Option<&str>,
+        user: &str,
+        model: &str,
+        artifacts: Rc<ArtifactContext>,
+        listed: &[ArtifactSummary],
+    ) -> Self {
+        let date = iso8601(now_ms());
+        Self {
+            base: template.map(|t| fill(t, &date[..10], user, model)),
+            artifacts,
+            index: RefCell::new(index(listed, INDEX_BUDGET)),
+        }
+    }
+
+    /// The prompt for the next LLM call.
+    pub async fn build(&self) -> Option<String> {
+        if self.artifacts.changed.replace(false) {
+            match self.artifacts.store.list().await {
+                Ok(listed) => *self.index.borrow_mut() = index(&listed, INDEX_BUDGET),
+                // The previous index is kept; the model can still list them.
+                Err(e) => worker::console_error!("reading the artifact index: {e}"),
+            }
+        }
+        match (&self.base, self.index.borrow().as_deref()) {
+            (base, None) => base.clone(),
+            (None, Some(index)) => Some(index.to_string()),
+            (Some(base), Some(index)) => Some(format!("{base}\n\n{index}")),
+        }
+    }
+}
+
+/// Fills `{{date}}` (YYYY-MM-DD, UTC), `{{user}}` and `{{model}}` in a system prompt.
+pub fn fill(template: &str, date: &str, user: &str, model: &str) -> String {
+    if !template.contains("{{") {
+        return template.to_string();
+    }
+    template
+        .replace("{{date}}", date)
+        .replace("{{user}}", user)
+        .replace("{{model}}", model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_and_others_left_alone() {
+        assert_eq!(
+            fill(
+                "Today is {{date}}; you help {{user}} as {{model}}. {{other}}",
+                "2026-11-22",
+                "ana",
+                "anthropic:claude"
+            ),
+            "Today is 2026-11-22; you help ana as anthropic:claude. {{other}}"
+        );
+        assert_eq!(fill("plain", "d", "u", "m"), "plain");
+    }
+}

@@ -1,0 +1,109 @@
+//! Rows from the platform (D1 results, the object's SQLite cursors) read as JSON text: one
+//! `JSON.stringify` and one crossing per result (or cursor row), then serde_json. workers-rs
+//! reads them field by field through serde_wasm_bindgen instead, which crosses into JS for
+//! every value and compiles a second reader for every row type.
+
+use serde::de::DeserializeOwned;
+use worker::js_sys::{Array, Function, Reflect, JSON};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{D1Database, D1PreparedStatement, SqlCursor};
+
+use super::error::ApiError;
+
+/// The rows of a statement.
+pub async fn all<T: DeserializeOwned>(statement: &D1PreparedStatement) -> Result<Vec<T>, ApiError> {
+    let promise = statement.inner().all().map_err(d1_error)?;
+    let result = JsFuture::from(promise).await.map_err(d1_error)?;
+    results(&result)
+}
+
+/// The first row of a statement, if any.
+pub async fn first<T: DeserializeOwned>(
+    statement: &D1PreparedStatement,
+) -> Result<Option<T>, ApiError> {
+    let promise = statement.inner().first(None).map_err(d1_error)?;
+    let row = JsFuture::from(promise).await.map_err(d1_error)?;
+    if row.is_null() || row.is_undefined() {
+        return Ok(None);
+    }
+    parse(&row).map(Some)
+}
+
+/// Runs statements as one batch (one round trip, one transaction); each result's rows as a
+/// JS value for [`results`].
+pub async fn batch(
+    db: &D1Database,
+    statements: &[D1PreparedStatement],
+) -> Result<Vec<JsValue>, ApiError> {
+    let db: &JsValue = db.as_ref();
+    let run: Function = Reflect::get(db, &"batch".into())
+        .map_err(d1_error)?
+        .dyn_into()
+        .map_err(|_| ApiError::Internal("D1 has no batch()".into()))?;
+    let list: Array = statements
+        .iter()
+        .map(|s| JsValue::from(s.inner()))
+        .collect();
+    let promise = run.call1(db, &list).map_err(d1_error)?;
+    let answered = JsFuture::from(worker::js_sys::Promise::from(promise))
+        .await
+        .map_err(d1_error)?;
+    Ok(Array::from(&answered).to_vec())
+}
+
+/// The rows of one D1 result object (`{results, meta, success}`).
+pub fn results<T: DeserializeOwned>(result: &JsValue) -> Result<Vec<T>, ApiError> {
+    parse(&rows_of(result)?)
+}
+
+fn rows_of(result: &JsValue) -> Result<JsValue, ApiError> {
+    let rows = Reflect::get(result, &"results".into()).map_err(d1_error)?;
+    Ok(if rows.is_undefined() || rows.is_null() {
+        Array::new().into()
+    } else {
+        rows
+    })
+}
+
+/// The rows a cursor of the object's SQLite storage yields.
+pub fn cursor<T: DeserializeOwned>(cursor: SqlCursor) -> worker::Result<Vec<T>> {
+    parse(&gather(cursor)?).map_err(|e| worker::Error::RustError(e.to_string()))
+}
+
+/// A cursor's rows as one JS array (not generic: compiled once).
+fn gather(cursor: SqlCursor) -> worker::Result<JsValue> {
+    let rows = Array::new();
+    for row in cursor {
+        rows.push(&row?);
+    }
+    Ok(rows.into())
+}
+
+fn parse<T: DeserializeOwned>(value: &JsValue) -> Result<T, ApiError> {
+    serde_json::from_str(&stringify(value)?)
+        .map_err(|e| ApiError::Internal(format!("an unexpected row from storage: {e}")))
+}
+
+fn stringify(value: &JsValue) -> Result<String, ApiError> {
+    Ok(JSON::stringify(value)
+        .map_err(d1_error)?
+        .as_string()
+        .unwrap_or_default())
+}
+
+/// D1's error, with its cause (where D1 puts the SQLite message).
+fn d1_error(e: JsValue) -> ApiError {
+    let message = |v: &JsValue| {
+        Reflect::get(v, &"message".into())
+            .ok()
+            .and_then(|m| m.as_string())
+    };
+    let cause = Reflect::get(&e, &"cause".into()).ok();
+    let text = match (message(&e), cause.as_ref().and_then(message)) {
+        (Some(m), Some(c)) if !m.contains(&c) => format!("{m}: {c}"),
+        (Some(m), _) => m,
+        (None, _) => e.as_string().unwrap_or_else(|| "D1 failed".into()),
+    };
+    ApiError::Internal(format!("D1: {text}"))
+}
