@@ -14,7 +14,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use edge_agent::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat};
 use edge_agent::llm::{
-    HttpRequest, HttpResponse, HttpTransport, LlmEvent, LlmRequest, ModelRef, Provider,
+    ApiRequest, HttpRequest, HttpResponse, HttpTransport, LlmEvent, LlmRequest, ModelRef, Provider,
 };
 
 /// Counts allocations so the figure is exact, not sampled.
@@ -70,6 +70,10 @@ impl HttpTransport for Replay {
     }
 
     async fn get(&self, _: HttpRequest) -> Result<HttpResponse, String> {
+        Err("not used by the benchmark".into())
+    }
+
+    async fn send(&self, _: ApiRequest) -> Result<HttpResponse, String> {
         Err("not used by the benchmark".into())
     }
 }

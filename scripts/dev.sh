@@ -8,8 +8,8 @@ PORT="${PORT:-8787}"
 
 has_key() { [ -f .dev.vars ] && grep -Eq "^[[:space:]]*(ANTHROPIC|OPENAI|GEMINI)_API_KEY[[:space:]]*=[[:space:]]*\"?[^\"[:space:]]" .dev.vars; }
 
-# Local development only: production leaves ALLOW_ANONYMOUS unset (off).
-vars=(--var "ALLOW_ANONYMOUS:true")
+# Local development only: production leaves ALLOW_ANONYMOUS and ALLOW_PRIVATE_TOOL_HOSTS unset (off).
+vars=(--var "ALLOW_ANONYMOUS:true" --var "ALLOW_PRIVATE_TOOL_HOSTS:true")
 if has_key; then
   scripts/setup.sh
 else

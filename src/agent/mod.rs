@@ -16,6 +16,7 @@ pub mod event;
 pub mod hooks;
 pub mod message;
 pub mod plan;
+pub mod remote;
 pub mod schema;
 pub mod state;
 pub mod tools;

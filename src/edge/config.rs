@@ -1,6 +1,7 @@
 //! Configuration from the Worker's environment (wrangler.toml vars, secrets, `.dev.vars`).
 //! Parsing is separate from `Env` so it is tested natively; every error names its variable.
 
+use crate::agent::remote::{parse_http_tools, HttpToolSpec};
 use crate::llm::models::Registry;
 use crate::llm::ModelRef;
 
@@ -38,7 +39,26 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Browser origins allowed to call (`CORS_ORIGINS`).
     pub cors: CorsOrigins,
+    /// Tools that call HTTP APIs (`HTTP_TOOLS`).
+    pub http_tools: Vec<HttpToolSpec>,
+    /// The values of the secrets tool headers name (`secret:NAME`), read when the
+    /// configuration is.
+    pub tool_secrets: Vec<(String, String)>,
+    /// Lets tools call loopback and private addresses (`ALLOW_PRIVATE_TOOL_HOSTS`; local
+    /// development and tests).
+    pub allow_private_tool_hosts: bool,
 }
+
+/// Names the runtime's own tools have; a configured tool may not take one.
+pub const BUILT_IN_TOOLS: [&str; 7] = [
+    "current_time",
+    "update_plan",
+    "create_artifact",
+    "read_artifact",
+    "update_artifact",
+    "patch_artifact",
+    "list_artifacts",
+];
 
 impl Config {
     /// Builds the configuration from a variable lookup (empty values count as unset).
@@ -62,6 +82,7 @@ impl Config {
             })
             .transpose()?
             .unwrap_or_default();
+        let (http_tools, tool_secrets) = http_tools(&get)?;
         Ok(Self {
             default_model,
             fallback_models,
@@ -101,8 +122,49 @@ impl Config {
             cors: get("CORS_ORIGINS")
                 .map(|v| CorsOrigins::parse(&v))
                 .unwrap_or_default(),
+            allow_private_tool_hosts: flag(&get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
+            http_tools,
+            tool_secrets,
         })
     }
+}
+
+/// `HTTP_TOOLS`, and the secrets their headers name.
+type HttpTools = (Vec<HttpToolSpec>, Vec<(String, String)>);
+
+fn http_tools(get: &impl Fn(&str) -> Option<String>) -> Result<HttpTools, ApiError> {
+    let Some(json) = get("HTTP_TOOLS") else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let specs = parse_http_tools(&json).map_err(|e| ApiError::config("HTTP_TOOLS", e))?;
+    let mut secrets: Vec<(String, String)> = Vec::new();
+    for spec in &specs {
+        if BUILT_IN_TOOLS.contains(&spec.name.as_str()) {
+            return Err(ApiError::config(
+                "HTTP_TOOLS",
+                format!("`{}` is the name of a built-in tool", spec.name),
+            ));
+        }
+        for (header, value) in &spec.headers {
+            let Some(name) = value.strip_prefix("secret:") else {
+                continue;
+            };
+            if secrets.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            let value = get(name).ok_or_else(|| {
+                ApiError::config(
+                    "HTTP_TOOLS",
+                    format!(
+                        "`{}`: header `{header}` names the secret `{name}`, which is not set",
+                        spec.name
+                    ),
+                )
+            })?;
+            secrets.push((name.to_string(), value));
+        }
+    }
+    Ok((specs, secrets))
 }
 
 fn url(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<String>, ApiError> {
@@ -188,6 +250,29 @@ mod tests {
             !c.auth.allow_anonymous,
             "anonymous access is off unless asked for"
         );
+    }
+
+    #[test]
+    fn http_tools_read_their_secrets_and_bad_ones_name_the_tool() {
+        let tool = r#"[{"name": "weather", "description": "d", "url": "https://w.example/",
+            "input_schema": {"type": "object"}, "headers": {"x-key": "secret:W_KEY"}}]"#;
+        let c = config(&[("HTTP_TOOLS", tool), ("W_KEY", "k1")]).unwrap();
+        assert_eq!(c.http_tools[0].name, "weather");
+        assert_eq!(
+            c.tool_secrets,
+            vec![("W_KEY".to_string(), "k1".to_string())]
+        );
+        let e = config(&[("HTTP_TOOLS", tool)]).unwrap_err().to_string();
+        assert!(
+            e.contains("HTTP_TOOLS") && e.contains("`weather`") && e.contains("`W_KEY`"),
+            "{e}"
+        );
+        let clash = tool.replace("weather", "current_time");
+        let e = config(&[("HTTP_TOOLS", &clash), ("W_KEY", "k")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("built-in"), "{e}");
+        assert!(!config(&[]).unwrap().allow_private_tool_hosts);
     }
 
     #[test]

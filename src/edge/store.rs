@@ -84,12 +84,44 @@ impl Store {
 
     pub async fn create_conversation(&self, c: &Conversation) -> Result<(), ApiError> {
         self.tick(1);
+        self.insert_conversation(c, "")?.run().await?;
+        Ok(())
+    }
+
+    /// Conversation `c.id` as stored, created as `c` if there was none, in one round trip
+    /// (whoever owns it: the caller checks).
+    pub async fn conversation_or_create(&self, c: &Conversation) -> Result<Conversation, ApiError> {
+        self.tick(1);
+        let results = rows::batch(
+            &self.db,
+            &[
+                self.insert_conversation(c, "ON CONFLICT (id) DO NOTHING")?,
+                self.db
+                    .prepare("SELECT * FROM conversations WHERE id = ?1")
+                    .bind(&[c.id.as_str().into()])?,
+            ],
+        )
+        .await?;
+        results
+            .get(1)
+            .map(rows::results::<Conversation>)
+            .transpose()?
+            .and_then(|rows| rows.into_iter().next())
+            .ok_or_else(|| ApiError::Internal(format!("conversation {} was not stored", c.id)))
+    }
+
+    fn insert_conversation(
+        &self,
+        c: &Conversation,
+        on_conflict: &str,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
         let metadata = c.metadata.as_ref().map(Value::to_string);
-        self.db
-            .prepare(
+        Ok(self
+            .db
+            .prepare(format!(
                 "INSERT INTO conversations (id, owner, title, system, model, metadata, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-            )
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) {on_conflict}"
+            ))
             .bind(&[
                 c.id.as_str().into(),
                 c.owner.as_str().into(),
@@ -98,10 +130,7 @@ impl Store {
                 opt(&c.model),
                 opt(&metadata),
                 (c.created_at as f64).into(),
-            ])?
-            .run()
-            .await?;
-        Ok(())
+            ])?)
     }
 
     pub async fn conversation(
@@ -115,18 +144,6 @@ impl Store {
                 .db
                 .prepare("SELECT * FROM conversations WHERE id = ?1 AND owner = ?2")
                 .bind(&[id.into(), owner.into()])?,
-        )
-        .await
-    }
-
-    /// Conversation `id`, whoever owns it (the caller checks).
-    pub async fn conversation_by_id(&self, id: &str) -> Result<Option<Conversation>, ApiError> {
-        self.tick(1);
-        rows::first::<Conversation>(
-            &self
-                .db
-                .prepare("SELECT * FROM conversations WHERE id = ?1")
-                .bind(&[id.into()])?,
         )
         .await
     }

@@ -17,6 +17,16 @@ pub struct HttpRequest {
     pub body: String,
 }
 
+/// A request to an API a deployment configured (tools: HTTP APIs, MCP servers): any method, and
+/// header names that are not known in advance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiRequest {
+    pub method: &'static str,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+}
+
 pub struct HttpResponse {
     pub status: u16,
     /// Header names in lower case.
@@ -40,4 +50,7 @@ pub trait HttpTransport {
 
     /// Sends a GET (`request.body` is ignored). Used for health checks.
     async fn get(&self, request: HttpRequest) -> Result<HttpResponse, String>;
+
+    /// Sends a request to a configured API. Errors are network failures only.
+    async fn send(&self, request: ApiRequest) -> Result<HttpResponse, String>;
 }

@@ -394,7 +394,12 @@ impl Object {
         let object = self.clone();
         self.state.wait_until(async move {
             let result = prepared
-                .run(&turn_env, claimed.cancel.clone(), claimed.log.clone())
+                .run(
+                    &turn_env,
+                    claimed.cancel.clone(),
+                    claimed.signal.clone(),
+                    claimed.log.clone(),
+                )
                 .await;
             log_turn(&claimed, &result, &object, &turn_env);
             object.finish(&claimed, &result.outcome, &result.client_tools);

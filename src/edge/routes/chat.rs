@@ -94,25 +94,23 @@ pub async fn post(
         }
     };
     let store = Store::new(env.d1("DB")?);
-    let conversation = match store.conversation_by_id(&body.id).await? {
-        Some(c) if c.owner != user => return Err(super::conversations::not_found(&body.id)),
-        Some(c) => c,
-        None => {
-            let now = now_ms();
-            let conversation = Conversation {
-                id: body.id.clone(),
-                owner: user.to_string(),
-                title: first_user_text(&body.messages).map(|t| t.chars().take(80).collect()),
-                system: None,
-                model: None,
-                metadata: None,
-                created_at: now,
-                updated_at: now,
-            };
-            store.create_conversation(&conversation).await?;
-            conversation
-        }
-    };
+    // Created on first use; looked up and created in one round trip.
+    let now = now_ms();
+    let conversation = store
+        .conversation_or_create(&Conversation {
+            id: body.id.clone(),
+            owner: user.to_string(),
+            title: first_user_text(&body.messages).map(|t| t.chars().take(80).collect()),
+            system: None,
+            model: None,
+            metadata: None,
+            created_at: now,
+            updated_at: now,
+        })
+        .await?;
+    if conversation.owner != user {
+        return Err(super::conversations::not_found(&body.id));
+    }
     hand_over(env, &conversation, request, tools, body.stream, config).await
 }
 

@@ -5,6 +5,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
+use crate::llm::ApiRequest;
 use crate::llm::{
     Completion, HttpRequest, HttpResponse, HttpTransport, LlmEvent, LlmRequest, Provider,
 };
@@ -67,6 +68,15 @@ impl HttpTransport for ScriptedTransport {
 
     async fn get(&self, request: HttpRequest) -> Result<HttpResponse, String> {
         self.post(request).await
+    }
+
+    async fn send(&self, request: ApiRequest) -> Result<HttpResponse, String> {
+        self.post(HttpRequest {
+            url: request.url,
+            headers: vec![],
+            body: request.body.unwrap_or_default(),
+        })
+        .await
     }
 }
 

@@ -1,0 +1,620 @@
+//! Declarative HTTP tools (`HTTP_TOOLS`): a tool that calls an HTTP API, declared as data.
+//! `url`, `query` and `body` are templates over the validated arguments; `headers` may name
+//! secrets (`secret:NAME`), resolved by the application and never shown to the model; `result`
+//! picks a part of the response (a JSON Pointer) and caps its size.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::template::{fill, fill_json, placeholders};
+use super::{answer, check_url, failure, host_of, Breakers, ATTEMPTS, BACKOFF_MS};
+use crate::agent::tools::ServerTool;
+use crate::llm::{ApiRequest, HttpTransport, Sleeper, ToolDef};
+
+/// Most of a response read, in bytes.
+const MAX_READ_BYTES: usize = 1 << 20;
+/// The default cap on what a result gives the model, in bytes.
+const DEFAULT_RESULT_BYTES: usize = 16 * 1024;
+
+/// One entry of `HTTP_TOOLS`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(default = "get")]
+    pub method: String,
+    pub url: String,
+    /// Query parameters: name → template.
+    #[serde(default)]
+    pub query: BTreeMap<String, String>,
+    /// A JSON body template (for POST, PUT, PATCH).
+    pub body: Option<Value>,
+    /// Header name → value, or `secret:NAME`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub result: Option<ResultSpec>,
+    /// At most the deployment's `TOOL_TIMEOUT_MS`, which bounds every tool call.
+    pub timeout_ms: Option<u32>,
+    /// The toolset the tool joins (default: `http`).
+    pub toolset: Option<String>,
+}
+
+fn get() -> String {
+    "GET".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultSpec {
+    /// A JSON Pointer into the response (`/data/items`).
+    pub pointer: Option<String>,
+    /// Largest result given to the model, in bytes (longer ones are cut and marked degraded).
+    pub max_bytes: Option<usize>,
+}
+
+/// Parses and checks `HTTP_TOOLS`. Errors name the entry, the tool and the field.
+pub fn parse_http_tools(json: &str) -> Result<Vec<HttpToolSpec>, String> {
+    let entries: Vec<Value> =
+        serde_json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
+    let mut tools: Vec<HttpToolSpec> = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.into_iter().enumerate() {
+        let name = entry
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
+        let at = |message: String| format!("entry {i} (`{name}`): {message}");
+        let spec: HttpToolSpec = serde_json::from_value(entry).map_err(|e| at(e.to_string()))?;
+        check_spec(&spec).map_err(at)?;
+        if tools.iter().any(|t| t.name == spec.name) {
+            return Err(at("another entry has this `name`".into()));
+        }
+        tools.push(spec);
+    }
+    Ok(tools)
+}
+
+fn check_spec(spec: &HttpToolSpec) -> Result<(), String> {
+    if spec.name.is_empty()
+        || spec.name.len() > 64
+        || !spec
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err("`name` must be 1 to 64 letters, digits, `_` or `-`".into());
+    }
+    if !["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&spec.method.as_str()) {
+        return Err(format!(
+            "`method` must be GET, POST, PUT, PATCH or DELETE, not `{}`",
+            spec.method
+        ));
+    }
+    let host = host_of(&spec.url).ok_or("`url` must start with http:// or https://")?;
+    if host.contains('{') {
+        return Err("`url` may not template its host".into());
+    }
+    if spec.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("`input_schema` must be a JSON Schema with \"type\": \"object\"".into());
+    }
+    let declared = spec
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object);
+    if spec.body.is_some() && spec.method == "GET" {
+        return Err("`body` is not sent with GET".into());
+    }
+    let body_text = spec.body.as_ref().map(Value::to_string);
+    let mut used: Vec<(&str, &str)> = placeholders(&spec.url)
+        .into_iter()
+        .map(|p| ("url", p))
+        .collect();
+    used.extend(
+        spec.query
+            .values()
+            .flat_map(|t| placeholders(t))
+            .map(|p| ("query", p)),
+    );
+    if let Some(text) = &body_text {
+        used.extend(placeholders(text).into_iter().map(|p| ("body", p)));
+    }
+    for (field, name) in used {
+        if !declared.is_some_and(|d| d.contains_key(name)) {
+            return Err(format!(
+                "`{field}` uses {{{name}}}, which `input_schema` does not declare"
+            ));
+        }
+    }
+    for (header, value) in &spec.headers {
+        if let Some(secret) = value.strip_prefix("secret:") {
+            if secret.is_empty() {
+                return Err(format!("header `{header}`: `secret:` needs a name"));
+            }
+        }
+    }
+    if let Some(pointer) = spec.result.as_ref().and_then(|r| r.pointer.as_deref()) {
+        if !pointer.is_empty() && !pointer.starts_with('/') {
+            return Err("`result.pointer` must be a JSON Pointer (start with `/`)".into());
+        }
+    }
+    Ok(())
+}
+
+/// What an HTTP tool runs with.
+pub struct HttpTool {
+    pub spec: HttpToolSpec,
+    pub definition: ToolDef,
+    /// The headers with their secrets resolved (never shown to the model or logged).
+    pub headers: Vec<(String, String)>,
+    pub transport: Rc<dyn HttpTransport>,
+    pub sleeper: Rc<dyn Sleeper>,
+    pub breakers: Rc<Breakers>,
+    pub now_ms: fn() -> i64,
+    pub allow_private_hosts: bool,
+}
+
+impl HttpTool {
+    /// `secret` resolves `secret:NAME` header values; a missing one is a configuration error.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        spec: HttpToolSpec,
+        secret: &dyn Fn(&str) -> Option<String>,
+        transport: Rc<dyn HttpTransport>,
+        sleeper: Rc<dyn Sleeper>,
+        breakers: Rc<Breakers>,
+        now_ms: fn() -> i64,
+        allow_private_hosts: bool,
+    ) -> Result<Self, String> {
+        let mut headers = Vec::with_capacity(spec.headers.len() + 1);
+        for (name, value) in &spec.headers {
+            let value = match value.strip_prefix("secret:") {
+                Some(key) => secret(key).ok_or_else(|| {
+                    format!(
+                        "`{}`: header `{name}` names the secret `{key}`, which is not set",
+                        spec.name
+                    )
+                })?,
+                None => value.clone(),
+            };
+            headers.push((name.to_ascii_lowercase(), value));
+        }
+        if spec.body.is_some() && !headers.iter().any(|(n, _)| n == "content-type") {
+            headers.push(("content-type".into(), "application/json".into()));
+        }
+        let definition = ToolDef {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            input_schema: spec.input_schema.clone(),
+        };
+        Ok(Self {
+            spec,
+            definition,
+            headers,
+            transport,
+            sleeper,
+            breakers,
+            now_ms,
+            allow_private_hosts,
+        })
+    }
+
+    fn request(&self, arguments: &Map<String, Value>) -> Result<ApiRequest, String> {
+        let mut url = fill(&self.spec.url, arguments, true)?;
+        let mut first = !url.contains('?');
+        for (name, template) in &self.spec.query {
+            // A query value from an argument the call left out is left out.
+            let absent = placeholders(template)
+                .iter()
+                .any(|p| arguments.get(*p).is_none_or(Value::is_null));
+            if absent {
+                continue;
+            }
+            url.push(if first { '?' } else { '&' });
+            first = false;
+            url.extend(form_encode(name));
+            url.push('=');
+            url.push_str(&fill(template, arguments, true)?);
+        }
+        check_url(&url, self.allow_private_hosts)?;
+        let body = match &self.spec.body {
+            Some(template) => Some(fill_json(template, arguments)?.to_string()),
+            None => None,
+        };
+        Ok(ApiRequest {
+            method: method_name(&self.spec.method),
+            url,
+            headers: self.headers.clone(),
+            body,
+        })
+    }
+
+    /// Reads the body (at most `MAX_READ_BYTES`); `true` when it was longer.
+    async fn read(response: crate::llm::HttpResponse) -> Result<(Vec<u8>, bool), String> {
+        let mut body = Vec::new();
+        let mut stream = response.body;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if body.len() + chunk.len() > MAX_READ_BYTES {
+                body.extend_from_slice(&chunk[..MAX_READ_BYTES - body.len()]);
+                return Ok((body, true));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((body, false))
+    }
+
+    /// The model's view of a successful response.
+    fn result(&self, body: &[u8], cut: bool) -> Value {
+        let text = String::from_utf8_lossy(body);
+        let parsed: Option<Value> = serde_json::from_str(&text).ok();
+        let spec = self.spec.result.as_ref();
+        let picked = match (parsed, spec.and_then(|r| r.pointer.as_deref())) {
+            (Some(json), Some(pointer)) => json.pointer(pointer).cloned(),
+            (Some(json), None) => Some(json),
+            (None, _) if text.trim().is_empty() => None,
+            (None, _) => Some(Value::String(text.into_owned())),
+        };
+        let Some(picked) = picked.filter(|v| !v.is_null()) else {
+            return answer("no_result", None, None);
+        };
+        let max = spec
+            .and_then(|r| r.max_bytes)
+            .unwrap_or(DEFAULT_RESULT_BYTES);
+        let rendered = match &picked {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if rendered.len() > max || cut {
+            let mut end = max.min(rendered.len());
+            while !rendered.is_char_boundary(end) {
+                end -= 1;
+            }
+            return answer(
+                "degraded",
+                Some(Value::String(rendered[..end].to_string())),
+                Some(format!(
+                    "the result was cut to {end} bytes; ask for less if you need the rest"
+                )),
+            );
+        }
+        answer("ok", Some(picked), None)
+    }
+}
+
+fn method_name(method: &str) -> &'static str {
+    match method {
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        _ => "GET",
+    }
+}
+
+fn form_encode(name: &str) -> impl Iterator<Item = &str> {
+    percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
+}
+
+#[async_trait(?Send)]
+impl ServerTool for HttpTool {
+    fn definition(&self) -> &ToolDef {
+        &self.definition
+    }
+
+    fn concurrent(&self) -> bool {
+        self.spec.method == "GET"
+    }
+
+    async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
+        let name = &self.spec.name;
+        let request = self.request(arguments).map_err(failure)?;
+        if let Err(wait_ms) = self.breakers.admit(name, (self.now_ms)()) {
+            return Err(failure(format!(
+                "unavailable: `{name}` failed repeatedly and is not called for another {} s",
+                (wait_ms + 999) / 1000
+            )));
+        }
+        let mut last = String::new();
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                let base = BACKOFF_MS << (attempt - 1);
+                let jitter = (self.sleeper.random() * base as f64 / 2.0) as u64;
+                self.sleeper.sleep(base + jitter).await;
+            }
+            let response = match self.transport.send(request.clone()).await {
+                Ok(response) => response,
+                Err(e) => {
+                    last = format!("the API could not be reached: {e}");
+                    continue;
+                }
+            };
+            let status = response.status;
+            let (body, cut) = match Self::read(response).await {
+                Ok(read) => read,
+                Err(e) => {
+                    last = format!("the response broke off: {e}");
+                    continue;
+                }
+            };
+            if status >= 500 || status == 429 {
+                last = format!("the API answered HTTP {status}");
+                continue;
+            }
+            // The service is up: a 4xx is this call's problem, not the service's.
+            self.breakers.record(name, true, (self.now_ms)());
+            if status == 404 {
+                return Ok(answer(
+                    "no_result",
+                    None,
+                    Some("the API answered 404".into()),
+                ));
+            }
+            if status >= 400 {
+                let detail = String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned();
+                return Err(failure(format!("the API answered HTTP {status}: {detail}")));
+            }
+            return Ok(self.result(&body, cut));
+        }
+        self.breakers.record(name, false, (self.now_ms)());
+        Err(failure(format!("{last} (after {ATTEMPTS} attempts)")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::collections::VecDeque;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::llm::{HttpRequest, HttpResponse};
+
+    /// Answers each request with the next scripted status and body (or a network error), and
+    /// records what was sent.
+    #[derive(Default)]
+    struct Api {
+        answers: RefCell<VecDeque<Result<(u16, &'static str), &'static str>>>,
+        sent: RefCell<Vec<ApiRequest>>,
+    }
+
+    #[async_trait(?Send)]
+    impl HttpTransport for Api {
+        async fn post(&self, _: HttpRequest) -> Result<HttpResponse, String> {
+            unreachable!()
+        }
+        async fn get(&self, _: HttpRequest) -> Result<HttpResponse, String> {
+            unreachable!()
+        }
+        async fn send(&self, request: ApiRequest) -> Result<HttpResponse, String> {
+            self.sent.borrow_mut().push(request);
+            let (status, body) = self
+                .answers
+                .borrow_mut()
+                .pop_front()
+                .expect("no answer scripted")?;
+            // The body arrives in two pieces, split mid-way.
+            let (a, b) = body.as_bytes().split_at(body.len() / 2);
+            Ok(HttpResponse {
+                status,
+                headers: vec![],
+                body: Box::pin(futures::stream::iter(vec![Ok(a.to_vec()), Ok(b.to_vec())])),
+            })
+        }
+    }
+
+    #[derive(Default)]
+    struct Waits(RefCell<Vec<u64>>);
+
+    #[async_trait(?Send)]
+    impl Sleeper for Waits {
+        async fn sleep(&self, ms: u64) {
+            self.0.borrow_mut().push(ms);
+        }
+        fn random(&self) -> f64 {
+            0.0
+        }
+    }
+
+    thread_local!(static NOW: Cell<i64> = const { Cell::new(0) });
+    fn now() -> i64 {
+        NOW.with(Cell::get)
+    }
+
+    const WEATHER: &str = r#"[{
+        "name": "weather",
+        "description": "Forecast for a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]},
+        "url": "https://api.weather.example/v1/{city}",
+        "query": {"days": "{days}", "units": "metric"},
+        "headers": {"Authorization": "secret:WEATHER_KEY"},
+        "result": {"pointer": "/forecast", "max_bytes": 40}
+    }]"#;
+
+    fn tool(
+        api: &Rc<Api>,
+        breakers: &Rc<Breakers>,
+        waits: &Rc<Waits>,
+        declaration: &str,
+    ) -> HttpTool {
+        let spec = parse_http_tools(declaration).unwrap().remove(0);
+        HttpTool::new(
+            spec,
+            &|name| (name == "WEATHER_KEY").then(|| "Bearer s3cret".to_string()),
+            api.clone(),
+            waits.clone(),
+            breakers.clone(),
+            now,
+            false,
+        )
+        .unwrap()
+    }
+
+    fn call(t: &HttpTool, args: Value) -> Result<Value, String> {
+        futures::executor::block_on(t.call(args.as_object().unwrap()))
+    }
+
+    #[test]
+    fn a_call_fills_the_templates_sends_the_secret_and_picks_the_result() {
+        let (api, breakers, waits) = (Rc::new(Api::default()), Rc::default(), Rc::default());
+        let t = tool(&api, &breakers, &waits, WEATHER);
+        api.answers
+            .borrow_mut()
+            .push_back(Ok((200, r#"{"forecast": ["sun", "rain"], "noise": 1}"#)));
+        let out = call(&t, json!({"city": "New York", "days": 2})).unwrap();
+        assert_eq!(out, json!({"status": "ok", "result": ["sun", "rain"]}));
+        let sent = api.sent.borrow()[0].clone();
+        assert_eq!(sent.method, "GET");
+        assert_eq!(
+            sent.url,
+            "https://api.weather.example/v1/New%20York?days=2&units=metric"
+        );
+        assert_eq!(
+            sent.headers,
+            vec![("authorization".to_string(), "Bearer s3cret".to_string())]
+        );
+        // An optional argument left out leaves its query parameter out; a long result is cut.
+        api.answers.borrow_mut().push_back(Ok((
+            200,
+            r#"{"forecast": "sunny all week with a light breeze from the west"}"#,
+        )));
+        let out = call(&t, json!({"city": "Oslo"})).unwrap();
+        assert_eq!(out["status"], "degraded");
+        assert_eq!(out["result"].as_str().unwrap().len(), 40);
+        assert!(api.sent.borrow()[1].url.ends_with("/v1/Oslo?units=metric"));
+        // Nothing where the pointer points, a 404: no result.
+        api.answers
+            .borrow_mut()
+            .push_back(Ok((200, r#"{"other": 1}"#)));
+        assert_eq!(
+            call(&t, json!({"city": "X"})).unwrap()["status"],
+            "no_result"
+        );
+        api.answers.borrow_mut().push_back(Ok((404, "not found")));
+        assert_eq!(
+            call(&t, json!({"city": "X"})).unwrap()["status"],
+            "no_result"
+        );
+    }
+
+    #[test]
+    fn failures_are_retried_then_open_the_breaker_which_half_opens_after_the_cool_down() {
+        let (api, breakers, waits) = (
+            Rc::new(Api::default()),
+            Rc::default(),
+            Rc::<Waits>::default(),
+        );
+        let t = tool(&api, &breakers, &waits, WEATHER);
+        // A 503 then a network error then a 200: one call, two waits.
+        api.answers.borrow_mut().extend([
+            Ok((503, "busy")),
+            Err("connection refused"),
+            Ok((200, r#"{"forecast": "sun"}"#)),
+        ]);
+        assert_eq!(call(&t, json!({"city": "A"})).unwrap()["result"], "sun");
+        assert_eq!(*waits.0.borrow(), vec![BACKOFF_MS, BACKOFF_MS * 2]);
+        // Three calls that fail every attempt open the circuit.
+        for _ in 0..3 {
+            api.answers
+                .borrow_mut()
+                .extend([Ok((500, "x")), Ok((502, "x")), Err("reset")]);
+            let e = call(&t, json!({"city": "A"})).unwrap_err();
+            let e: Value = serde_json::from_str(&e).unwrap();
+            assert_eq!(e["status"], "error");
+            assert!(e["message"].as_str().unwrap().contains("after 3 attempts"));
+        }
+        let sent = api.sent.borrow().len();
+        let e = call(&t, json!({"city": "A"})).unwrap_err();
+        assert!(e.contains("unavailable"), "{e}");
+        assert_eq!(
+            api.sent.borrow().len(),
+            sent,
+            "an open circuit sends nothing"
+        );
+        NOW.with(|n| n.set(super::super::breaker::COOL_DOWN_MS));
+        api.answers
+            .borrow_mut()
+            .push_back(Ok((200, r#"{"forecast": "back"}"#)));
+        assert_eq!(call(&t, json!({"city": "A"})).unwrap()["result"], "back");
+        NOW.with(|n| n.set(0));
+        // A 4xx is the call's fault: reported, not retried, and the service stays up.
+        api.answers.borrow_mut().push_back(Ok((400, "bad city")));
+        let e = call(&t, json!({"city": "?"})).unwrap_err();
+        assert!(e.contains("HTTP 400: bad city"), "{e}");
+    }
+
+    #[test]
+    fn bodies_keep_types_and_private_hosts_are_refused() {
+        let (api, breakers, waits) = (Rc::new(Api::default()), Rc::default(), Rc::default());
+        let post = r#"[{"name": "ticket", "description": "d", "method": "POST",
+            "input_schema": {"type": "object", "properties": {"title": {"type": "string"}, "priority": {"type": "integer"}}},
+            "url": "http://127.0.0.1:9/tickets", "body": {"title": "{title}", "priority": "{priority}"}}]"#;
+        let t = tool(&api, &breakers, &waits, post);
+        let e = call(&t, json!({"title": "t", "priority": 2})).unwrap_err();
+        assert!(e.contains("ALLOW_PRIVATE_TOOL_HOSTS"), "{e}");
+        assert!(api.sent.borrow().is_empty());
+        let mut t = t;
+        t.allow_private_hosts = true;
+        api.answers
+            .borrow_mut()
+            .push_back(Ok((201, r#"{"id": 7}"#)));
+        assert_eq!(
+            call(&t, json!({"title": "t", "priority": 2})).unwrap()["result"],
+            json!({"id": 7})
+        );
+        let sent = api.sent.borrow()[0].clone();
+        assert_eq!(sent.body.as_deref(), Some(r#"{"priority":2,"title":"t"}"#));
+        assert!(sent
+            .headers
+            .contains(&("content-type".into(), "application/json".into())));
+    }
+
+    #[test]
+    fn bad_declarations_name_the_tool_and_the_field() {
+        let err = |json: &str| parse_http_tools(json).unwrap_err();
+        assert!(err("{}").contains("not a JSON array"));
+        let e = err(r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}}]"#);
+        assert!(e.contains("entry 0 (`w`)") && e.contains("`url`"), "{e}");
+        let e = err(
+            r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}, "url": "ftp://x"}]"#,
+        );
+        assert!(e.contains("http://"), "{e}");
+        let e = err(
+            r#"[{"name": "w", "description": "d", "input_schema": {"type": "object", "properties": {}}, "url": "https://x/{city}"}]"#,
+        );
+        assert!(e.contains("`url` uses {city}"), "{e}");
+        let e = err(
+            r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}, "url": "https://{host}/"}]"#,
+        );
+        assert!(e.contains("host"), "{e}");
+        let e = err(
+            r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}, "url": "https://x/", "method": "TRACE"}]"#,
+        );
+        assert!(e.contains("`method`"), "{e}");
+        let e = err(
+            r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}, "url": "https://x/", "retries": 3}]"#,
+        );
+        assert!(e.contains("unknown field `retries`"), "{e}");
+        let missing_secret = HttpTool::new(
+            parse_http_tools(WEATHER).unwrap().remove(0),
+            &|_| None,
+            Rc::new(Api::default()),
+            Rc::new(Waits::default()),
+            Rc::default(),
+            now,
+            false,
+        );
+        let e = missing_secret.err().unwrap();
+        assert!(
+            e.contains("`WEATHER_KEY`, which is not set") && !e.contains("s3cret"),
+            "{e}"
+        );
+    }
+}
