@@ -52,6 +52,13 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   npm ci --no-audit --no-fund --loglevel=error >&2
 fi
 
+# --- a real MCP server for the end-to-end tests ------------------------------------------------
+if ! .tools/mcp-venv/bin/python -c 'import importlib.metadata as m; assert m.version("mcp") == "2.3.0"' 2>/dev/null; then
+  say "installing the Python MCP SDK (mcp 2.3.0) into .tools/mcp-venv"
+  python3 -m venv .tools/mcp-venv
+  .tools/mcp-venv/bin/pip install --quiet --progress-bar off "mcp==2.3.0" >&2
+fi
+
 # --- the offline model (optional) -------------------------------------------------------------
 if [ "${1:-}" = "--local-model" ]; then
   if [ ! -x .tools/venv/bin/python ]; then

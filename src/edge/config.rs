@@ -1,7 +1,7 @@
 //! Configuration from the Worker's environment (wrangler.toml vars, secrets, `.dev.vars`).
 //! Parsing is separate from `Env` so it is tested natively; every error names its variable.
 
-use crate::agent::remote::{parse_http_tools, HttpToolSpec};
+use crate::agent::remote::{parse_http_tools, parse_mcp_servers, HttpToolSpec, McpServerSpec};
 use crate::llm::models::Registry;
 use crate::llm::ModelRef;
 
@@ -41,8 +41,10 @@ pub struct Config {
     pub cors: CorsOrigins,
     /// Tools that call HTTP APIs (`HTTP_TOOLS`).
     pub http_tools: Vec<HttpToolSpec>,
-    /// The values of the secrets tool headers name (`secret:NAME`), read when the
-    /// configuration is.
+    /// MCP servers whose tools the agent may call (`MCP_SERVERS`).
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// The values of the secrets tool and MCP server headers name (`secret:NAME`), read when
+    /// the configuration is.
     pub tool_secrets: Vec<(String, String)>,
     /// Lets tools call loopback and private addresses (`ALLOW_PRIVATE_TOOL_HOSTS`; local
     /// development and tests).
@@ -82,7 +84,7 @@ impl Config {
             })
             .transpose()?
             .unwrap_or_default();
-        let (http_tools, tool_secrets) = http_tools(&get)?;
+        let (http_tools, mcp_servers, tool_secrets) = remote_tools(&get)?;
         Ok(Self {
             default_model,
             fallback_models,
@@ -124,28 +126,39 @@ impl Config {
                 .unwrap_or_default(),
             allow_private_tool_hosts: flag(&get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
             http_tools,
+            mcp_servers,
             tool_secrets,
         })
     }
 }
 
-/// `HTTP_TOOLS`, and the secrets their headers name.
-type HttpTools = (Vec<HttpToolSpec>, Vec<(String, String)>);
+/// `HTTP_TOOLS` and `MCP_SERVERS`, and the secrets their headers name.
+type RemoteTools = (Vec<HttpToolSpec>, Vec<McpServerSpec>, Vec<(String, String)>);
 
-fn http_tools(get: &impl Fn(&str) -> Option<String>) -> Result<HttpTools, ApiError> {
-    let Some(json) = get("HTTP_TOOLS") else {
-        return Ok((Vec::new(), Vec::new()));
-    };
-    let specs = parse_http_tools(&json).map_err(|e| ApiError::config("HTTP_TOOLS", e))?;
-    let mut secrets: Vec<(String, String)> = Vec::new();
-    for spec in &specs {
+fn remote_tools(get: &impl Fn(&str) -> Option<String>) -> Result<RemoteTools, ApiError> {
+    let http = get("HTTP_TOOLS")
+        .map(|json| parse_http_tools(&json).map_err(|e| ApiError::config("HTTP_TOOLS", e)))
+        .transpose()?
+        .unwrap_or_default();
+    let mcp = get("MCP_SERVERS")
+        .map(|json| parse_mcp_servers(&json).map_err(|e| ApiError::config("MCP_SERVERS", e)))
+        .transpose()?
+        .unwrap_or_default();
+    for spec in &http {
         if BUILT_IN_TOOLS.contains(&spec.name.as_str()) {
             return Err(ApiError::config(
                 "HTTP_TOOLS",
                 format!("`{}` is the name of a built-in tool", spec.name),
             ));
         }
-        for (header, value) in &spec.headers {
+    }
+    let mut secrets: Vec<(String, String)> = Vec::new();
+    let headers = http
+        .iter()
+        .map(|s| ("HTTP_TOOLS", &s.name, &s.headers))
+        .chain(mcp.iter().map(|s| ("MCP_SERVERS", &s.name, &s.headers)));
+    for (variable, owner, headers) in headers {
+        for (header, value) in headers {
             let Some(name) = value.strip_prefix("secret:") else {
                 continue;
             };
@@ -154,17 +167,16 @@ fn http_tools(get: &impl Fn(&str) -> Option<String>) -> Result<HttpTools, ApiErr
             }
             let value = get(name).ok_or_else(|| {
                 ApiError::config(
-                    "HTTP_TOOLS",
+                    variable,
                     format!(
-                        "`{}`: header `{header}` names the secret `{name}`, which is not set",
-                        spec.name
+                        "`{owner}`: header `{header}` names the secret `{name}`, which is not set"
                     ),
                 )
             })?;
             secrets.push((name.to_string(), value));
         }
     }
-    Ok((specs, secrets))
+    Ok((http, mcp, secrets))
 }
 
 fn url(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<String>, ApiError> {

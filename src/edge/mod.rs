@@ -20,6 +20,7 @@ mod coordinator;
 pub mod cors;
 pub mod error;
 mod fetch;
+mod remote_tools;
 mod routes;
 mod rows;
 mod store;

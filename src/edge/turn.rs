@@ -18,11 +18,11 @@ use super::conversation::storage::{ObjectStorage, QueuedRow};
 use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::fetch::FetchTransport;
+use super::remote_tools;
 use super::store::{Store, TurnHistory, UsageRow};
 use super::ui_stream::UiStream;
 use super::{new_id, now_ms};
 use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
-use crate::agent::remote::{Breakers, HttpTool};
 use crate::agent::{
     pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CancelToken,
     Compaction, Compactor, CurrentTime, HookError, Inbox, ProviderResolver, ToolAnswers,
@@ -102,45 +102,8 @@ pub fn model_of(conversation: &TurnConversation, config: &Config) -> Result<Mode
     }
 }
 
-thread_local! {
-    /// The remote tools' circuit breakers, kept for as long as the isolate lives.
-    static BREAKERS: Rc<Breakers> = Rc::default();
-}
-
-/// The deployment's `HTTP_TOOLS`, each in its toolset (default `http`), calling out with the
-/// turn's abort signal so a cancelled turn stops its tool calls too.
-fn register_http_tools(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal) {
-    let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport {
-        signal: Some(signal.clone()),
-    });
-    let breakers = BREAKERS.with(Rc::clone);
-    let secret = |name: &str| {
-        config
-            .tool_secrets
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    };
-    for spec in &config.http_tools {
-        let toolset = spec.toolset.clone().unwrap_or_else(|| "http".into());
-        match HttpTool::new(
-            spec.clone(),
-            &secret,
-            transport.clone(),
-            Rc::new(WorkerSleeper),
-            breakers.clone(),
-            now_ms,
-            config.allow_private_tool_hosts,
-        ) {
-            Ok(tool) => tools.register_in_toolset(&toolset, Box::new(tool)),
-            // Config checked every secret already; this is a tool left out, with why.
-            Err(e) => console_error!("HTTP_TOOLS: {e}"),
-        }
-    }
-}
-
 /// Timers and randomness for retries, from the Workers runtime.
-struct WorkerSleeper;
+pub struct WorkerSleeper;
 
 #[async_trait(?Send)]
 impl Sleeper for WorkerSleeper {
@@ -453,7 +416,7 @@ impl Prepared {
             changed: Default::default(),
         });
         artifacts::register(&mut tools, artifact_context.clone());
-        register_http_tools(&mut tools, config, &signal);
+        remote_tools::register(&mut tools, config, &signal).await;
         for name in &config.approval_required_tools {
             tools.require_approval(name);
         }

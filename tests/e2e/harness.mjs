@@ -331,3 +331,26 @@ export async function startLocalModel() {
   }
   return { url, stop: () => { try { process.kill(-child.pid, "SIGKILL"); } catch {} } };
 }
+
+/** Starts the Python SDK's MCP server (tests/e2e/mcp_server.py) on a free port. */
+export async function startMcpServer() {
+  const python = path.join(ROOT, ".tools/mcp-venv/bin/python");
+  const port = await freePort();
+  const child = spawn(python, [path.join(ROOT, "tests/e2e/mcp_server.py"), String(port)], { detached: true });
+  let log = "";
+  child.stdout.on("data", (d) => (log += d));
+  child.stderr.on("data", (d) => (log += d));
+  const url = `http://127.0.0.1:${port}/mcp`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the MCP server exited ${child.exitCode} (run scripts/setup.sh):\n${log}`);
+    const up = await new Promise((resolve) => {
+      const socket = net.connect(port, "127.0.0.1", () => { socket.end(); resolve(true); });
+      socket.on("error", () => resolve(false));
+    });
+    if (up) break;
+    if (Date.now() > deadline) throw new Error(`the MCP server did not start in 30 s:\n${log}`);
+    await sleep(100);
+  }
+  return { url, log: () => log, stop: () => { try { process.kill(-child.pid, "SIGKILL"); } catch {} } };
+}

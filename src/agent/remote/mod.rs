@@ -1,9 +1,10 @@
-//! Tools a deployment plugs in without code: declarative HTTP tools (`HTTP_TOOLS`), with MCP
-//! servers to follow. What they share: the statuses their results carry (seed 003), which hosts
+//! Tools a deployment plugs in without code: declarative HTTP tools (`HTTP_TOOLS`) and the tools
+//! of MCP servers (`MCP_SERVERS`). What they share: the statuses their results carry (seed 003), which hosts
 //! they may call, retries inside the tool timeout, and a circuit breaker per service.
 
 pub mod breaker;
 pub mod http;
+pub mod mcp;
 pub mod template;
 
 use std::cell::RefCell;
@@ -14,6 +15,7 @@ use serde_json::{json, Value};
 
 pub use breaker::Breaker;
 pub use http::{parse_http_tools, HttpTool, HttpToolSpec};
+pub use mcp::{exposed_name, parse_mcp_servers, McpClient, McpServerSpec, McpTool};
 
 /// Calls made to a service that fails with a 5xx, a 429 or a network error, the first included.
 pub const ATTEMPTS: u32 = 3;

@@ -1,0 +1,166 @@
+//! The deployment's remote tools for a turn: `HTTP_TOOLS` and the tools of `MCP_SERVERS`, each
+//! in its toolset, calling out with the turn's abort signal (a cancelled turn stops its tool
+//! calls too). MCP clients (with their sessions), their tool lists (for `MCP_TOOLS_TTL_MS`) and
+//! the circuit breakers live as long as the isolate, so a turn does not list tools every time
+//! and a server that is down is given up on across requests.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use futures::future::join_all;
+use worker::{console_warn, AbortSignal};
+
+use super::config::Config;
+use super::fetch::FetchTransport;
+use super::now_ms;
+use super::turn::WorkerSleeper;
+use crate::agent::remote::mcp::McpToolInfo;
+use crate::agent::remote::{exposed_name, Breakers, HttpTool, McpClient, McpServerSpec, McpTool};
+use crate::agent::ToolRegistry;
+use crate::llm::{HttpTransport, ToolDef};
+
+/// How long a server's tool list is used before it is listed again.
+pub const MCP_TOOLS_TTL_MS: i64 = 5 * 60 * 1000;
+
+/// One MCP server as this isolate knows it.
+struct KnownServer {
+    client: Rc<McpClient>,
+    /// The tools it listed, and when.
+    listed: Option<(i64, Vec<McpToolInfo>)>,
+}
+
+thread_local! {
+    static BREAKERS: Rc<Breakers> = Rc::default();
+    static SERVERS: RefCell<HashMap<String, KnownServer>> = RefCell::default();
+}
+
+/// Registers the deployment's HTTP tools and MCP servers' tools.
+pub async fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal) {
+    let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport {
+        signal: Some(signal.clone()),
+    });
+    let breakers = BREAKERS.with(Rc::clone);
+    let secret = |name: &str| {
+        config
+            .tool_secrets
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    for spec in &config.http_tools {
+        let toolset = spec.toolset.clone().unwrap_or_else(|| "http".into());
+        match HttpTool::new(
+            spec.clone(),
+            &secret,
+            transport.clone(),
+            Rc::new(WorkerSleeper),
+            breakers.clone(),
+            now_ms,
+            config.allow_private_tool_hosts,
+        ) {
+            Ok(tool) => tools.register_in_toolset(&toolset, Box::new(tool)),
+            // The configuration checked every secret already.
+            Err(e) => console_warn!("HTTP_TOOLS: {e}"),
+        }
+    }
+    let listed = join_all(
+        config
+            .mcp_servers
+            .iter()
+            .map(|spec| server_tools(spec, &secret, transport.as_ref(), &breakers, config)),
+    )
+    .await;
+    for (spec, listed) in config.mcp_servers.iter().zip(listed) {
+        let Some((client, infos)) = listed else {
+            continue;
+        };
+        let toolset = spec.toolset.clone().unwrap_or_else(|| spec.name.clone());
+        for info in infos {
+            let name = exposed_name(&spec.name, &info.name);
+            if spec.approval.contains(&info.name) {
+                tools.require_approval(&name);
+            }
+            tools.register_in_toolset(
+                &toolset,
+                Box::new(McpTool {
+                    definition: ToolDef {
+                        name,
+                        description: info.description,
+                        input_schema: info.input_schema,
+                    },
+                    tool: info.name,
+                    client: client.clone(),
+                    transport: transport.clone(),
+                    sleeper: Rc::new(WorkerSleeper),
+                    breakers: breakers.clone(),
+                    now_ms,
+                }),
+            );
+        }
+    }
+}
+
+/// A server's client and tools: the isolate's list while it is fresh, else listed now. A server
+/// that cannot list keeps its last list (its calls then fail fast through the breaker), or
+/// offers nothing this turn.
+async fn server_tools(
+    spec: &McpServerSpec,
+    secret: &dyn Fn(&str) -> Option<String>,
+    transport: &dyn HttpTransport,
+    breakers: &Breakers,
+    config: &Config,
+) -> Option<(Rc<McpClient>, Vec<McpToolInfo>)> {
+    let now = now_ms();
+    let (client, stale) = SERVERS.with(|servers| {
+        let mut servers = servers.borrow_mut();
+        let known = servers.get(&spec.name).filter(|k| k.client.spec == *spec);
+        let (client, listed) = match known {
+            Some(k) => (k.client.clone(), k.listed.clone()),
+            None => {
+                let client =
+                    match McpClient::new(spec.clone(), secret, config.allow_private_tool_hosts) {
+                        Ok(c) => Rc::new(c),
+                        Err(e) => {
+                            console_warn!("MCP_SERVERS: {e}");
+                            return (None, None);
+                        }
+                    };
+                servers.insert(
+                    spec.name.clone(),
+                    KnownServer {
+                        client: client.clone(),
+                        listed: None,
+                    },
+                );
+                (client, None)
+            }
+        };
+        (Some(client), listed)
+    });
+    let client = client?;
+    if let Some((at, tools)) = &stale {
+        if now - at < MCP_TOOLS_TTL_MS {
+            return Some((client, tools.clone()));
+        }
+    }
+    if breakers.admit(&spec.name, now).is_err() {
+        return stale.map(|(_, tools)| (client, tools));
+    }
+    match client.list_tools(transport).await {
+        Ok(tools) => {
+            breakers.record(&spec.name, true, now_ms());
+            SERVERS.with(|servers| {
+                if let Some(known) = servers.borrow_mut().get_mut(&spec.name) {
+                    known.listed = Some((now_ms(), tools.clone()));
+                }
+            });
+            Some((client, tools))
+        }
+        Err(e) => {
+            breakers.record(&spec.name, !e.retryable(), now_ms());
+            console_warn!("MCP server {}: listing its tools failed: {e}", spec.name);
+            stale.map(|(_, tools)| (client, tools))
+        }
+    }
+}
