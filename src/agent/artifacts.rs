@@ -127,6 +127,8 @@ pub struct ArtifactContext {
     pub new_id: Box<dyn Fn() -> String>,
     /// Set when a tool changed an artifact, so the system prompt's index is rebuilt.
     pub changed: Cell<bool>,
+    /// Set once a tool wrote an artifact in this turn.
+    pub exists: Cell<bool>,
 }
 
 /// Checks a version's content and title before anything is stored.
@@ -437,6 +439,7 @@ impl ArtifactTool {
         check(next.kind, &next.title, &next.content)?;
         self.context.store.put(&next).await?;
         self.context.changed.set(true);
+        self.context.exists.set(true);
         Ok(json!({"status": "ok", "artifact": next.info()}))
     }
 
@@ -607,6 +610,7 @@ mod tests {
                 format!("art{}", next.get())
             }),
             changed: Cell::new(false),
+            exists: Cell::new(false),
         });
         let mut tools = ToolRegistry::new();
         register(&mut tools, context.clone());

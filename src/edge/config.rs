@@ -132,6 +132,40 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Every toolset a conversation may choose: `artifacts`, and those of the HTTP tools and
+    /// MCP servers.
+    pub fn toolsets(&self) -> Vec<String> {
+        let mut sets = vec![crate::agent::artifacts::TOOLSET.to_string()];
+        let http = self
+            .http_tools
+            .iter()
+            .map(|t| t.toolset.clone().unwrap_or_else(|| "http".into()));
+        let mcp = self
+            .mcp_servers
+            .iter()
+            .map(|s| s.toolset.clone().unwrap_or_else(|| s.name.clone()));
+        for set in http.chain(mcp) {
+            if !sets.contains(&set) {
+                sets.push(set);
+            }
+        }
+        sets
+    }
+
+    /// Refuses toolset names this deployment does not have, naming the ones it has.
+    pub fn check_toolsets(&self, names: &[String]) -> Result<(), ApiError> {
+        let known = self.toolsets();
+        match names.iter().find(|n| !known.contains(n)) {
+            Some(unknown) => Err(ApiError::BadRequest(format!(
+                "there is no toolset `{unknown}`; this deployment has {}",
+                known.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// `HTTP_TOOLS` and `MCP_SERVERS`, and the secrets their headers name.
 type RemoteTools = (Vec<HttpToolSpec>, Vec<McpServerSpec>, Vec<(String, String)>);
 

@@ -82,6 +82,9 @@ pub struct TurnConversation {
     pub owner: String,
     pub system: Option<String>,
     pub model: Option<String>,
+    /// The toolsets its turns may use; `None`: every configured one.
+    #[serde(default)]
+    pub toolsets: Option<Vec<String>>,
 }
 
 impl From<&super::store::Conversation> for TurnConversation {
@@ -91,6 +94,7 @@ impl From<&super::store::Conversation> for TurnConversation {
             owner: c.owner.clone(),
             system: c.system.clone(),
             model: c.model.clone(),
+            toolsets: c.toolsets.clone(),
         }
     }
 }
@@ -103,6 +107,9 @@ pub struct Send {
     pub client_tools: Vec<ToolDef>,
     /// `false`: answer with the whole turn as JSON once it ends.
     pub stream: bool,
+    /// Toolsets this message narrows its turn to (within the conversation's).
+    #[serde(default)]
+    pub toolsets: Option<Vec<String>>,
 }
 
 #[derive(Serialize, Deserialize)]

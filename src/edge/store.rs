@@ -22,6 +22,9 @@ pub struct Conversation {
     pub model: Option<String>,
     #[serde(default, deserialize_with = "json_text", serialize_with = "raw_json")]
     pub metadata: Option<Value>,
+    /// The toolsets its turns may use; `None`: every configured one.
+    #[serde(default, deserialize_with = "json_list")]
+    pub toolsets: Option<Vec<String>>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -116,11 +119,16 @@ impl Store {
         on_conflict: &str,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
         let metadata = c.metadata.as_ref().map(Value::to_string);
+        let toolsets = c
+            .toolsets
+            .as_ref()
+            .and_then(|t| serde_json::to_string(t).ok());
         Ok(self
             .db
             .prepare(format!(
-                "INSERT INTO conversations (id, owner, title, system, model, metadata, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) {on_conflict}"
+                "INSERT INTO conversations
+                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) {on_conflict}"
             ))
             .bind(&[
                 c.id.as_str().into(),
@@ -130,6 +138,7 @@ impl Store {
                 opt(&c.model),
                 opt(&metadata),
                 (c.created_at as f64).into(),
+                opt(&toolsets),
             ])?)
     }
 
@@ -511,6 +520,11 @@ fn opt(v: &Option<String>) -> JsValue {
 }
 
 fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    let text: Option<String> = Option::deserialize(d)?;
+    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+}
+
+fn json_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
     let text: Option<String> = Option::deserialize(d)?;
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }

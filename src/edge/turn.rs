@@ -153,6 +153,8 @@ pub struct Prepared {
     client_tools: Vec<ToolDef>,
     /// The conversation's artifacts when the turn began, for the system prompt's index.
     artifacts: Vec<ArtifactSummary>,
+    /// The toolsets the turn may use (`None`: all).
+    toolsets: Option<Vec<String>>,
 }
 
 /// What preparing found.
@@ -168,6 +170,8 @@ pub struct Start {
     pub kickoff: Kickoff,
     pub queued: Vec<QueuedRow>,
     pub own: Option<(String, AgentMessage)>,
+    /// The toolsets the message that started the turn narrowed it to.
+    pub narrowed: Option<Vec<String>>,
 }
 
 /// The model a turn of `conversation` calls and its provider; checked before anything is stored,
@@ -196,6 +200,7 @@ pub async fn prepare(
         kickoff,
         queued,
         own,
+        narrowed,
     } = start;
     let store = &turn_env.store;
     let id = conversation.id.as_str();
@@ -295,6 +300,7 @@ pub async fn prepare(
         answers,
         client_tools,
         artifacts,
+        toolsets: narrowed.or_else(|| conversation.toolsets.clone()),
     })))
 }
 
@@ -375,6 +381,7 @@ impl Prepared {
             answers,
             client_tools,
             artifacts: listed,
+            toolsets,
         } = self;
         let config = &turn_env.config;
         let info = config.models.info(&model);
@@ -414,9 +421,26 @@ impl Prepared {
             now: Box::new(now_ms),
             new_id: Box::new(|| new_id().unwrap_or_else(|_| format!("a{}", now_ms()))),
             changed: Default::default(),
+            exists: Default::default(),
         });
         artifacts::register(&mut tools, artifact_context.clone());
         remote_tools::register(&mut tools, config, &signal).await;
+        if let Some(allowed) = toolsets {
+            // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
+            let has_artifacts = artifact_context.clone();
+            let had = !listed.is_empty();
+            tools.set_toolset_selector(Box::new(move |_, names| {
+                let with_artifacts = had || has_artifacts.exists.get();
+                names
+                    .iter()
+                    .filter(|n| {
+                        allowed.iter().any(|a| a == *n)
+                            || (with_artifacts && **n == artifacts::TOOLSET)
+                    })
+                    .map(|n| n.to_string())
+                    .collect()
+            }));
+        }
         for name in &config.approval_required_tools {
             tools.require_approval(name);
         }

@@ -112,3 +112,31 @@ test("a user's PUT is a new version the model sees; stale and bad ones are refus
   assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}`)).status, 204);
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/artifacts`)).status, 404);
 });
+
+test("toolsets: chosen per conversation, narrowed per message, and artifacts join once one exists", async () => {
+  const offered = () => anthropic.requests.at(-1).body.tools.map((t) => t.name);
+  const send = async (id, body) => {
+    anthropic.script({ text: "Ok." });
+    await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Hi.", ...body }));
+    return offered();
+  };
+  const unknown = await api(worker.url, "POST", "/v1/conversations", { toolsets: ["nope"] });
+  assert.equal(unknown.status, 400);
+  assert.match((await unknown.json()).error.message, /no toolset `nope`; this deployment has artifacts/);
+
+  // No toolsets: only the tools in none (current_time, update_plan).
+  const bare = (await (await api(worker.url, "POST", "/v1/conversations", { toolsets: [] })).json()).id;
+  assert.deepEqual((await send(bare, {})).sort(), ["current_time", "update_plan"]);
+  assert.equal((await (await api(worker.url, "GET", `/v1/conversations/${bare}`)).json()).toolsets.length, 0);
+  // An artifact appears (the user's): the artifacts set joins.
+  await api(worker.url, "PUT", `/v1/conversations/${bare}/artifacts/todo`, { title: "Todo", kind: "text", content: "- call mum" });
+  assert.ok((await send(bare, {})).includes("patch_artifact"));
+
+  // All by default; one message narrows its own turn only.
+  const all = (await (await api(worker.url, "POST", "/v1/conversations", {})).json()).id;
+  assert.ok((await send(all, {})).includes("create_artifact"));
+  assert.ok(!(await send(all, { toolsets: [] })).includes("create_artifact"));
+  assert.ok((await send(all, {})).includes("create_artifact"));
+  const bad = await api(worker.url, "POST", `/v1/conversations/${all}/messages`, { message: "Hi.", toolsets: ["nope"] });
+  assert.equal(bad.status, 400);
+});

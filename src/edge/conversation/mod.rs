@@ -208,6 +208,7 @@ impl Object {
             request,
             client_tools,
             stream,
+            toolsets: narrowed,
         } = send;
         if self.deleting.get() {
             return Err(super::routes::conversations::not_found(&conversation.id));
@@ -285,6 +286,7 @@ impl Object {
             kickoff,
             queued: self.storage.queued(None)?,
             own: own_message,
+            narrowed,
         };
         let reader = claimed.log.attach();
         // A new message is answered at once: the stream starts before the history loads, and a
@@ -434,6 +436,7 @@ impl Object {
             kickoff,
             queued: self.storage.queued(None)?,
             own: None,
+            narrowed: None,
         };
         let object = self.clone();
         self.state.wait_until(async move {

@@ -104,6 +104,7 @@ pub async fn post(
             system: None,
             model: None,
             metadata: None,
+            toolsets: None,
             created_at: now,
             updated_at: now,
         })
@@ -111,7 +112,15 @@ pub async fn post(
     if conversation.owner != user {
         return Err(super::conversations::not_found(&body.id));
     }
-    hand_over(env, &conversation, request, tools, body.stream, config).await
+    hand_over(
+        env,
+        &conversation,
+        request,
+        (tools, None),
+        body.stream,
+        config,
+    )
+    .await
 }
 
 fn texts(parts: &[Value]) -> String {

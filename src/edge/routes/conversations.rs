@@ -19,6 +19,8 @@ struct Create {
     model: Option<String>,
     title: Option<String>,
     metadata: Option<Value>,
+    /// The toolsets its turns may use (default: every configured one).
+    toolsets: Option<Vec<String>>,
 }
 
 pub async fn create(
@@ -39,6 +41,9 @@ pub async fn create(
             "`metadata` must be a JSON object".into(),
         ));
     }
+    if let Some(toolsets) = &body.toolsets {
+        config.check_toolsets(toolsets)?;
+    }
     let now = now_ms();
     let conversation = Conversation {
         id: new_id()?,
@@ -47,6 +52,7 @@ pub async fn create(
         system: body.system,
         model: body.model,
         metadata: body.metadata,
+        toolsets: body.toolsets,
         created_at: now,
         updated_at: now,
     };

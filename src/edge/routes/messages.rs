@@ -37,6 +37,8 @@ struct Send {
     /// `false` returns the whole turn as JSON instead of streaming it.
     #[serde(default = "yes")]
     stream: bool,
+    /// Narrows the turn this message starts to these of the conversation's toolsets.
+    toolsets: Option<Vec<String>>,
 }
 
 pub(crate) fn yes() -> bool {
@@ -209,6 +211,17 @@ pub async fn send(
     };
     let client_tools = client_tools(body.tools)?;
     let conversation = owned(env, user, id).await?;
+    if let Some(narrowed) = &body.toolsets {
+        config.check_toolsets(narrowed)?;
+        if let Some(own) = &conversation.toolsets {
+            if let Some(other) = narrowed.iter().find(|n| !own.contains(n)) {
+                return Err(ApiError::BadRequest(format!(
+                    "`{other}` is not one of this conversation's toolsets ({})",
+                    own.join(", ")
+                )));
+            }
+        }
+    }
     let request = match message {
         _ if resuming => TurnRequest::Resume {
             results: body.tool_results,
@@ -232,7 +245,7 @@ pub async fn send(
         env,
         &conversation,
         request,
-        client_tools,
+        (client_tools, body.toolsets),
         body.stream,
         config,
     )
@@ -253,7 +266,7 @@ pub(crate) async fn hand_over(
     env: &Env,
     conversation: &Conversation,
     request: TurnRequest,
-    client_tools: Vec<ToolDef>,
+    (client_tools, toolsets): (Vec<ToolDef>, Option<Vec<String>>),
     stream: bool,
     config: &Config,
 ) -> Result<Response, ApiError> {
@@ -267,6 +280,7 @@ pub(crate) async fn hand_over(
             request,
             client_tools,
             stream,
+            toolsets,
         })
         .await
 }
@@ -293,7 +307,7 @@ pub async fn retry(
         env,
         &conversation,
         TurnRequest::Retry,
-        Vec::new(),
+        (Vec::new(), None),
         body.stream,
         config,
     )
