@@ -253,3 +253,56 @@ mod toolsets {
         );
     }
 }
+
+#[test]
+fn a_tool_made_of_one_function_runs_in_the_loop() {
+    let mut tools = ToolRegistry::new();
+    tools.register_server_tool(edge_agent::agent::tool_fn(
+        "double",
+        "Doubles a number.",
+        r#"{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}"#,
+        |args| async move {
+            let n = args["n"].as_i64().ok_or("`n` must be a whole number")?;
+            if n < 0 {
+                return Err(format!("{n} is negative"));
+            }
+            Ok(json!({ "doubled": n * 2 }))
+        },
+    ));
+    assert_eq!(
+        tools.definitions()[0].input_schema["required"],
+        json!(["n"])
+    );
+    let provider = Scripted::new(vec![
+        calls(vec![
+            ("c1", "double", json!({"n": 21})),
+            ("c2", "double", json!({"n": -1})),
+        ]),
+        text("42."),
+    ]);
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("double 21")]);
+    let outcome = futures::executor::block_on(run_agent_turn(
+        &Resolver(provider),
+        &mut state,
+        &tools,
+        None,
+        &Recorder::default(),
+        &mut |_| {},
+    ));
+    assert_eq!(outcome, TurnOutcome::Completed);
+    let results: Vec<(bool, String)> = state
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            AgentMessage::ToolResult(r) => Some((r.is_error, r.content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        vec![
+            (false, "{\"doubled\":42}".to_string()),
+            (true, "-1 is negative".to_string())
+        ]
+    );
+}

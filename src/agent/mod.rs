@@ -28,7 +28,7 @@ pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
 pub use state::{AgentState, Approval, CancelToken, Inbox, LocalInbox, ToolAnswers};
-pub use tools::{CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
+pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
     pending_calls, run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, CANCELLED,
     DENIED, MOVED_ON, SKIPPED_FOR_STEERING,

@@ -139,6 +139,58 @@ impl ToolRegistry {
     }
 }
 
+/// A server tool made of one async function, for tools that need no state of their own:
+///
+/// ```ignore
+/// tools.register_server_tool(tool_fn(
+///     "roll_die",
+///     "Rolls a die with `sides` sides.",
+///     r#"{"type": "object", "properties": {"sides": {"type": "integer", "minimum": 2}}, "required": ["sides"]}"#,
+///     |args| async move {
+///         let sides = args["sides"].as_u64().ok_or("`sides` must be a whole number")?;
+///         Ok(json!({"rolled": 1 + (js_random() * sides as f64) as u64}))
+///     },
+/// ));
+/// ```
+///
+/// The arguments arrive checked against the schema; `Err` is an error result the model reads.
+/// A schema that is not valid JSON is replaced by an empty object schema (and shows in tests).
+pub fn tool_fn<F, Fut>(name: &str, description: &str, schema: &str, run: F) -> Box<dyn ServerTool>
+where
+    F: Fn(Map<String, Value>) -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<Value, String>> + 'static,
+{
+    Box::new(FnTool {
+        definition: ToolDef {
+            name: name.to_string(),
+            description: description.to_string(),
+            input_schema: serde_json::from_str(schema)
+                .unwrap_or_else(|_| json!({"type": "object", "properties": {}})),
+        },
+        run,
+    })
+}
+
+struct FnTool<F> {
+    definition: ToolDef,
+    run: F,
+}
+
+#[async_trait(?Send)]
+impl<F, Fut> ServerTool for FnTool<F>
+where
+    F: Fn(Map<String, Value>) -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<Value, String>> + 'static,
+{
+    fn definition(&self) -> &ToolDef {
+        &self.definition
+    }
+
+    async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
+        (self.run)(arguments.clone()).await
+    }
+}
+
 /// Built-in server tool: the current date and time in UTC.
 pub struct CurrentTime {
     definition: ToolDef,
