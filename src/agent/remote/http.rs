@@ -12,7 +12,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::template::{fill, fill_json, placeholders};
-use super::{answer, check_url, failure, host_of, Breakers, ATTEMPTS, BACKOFF_MS};
+use super::{
+    answer, call_service, check_url, failure, host_of, parse_entries, resolve_headers, Attempt,
+    Breakers,
+};
 use crate::agent::tools::ServerTool;
 use crate::llm::{ApiRequest, HttpTransport, Sleeper, ToolDef};
 
@@ -61,24 +64,7 @@ pub struct ResultSpec {
 
 /// Parses and checks `HTTP_TOOLS`. Errors name the entry, the tool and the field.
 pub fn parse_http_tools(json: &str) -> Result<Vec<HttpToolSpec>, String> {
-    let entries: Vec<Value> =
-        serde_json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
-    let mut tools: Vec<HttpToolSpec> = Vec::with_capacity(entries.len());
-    for (i, entry) in entries.into_iter().enumerate() {
-        let name = entry
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string();
-        let at = |message: String| format!("entry {i} (`{name}`): {message}");
-        let spec: HttpToolSpec = serde_json::from_value(entry).map_err(|e| at(e.to_string()))?;
-        check_spec(&spec).map_err(at)?;
-        if tools.iter().any(|t| t.name == spec.name) {
-            return Err(at("another entry has this `name`".into()));
-        }
-        tools.push(spec);
-    }
-    Ok(tools)
+    parse_entries(json, |t: &HttpToolSpec| &t.name, check_spec)
 }
 
 fn check_spec(spec: &HttpToolSpec) -> Result<(), String> {
@@ -172,19 +158,7 @@ impl HttpTool {
         now_ms: fn() -> i64,
         allow_private_hosts: bool,
     ) -> Result<Self, String> {
-        let mut headers = Vec::with_capacity(spec.headers.len() + 1);
-        for (name, value) in &spec.headers {
-            let value = match value.strip_prefix("secret:") {
-                Some(key) => secret(key).ok_or_else(|| {
-                    format!(
-                        "`{}`: header `{name}` names the secret `{key}`, which is not set",
-                        spec.name
-                    )
-                })?,
-                None => value.clone(),
-            };
-            headers.push((name.to_ascii_lowercase(), value));
-        }
+        let mut headers = resolve_headers(&spec.name, &spec.headers, secret)?;
         if spec.body.is_some() && !headers.iter().any(|(n, _)| n == "content-type") {
             headers.push(("content-type".into(), "application/json".into()));
         }
@@ -315,55 +289,46 @@ impl ServerTool for HttpTool {
     async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
         let name = &self.spec.name;
         let request = self.request(arguments).map_err(failure)?;
-        if let Err(wait_ms) = self.breakers.admit(name, (self.now_ms)()) {
-            return Err(failure(format!(
-                "unavailable: `{name}` failed repeatedly and is not called for another {} s",
-                (wait_ms + 999) / 1000
-            )));
+        let who = format!("`{name}`");
+        call_service(
+            name,
+            &who,
+            &self.breakers,
+            self.sleeper.as_ref(),
+            self.now_ms,
+            || self.attempt(request.clone()),
+        )
+        .await
+    }
+}
+
+impl HttpTool {
+    async fn attempt(&self, request: ApiRequest) -> Attempt {
+        let response = match self.transport.send(request).await {
+            Ok(response) => response,
+            Err(e) => return Attempt::Failed(format!("the API could not be reached: {e}")),
+        };
+        let status = response.status;
+        let (body, cut) = match Self::read(response).await {
+            Ok(read) => read,
+            Err(e) => return Attempt::Failed(format!("the response broke off: {e}")),
+        };
+        if status >= 500 || status == 429 {
+            return Attempt::Failed(format!("the API answered HTTP {status}"));
         }
-        let mut last = String::new();
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                let base = BACKOFF_MS << (attempt - 1);
-                let jitter = (self.sleeper.random() * base as f64 / 2.0) as u64;
-                self.sleeper.sleep(base + jitter).await;
-            }
-            let response = match self.transport.send(request.clone()).await {
-                Ok(response) => response,
-                Err(e) => {
-                    last = format!("the API could not be reached: {e}");
-                    continue;
-                }
-            };
-            let status = response.status;
-            let (body, cut) = match Self::read(response).await {
-                Ok(read) => read,
-                Err(e) => {
-                    last = format!("the response broke off: {e}");
-                    continue;
-                }
-            };
-            if status >= 500 || status == 429 {
-                last = format!("the API answered HTTP {status}");
-                continue;
-            }
-            // The service is up: a 4xx is this call's problem, not the service's.
-            self.breakers.record(name, true, (self.now_ms)());
-            if status == 404 {
-                return Ok(answer(
-                    "no_result",
-                    None,
-                    Some("the API answered 404".into()),
-                ));
-            }
-            if status >= 400 {
+        // The service is up: a 4xx is this call's problem, not the service's.
+        Attempt::Done(match status {
+            404 => Ok(answer(
+                "no_result",
+                None,
+                Some("the API answered 404".into()),
+            )),
+            400.. => {
                 let detail = String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned();
-                return Err(failure(format!("the API answered HTTP {status}: {detail}")));
+                Err(failure(format!("the API answered HTTP {status}: {detail}")))
             }
-            return Ok(self.result(&body, cut));
-        }
-        self.breakers.record(name, false, (self.now_ms)());
-        Err(failure(format!("{last} (after {ATTEMPTS} attempts)")))
+            _ => Ok(self.result(&body, cut)),
+        })
     }
 }
 
@@ -519,7 +484,10 @@ mod tests {
             Ok((200, r#"{"forecast": "sun"}"#)),
         ]);
         assert_eq!(call(&t, json!({"city": "A"})).unwrap()["result"], "sun");
-        assert_eq!(*waits.0.borrow(), vec![BACKOFF_MS, BACKOFF_MS * 2]);
+        assert_eq!(
+            *waits.0.borrow(),
+            vec![super::super::BACKOFF_MS, super::super::BACKOFF_MS * 2]
+        );
         // Three calls that fail every attempt open the circuit.
         for _ in 0..3 {
             api.answers

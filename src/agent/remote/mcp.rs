@@ -17,7 +17,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
-use super::{answer, check_url, failure, host_of, Breakers, ATTEMPTS, BACKOFF_MS};
+use super::{
+    answer, call_service, check_url, failure, host_of, parse_entries, resolve_headers, Attempt,
+    Breakers,
+};
 use crate::agent::tools::ServerTool;
 use crate::llm::sse::SseDecoder;
 use crate::llm::{ApiRequest, HttpTransport, Sleeper, ToolDef};
@@ -52,37 +55,23 @@ pub struct McpServerSpec {
 
 /// Parses and checks `MCP_SERVERS`. Errors name the entry, the server and the field.
 pub fn parse_mcp_servers(json: &str) -> Result<Vec<McpServerSpec>, String> {
-    let entries: Vec<Value> =
-        serde_json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
-    let mut servers: Vec<McpServerSpec> = Vec::with_capacity(entries.len());
-    for (i, entry) in entries.into_iter().enumerate() {
-        let name = entry
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string();
-        let at = |message: String| format!("entry {i} (`{name}`): {message}");
-        let spec: McpServerSpec = serde_json::from_value(entry).map_err(|e| at(e.to_string()))?;
-        if spec.name.is_empty()
-            || spec.name.len() > 32
-            || !spec
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(at(
-                "`name` must be 1 to 32 letters, digits, `_` or `-`".into()
-            ));
-        }
-        if host_of(&spec.url).is_none() {
-            return Err(at("`url` must start with http:// or https://".into()));
-        }
-        if servers.iter().any(|s| s.name == spec.name) {
-            return Err(at("another entry has this `name`".into()));
-        }
-        servers.push(spec);
+    parse_entries(json, |s: &McpServerSpec| &s.name, check_spec)
+}
+
+fn check_spec(spec: &McpServerSpec) -> Result<(), String> {
+    if spec.name.is_empty()
+        || spec.name.len() > 32
+        || !spec
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err("`name` must be 1 to 32 letters, digits, `_` or `-`".into());
     }
-    Ok(servers)
+    if host_of(&spec.url).is_none() {
+        return Err("`url` must start with http:// or https://".into());
+    }
+    Ok(())
 }
 
 /// What went wrong talking to a server.
@@ -140,19 +129,7 @@ impl McpClient {
         secret: &dyn Fn(&str) -> Option<String>,
         allow_private_hosts: bool,
     ) -> Result<Self, String> {
-        let mut headers = Vec::with_capacity(spec.headers.len());
-        for (name, value) in &spec.headers {
-            let value = match value.strip_prefix("secret:") {
-                Some(key) => secret(key).ok_or_else(|| {
-                    format!(
-                        "`{}`: header `{name}` names the secret `{key}`, which is not set",
-                        spec.name
-                    )
-                })?,
-                None => value.clone(),
-            };
-            headers.push((name.to_ascii_lowercase(), value));
-        }
+        let headers = resolve_headers(&spec.name, &spec.headers, secret)?;
         Ok(Self {
             spec,
             headers,
@@ -555,39 +532,27 @@ impl ServerTool for McpTool {
 
     async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
         let server = &self.client.spec.name;
-        if let Err(wait_ms) = self.breakers.admit(server, (self.now_ms)()) {
-            return Err(failure(format!(
-                "unavailable: the MCP server `{server}` failed repeatedly and is not called \
-                 for another {} s",
-                (wait_ms + 999) / 1000
-            )));
-        }
-        let mut last = None;
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                let base = BACKOFF_MS << (attempt - 1);
-                let jitter = (self.sleeper.random() * base as f64 / 2.0) as u64;
-                self.sleeper.sleep(base + jitter).await;
-            }
+        let who = format!("the MCP server `{server}`");
+        let attempt = || async {
             match self
                 .client
                 .call_tool(self.transport.as_ref(), &self.tool, arguments)
                 .await
             {
-                Ok(result) => {
-                    self.breakers.record(server, true, (self.now_ms)());
-                    return result;
-                }
-                Err(e) if e.retryable() => last = Some(e),
-                Err(e) => {
-                    self.breakers.record(server, true, (self.now_ms)());
-                    return Err(failure(e.to_string()));
-                }
+                Ok(result) => Attempt::Done(result),
+                Err(e) if e.retryable() => Attempt::Failed(e.to_string()),
+                Err(e) => Attempt::Done(Err(failure(e.to_string()))),
             }
-        }
-        self.breakers.record(server, false, (self.now_ms)());
-        let last = last.map(|e| e.to_string()).unwrap_or_default();
-        Err(failure(format!("{last} (after {ATTEMPTS} attempts)")))
+        };
+        call_service(
+            server,
+            &who,
+            &self.breakers,
+            self.sleeper.as_ref(),
+            self.now_ms,
+            attempt,
+        )
+        .await
     }
 }
 

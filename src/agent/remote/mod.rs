@@ -8,10 +8,14 @@ pub mod mcp;
 pub mod template;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::net::IpAddr;
 
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+
+use crate::llm::Sleeper;
 
 pub use breaker::Breaker;
 pub use http::{parse_http_tools, HttpTool, HttpToolSpec};
@@ -95,6 +99,100 @@ pub fn check_url(url: &str, allow_private: bool) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Parses a JSON array of declarations; errors name the entry, its `name` and what is wrong.
+pub fn parse_entries<T: DeserializeOwned>(
+    json: &str,
+    name_of: fn(&T) -> &str,
+    check: fn(&T) -> Result<(), String>,
+) -> Result<Vec<T>, String> {
+    let entries: Vec<Value> =
+        serde_json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
+    let mut parsed: Vec<T> = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.into_iter().enumerate() {
+        let name = entry
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
+        let at = |message: String| format!("entry {i} (`{name}`): {message}");
+        let item: T = serde_json::from_value(entry).map_err(|e| at(e.to_string()))?;
+        check(&item).map_err(at)?;
+        if parsed.iter().any(|p| name_of(p) == name_of(&item)) {
+            return Err(at("another entry has this `name`".into()));
+        }
+        parsed.push(item);
+    }
+    Ok(parsed)
+}
+
+/// Declared headers with `secret:NAME` values resolved by `secret` (names lower-cased). A
+/// missing secret is named, with its header and `owner`; its value never is.
+pub fn resolve_headers(
+    owner: &str,
+    headers: &BTreeMap<String, String>,
+    secret: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, String> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let value = match value.strip_prefix("secret:") {
+                Some(key) => secret(key).ok_or_else(|| {
+                    format!("`{owner}`: header `{name}` names the secret `{key}`, which is not set")
+                })?,
+                None => value.clone(),
+            };
+            Ok((name.to_ascii_lowercase(), value))
+        })
+        .collect()
+}
+
+/// How one attempt at a remote call went.
+pub enum Attempt {
+    /// The service answered (an error result too, when it is the call's fault).
+    Done(Result<Value, String>),
+    /// The service failed (5xx, 429, network): worth another attempt; says what happened.
+    Failed(String),
+}
+
+/// A call to a remote service through its circuit breaker, retried with jittered backoff while
+/// it fails; `who` names it in the "unavailable" answer of an open circuit.
+pub async fn call_service<F, Fut>(
+    service: &str,
+    who: &str,
+    breakers: &Breakers,
+    sleeper: &dyn Sleeper,
+    now_ms: fn() -> i64,
+    attempt: F,
+) -> Result<Value, String>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Attempt>,
+{
+    if let Err(wait_ms) = breakers.admit(service, now_ms()) {
+        return Err(failure(format!(
+            "unavailable: {who} failed repeatedly and is not called for another {} s",
+            (wait_ms + 999) / 1000
+        )));
+    }
+    let mut last = String::new();
+    for n in 0..ATTEMPTS {
+        if n > 0 {
+            let base = BACKOFF_MS << (n - 1);
+            let jitter = (sleeper.random() * base as f64 / 2.0) as u64;
+            sleeper.sleep(base + jitter).await;
+        }
+        match attempt().await {
+            Attempt::Done(result) => {
+                breakers.record(service, true, now_ms());
+                return result;
+            }
+            Attempt::Failed(what) => last = what,
+        }
+    }
+    breakers.record(service, false, now_ms());
+    Err(failure(format!("{last} (after {ATTEMPTS} attempts)")))
 }
 
 /// Circuit breakers by service name, kept for as long as the isolate lives (across requests).
