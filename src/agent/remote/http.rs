@@ -290,15 +290,29 @@ impl ServerTool for HttpTool {
         let name = &self.spec.name;
         let request = self.request(arguments).map_err(failure)?;
         let who = format!("`{name}`");
-        call_service(
+        let call = call_service(
             name,
             &who,
             &self.breakers,
             self.sleeper.as_ref(),
             self.now_ms,
             || self.attempt(request.clone()),
-        )
-        .await
+        );
+        // The tool's own limit, inside the deployment's TOOL_TIMEOUT_MS that bounds every call.
+        let Some(ms) = self.spec.timeout_ms else {
+            return call.await;
+        };
+        let limit = std::pin::pin!(self.sleeper.sleep(ms.into()));
+        let call = std::pin::pin!(call);
+        let finished = match futures::future::select(call, limit).await {
+            futures::future::Either::Left((result, _)) => Some(result),
+            futures::future::Either::Right(_) => None,
+        };
+        finished.unwrap_or_else(|| {
+            Err(failure(format!(
+                "`{name}` did not answer within its timeout_ms ({ms} ms)"
+            )))
+        })
     }
 }
 
@@ -542,6 +556,41 @@ mod tests {
         assert!(sent
             .headers
             .contains(&("content-type".into(), "application/json".into())));
+    }
+
+    /// A transport that never answers.
+    struct Hangs;
+
+    #[async_trait(?Send)]
+    impl HttpTransport for Hangs {
+        async fn post(&self, _: HttpRequest) -> Result<HttpResponse, String> {
+            unreachable!()
+        }
+        async fn get(&self, _: HttpRequest) -> Result<HttpResponse, String> {
+            unreachable!()
+        }
+        async fn send(&self, _: ApiRequest) -> Result<HttpResponse, String> {
+            futures::future::pending().await
+        }
+    }
+
+    #[test]
+    fn timeout_ms_bounds_a_call() {
+        let declared = WEATHER.replace(r#""url":"#, r#""timeout_ms": 1500, "url":"#);
+        let spec = parse_http_tools(&declared).unwrap().remove(0);
+        // The sleeper's waits end at once: the limit is reached before the API answers.
+        let t = HttpTool::new(
+            spec,
+            &|_| Some("k".into()),
+            Rc::new(Hangs),
+            Rc::new(Waits::default()),
+            Rc::default(),
+            now,
+            false,
+        )
+        .unwrap();
+        let e = call(&t, json!({"city": "Oslo"})).unwrap_err();
+        assert!(e.contains("within its timeout_ms (1500 ms)"), "{e}");
     }
 
     #[test]
