@@ -99,9 +99,17 @@ impl From<&super::store::Conversation> for TurnConversation {
     }
 }
 
+/// The object's answer to a [`Send`] without a conversation when it keeps none: the Worker
+/// reads the conversation from D1 and sends again.
+pub const UNKNOWN_CONVERSATION: u16 = 428;
+
 #[derive(Serialize, Deserialize)]
 pub struct Send {
-    pub conversation: TurnConversation,
+    /// The conversation as D1 has it (the object keeps it); `None` asks the object to use the
+    /// one it keeps, which spares the Worker a D1 round trip before the first byte.
+    pub conversation: Option<TurnConversation>,
+    /// Who asks: the kept conversation's owner, or the object answers 404.
+    pub caller: String,
     pub request: TurnRequest,
     /// Client tools offered for this turn (a paused turn remembers what it offered).
     pub client_tools: Vec<ToolDef>,

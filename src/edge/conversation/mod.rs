@@ -32,7 +32,9 @@ use worker::{
 use self::log::ChunkLog;
 use self::machine::{Activity, AfterTurn, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind};
 use self::storage::ObjectStorage;
-use super::coordinator::{Delivery, Send, Status, TurnConversation, TurnRequest};
+use super::coordinator::{
+    Delivery, Send, Status, TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
+};
 use super::error::ApiError;
 use super::store::Store;
 use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
@@ -205,11 +207,20 @@ impl Object {
     async fn send(self: &Rc<Self>, send: Send) -> std::result::Result<Response, ApiError> {
         let Send {
             conversation,
+            caller,
             request,
             client_tools,
             stream,
             toolsets: narrowed,
         } = send;
+        let conversation = match conversation {
+            Some(given) => given,
+            None => match self.storage.conversation()? {
+                Some(kept) if kept.owner == caller => kept,
+                Some(kept) => return Err(super::routes::conversations::not_found(&kept.id)),
+                None => return Ok(Response::empty()?.with_status(UNKNOWN_CONVERSATION)),
+            },
+        };
         if self.deleting.get() {
             return Err(super::routes::conversations::not_found(&conversation.id));
         }

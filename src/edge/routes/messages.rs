@@ -9,7 +9,7 @@ use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::coordinator::{
     ApprovalIn, Coordinator, Delivery, Send as CoordinatorSend, ToolResultIn, TurnConversation,
-    TurnRequest,
+    TurnRequest, UNKNOWN_CONVERSATION,
 };
 use crate::edge::error::ApiError;
 use crate::edge::store::{Conversation, Store};
@@ -210,18 +210,6 @@ pub async fn send(
         }
     };
     let client_tools = client_tools(body.tools)?;
-    let conversation = owned(env, user, id).await?;
-    if let Some(narrowed) = &body.toolsets {
-        config.check_toolsets(narrowed)?;
-        if let Some(own) = &conversation.toolsets {
-            if let Some(other) = narrowed.iter().find(|n| !own.contains(n)) {
-                return Err(ApiError::BadRequest(format!(
-                    "`{other}` is not one of this conversation's toolsets ({})",
-                    own.join(", ")
-                )));
-            }
-        }
-    }
     let request = match message {
         _ if resuming => TurnRequest::Resume {
             results: body.tool_results,
@@ -241,15 +229,50 @@ pub async fn send(
         },
         None => return Err(ApiError::BadRequest("`message` is required".into())),
     };
-    hand_over(
-        env,
-        &conversation,
+    let coordinator = Coordinator::for_conversation(env, id)?;
+    let mut send = CoordinatorSend {
+        conversation: None,
+        caller: user.to_string(),
         request,
-        (client_tools, body.toolsets),
-        body.stream,
-        config,
-    )
-    .await
+        client_tools,
+        stream: body.stream,
+        toolsets: body.toolsets,
+    };
+    // The conversation's object checks the caller against the conversation it keeps; only an
+    // object that keeps none (a first message, or a narrowed turn, which needs the row) makes
+    // the Worker read D1 first.
+    if send.toolsets.is_none() {
+        let answer = coordinator.send(&send).await?;
+        if answer.status_code() != UNKNOWN_CONVERSATION {
+            return Ok(answer);
+        }
+    }
+    let conversation = owned(env, user, id).await?;
+    if let Some(narrowed) = &send.toolsets {
+        config.check_toolsets(narrowed)?;
+        if let Some(own) = &conversation.toolsets {
+            if let Some(other) = narrowed.iter().find(|n| !own.contains(n)) {
+                return Err(ApiError::BadRequest(format!(
+                    "`{other}` is not one of this conversation's toolsets ({})",
+                    own.join(", ")
+                )));
+            }
+        }
+    }
+    send.conversation = Some(checked(env, &conversation, config)?);
+    coordinator.send(&send).await
+}
+
+/// The conversation as a turn needs it, refused with a 400 when no provider serves its model.
+fn checked(
+    env: &Env,
+    conversation: &Conversation,
+    config: &Config,
+) -> Result<TurnConversation, ApiError> {
+    let turn_conversation = TurnConversation::from(conversation);
+    let model = model_of(&turn_conversation, config)?;
+    provider_for(env, config, &model, None).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    Ok(turn_conversation)
 }
 
 /// The caller's conversation `id`, or 404.
@@ -270,13 +293,10 @@ pub(crate) async fn hand_over(
     stream: bool,
     config: &Config,
 ) -> Result<Response, ApiError> {
-    // Fail here, with a 400, on a model no provider serves.
-    let turn_conversation = TurnConversation::from(conversation);
-    let model = model_of(&turn_conversation, config)?;
-    provider_for(env, config, &model, None).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Coordinator::for_conversation(env, &conversation.id)?
         .send(&CoordinatorSend {
-            conversation: turn_conversation,
+            conversation: Some(checked(env, conversation, config)?),
+            caller: conversation.owner.clone(),
             request,
             client_tools,
             stream,
