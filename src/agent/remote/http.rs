@@ -11,10 +11,10 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::template::{fill, fill_json, placeholders};
+use super::template::{encode, fill, fill_json, placeholders};
 use super::{
-    answer, call_service, check_url, failure, host_of, parse_entries, resolve_headers, Attempt,
-    Breakers,
+    answer, call_service, check_name, check_url, failure, host_of, parse_entries, resolve_headers,
+    Attempt, Breakers,
 };
 use crate::agent::tools::ServerTool;
 use crate::llm::{ApiRequest, HttpTransport, Sleeper, ToolDef};
@@ -68,15 +68,7 @@ pub fn parse_http_tools(json: &str) -> Result<Vec<HttpToolSpec>, String> {
 }
 
 fn check_spec(spec: &HttpToolSpec) -> Result<(), String> {
-    if spec.name.is_empty()
-        || spec.name.len() > 64
-        || !spec
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err("`name` must be 1 to 64 letters, digits, `_` or `-`".into());
-    }
+    check_name(&spec.name, 64)?;
     if !["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&spec.method.as_str()) {
         return Err(format!(
             "`method` must be GET, POST, PUT, PATCH or DELETE, not `{}`",
@@ -192,7 +184,7 @@ impl HttpTool {
             }
             url.push(if first { '?' } else { '&' });
             first = false;
-            url.extend(form_encode(name));
+            url.extend(encode(name));
             url.push('=');
             url.push_str(&fill(template, arguments, true)?);
         }
@@ -270,10 +262,6 @@ fn method_name(method: &str) -> &'static str {
         "DELETE" => "DELETE",
         _ => "GET",
     }
-}
-
-fn form_encode(name: &str) -> impl Iterator<Item = &str> {
-    percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
 }
 
 #[async_trait(?Send)]

@@ -18,8 +18,8 @@ use serde_json::{json, Map, Value};
 use thiserror::Error;
 
 use super::{
-    answer, call_service, check_url, failure, host_of, parse_entries, resolve_headers, Attempt,
-    Breakers,
+    answer, call_service, check_name, check_url, failure, host_of, parse_entries, resolve_headers,
+    Attempt, Breakers,
 };
 use crate::agent::tools::ServerTool;
 use crate::llm::sse::SseDecoder;
@@ -59,15 +59,7 @@ pub fn parse_mcp_servers(json: &str) -> Result<Vec<McpServerSpec>, String> {
 }
 
 fn check_spec(spec: &McpServerSpec) -> Result<(), String> {
-    if spec.name.is_empty()
-        || spec.name.len() > 32
-        || !spec
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err("`name` must be 1 to 32 letters, digits, `_` or `-`".into());
-    }
+    check_name(&spec.name, 32)?;
     if host_of(&spec.url).is_none() {
         return Err("`url` must start with http:// or https://".into());
     }

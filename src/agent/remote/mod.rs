@@ -127,6 +127,22 @@ pub fn parse_entries<T: DeserializeOwned>(
     Ok(parsed)
 }
 
+/// A declared `name`: 1 to `max` letters, digits, `_` or `-` (what tool names may hold).
+pub fn check_name(name: &str, max: usize) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= max
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`name` must be 1 to {max} letters, digits, `_` or `-`"
+        ))
+    }
+}
+
 /// Declared headers with `secret:NAME` values resolved by `secret` (names lower-cased). A
 /// missing secret is named, with its header and `owner`; its value never is.
 pub fn resolve_headers(

@@ -12,6 +12,11 @@ const URL_SAFE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
+/// `text` percent-encoded for a URL path segment, a query name or a query value.
+pub fn encode(text: &str) -> impl Iterator<Item = &str> {
+    utf8_percent_encode(text, URL_SAFE)
+}
+
 /// The placeholders a template uses, in order.
 pub fn placeholders(template: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -41,11 +46,11 @@ fn text_of(value: &Value) -> String {
     }
 }
 
-/// Fills `{name}` placeholders; `encode` percent-encodes each value (URLs and query values).
+/// Fills `{name}` placeholders; `percent_encode` encodes each value (URLs and query values).
 pub fn fill(
     template: &str,
     arguments: &Map<String, Value>,
-    encode: bool,
+    percent_encode: bool,
 ) -> Result<String, String> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
@@ -62,8 +67,8 @@ pub fn fill(
             .ok_or_else(|| format!("the argument `{name}` is missing"))?;
         out.push_str(&rest[..open]);
         let text = text_of(value);
-        if encode {
-            out.extend(utf8_percent_encode(&text, URL_SAFE));
+        if percent_encode {
+            out.extend(encode(&text));
         } else {
             out.push_str(&text);
         }
