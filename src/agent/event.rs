@@ -48,6 +48,11 @@ pub enum AgentEvent<'a> {
         total_turns: u32,
         total_usage: Usage,
     },
-    /// The turn ended on an error.
-    Error { message: String, is_retryable: bool },
+    /// The turn ended on an error: `message` has the detail (for logs), `public` what an end
+    /// user may be shown (no provider bodies, URLs or configuration values).
+    Error {
+        message: String,
+        public: String,
+        is_retryable: bool,
+    },
 }

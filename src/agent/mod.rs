@@ -19,6 +19,7 @@ pub mod plan;
 pub mod remote;
 pub mod schema;
 pub mod state;
+pub mod stats;
 pub mod tools;
 mod turn;
 
@@ -28,6 +29,7 @@ pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
 pub use state::{AgentState, Approval, CancelToken, Inbox, LocalInbox, ToolAnswers};
+pub use stats::{CallStats, TurnStats};
 pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
     pending_calls, run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, CANCELLED,

@@ -105,6 +105,7 @@ pub async fn run_agent_turn(
         if let Some(message) = limit {
             emit(AgentEvent::Error {
                 message: message.clone(),
+                public: message.clone(),
                 is_retryable: false,
             });
             return TurnOutcome::LimitReached(message);
@@ -212,6 +213,7 @@ pub async fn run_agent_turn(
                 let message = format!("on_turn_end failed: {e}");
                 emit(AgentEvent::Error {
                     message: message.clone(),
+                    public: "the turn could not go on: a server hook failed".into(),
                     is_retryable: false,
                 });
                 return TurnOutcome::Failed {
@@ -609,6 +611,7 @@ async fn fail(
     let _ = hooks.on_error(&message, is_retryable).await;
     emit(AgentEvent::Error {
         message: message.clone(),
+        public: error.public_message(),
         is_retryable,
     });
     TurnOutcome::Failed {

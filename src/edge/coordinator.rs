@@ -132,12 +132,23 @@ pub struct Status {
 /// The object of one conversation.
 pub struct Coordinator {
     stub: Stub,
+    /// The Worker request this acts for, passed on so the object's log lines and error
+    /// messages name it.
+    request_id: Option<String>,
 }
 
 impl Coordinator {
     pub fn for_conversation(env: &Env, conversation_id: &str) -> Result<Self, ApiError> {
         let stub = env.durable_object(BINDING)?.get_by_name(conversation_id)?;
-        Ok(Self { stub })
+        Ok(Self {
+            stub,
+            request_id: None,
+        })
+    }
+
+    pub fn for_request(mut self, request_id: &str) -> Self {
+        self.request_id = Some(request_id.to_string());
+        self
     }
 
     /// Hands a message, answers or a retry over; the object's answer is the client's.
@@ -193,6 +204,11 @@ impl Coordinator {
     ) -> Result<Response, ApiError> {
         let mut init = RequestInit::new();
         init.with_method(method);
+        if let Some(request_id) = &self.request_id {
+            let headers = Headers::new();
+            headers.set(super::REQUEST_ID, request_id)?;
+            init.with_headers(headers);
+        }
         if let Some(body) = body {
             init.with_body(Some(serde_json::to_string(body)?.into()));
         }

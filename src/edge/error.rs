@@ -57,18 +57,40 @@ impl ApiError {
         }
     }
 
-    /// The message a client sees. Internal details stay in the log.
-    pub fn public_message(&self) -> String {
+    /// The message a client sees: configuration values and platform details stay in the log,
+    /// which the request id finds.
+    pub fn public_message(&self, request_id: &str) -> String {
         match self {
-            ApiError::Internal(_) => "internal error; the server log has the details".to_string(),
+            ApiError::Internal(_) => {
+                format!("internal error; the server log has the details (request {request_id})")
+            }
+            ApiError::Config { variable, .. } => format!(
+                "the server is misconfigured: {variable} is not valid; the server log has the \
+                 details (request {request_id})"
+            ),
             other => other.to_string(),
         }
     }
 
     /// The JSON body.
-    pub fn body(&self) -> String {
-        serde_json::json!({"error": {"code": self.code(), "message": self.public_message()}})
+    pub fn body(&self, request_id: &str) -> String {
+        serde_json::json!({"error": {"code": self.code(), "message": self.public_message(request_id)}})
             .to_string()
+    }
+
+    /// The structured log line for this error: the full detail, never shown to the client.
+    pub fn log_line(&self, request_id: &str, method: &str, path: &str) -> String {
+        serde_json::json!({
+            "event": "error",
+            "level": if self.status() >= 500 { "error" } else { "warn" },
+            "request_id": request_id,
+            "method": method,
+            "path": path,
+            "status": self.status(),
+            "code": self.code(),
+            "detail": self.to_string(),
+        })
+        .to_string()
     }
 }
 

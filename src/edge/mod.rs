@@ -43,35 +43,46 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
     let method = req.method();
     let path = req.path();
     let origin = req.headers().get("origin").ok().flatten();
+    // Every response and log line carries it; a 5xx's message quotes it.
+    let request_id = new_id().unwrap_or_else(|_| format!("r{}", now_ms()));
     // Parsed once per request; a bad configuration still lets `/healthz` and preflights answer.
     let config = config(&env);
     let cors = config.as_ref().map(|c| c.cors.clone()).unwrap_or_default();
-    if method == Method::Options {
-        let mut preflight = Response::empty()?.with_status(204);
+    let mut response = if method == Method::Options {
+        let preflight = Response::empty()?.with_status(204);
         for (name, value) in cors.preflight_headers(origin.as_deref()) {
-            preflight.headers_mut().set(name, &value)?;
+            preflight.headers().set(name, &value)?;
         }
-        return Ok(preflight);
-    }
-    let mut response = match route(req, &env, config).await {
-        Ok(response) => response,
-        Err(e) => {
-            if e.status() >= 500 {
-                worker::console_error!("{method:?} {path}: {e}");
+        preflight
+    } else {
+        match route(req, &env, config, &request_id).await {
+            Ok(response) => response,
+            Err(e) => {
+                let line = e.log_line(&request_id, method.as_ref(), &path);
+                if e.status() >= 500 {
+                    worker::console_error!("{line}");
+                } else {
+                    worker::console_warn!("{line}");
+                }
+                error_response(&e, &request_id)?
             }
-            error_response(&e)?
         }
     };
     for (name, value) in cors.response_headers(origin.as_deref()) {
         response.headers_mut().set(name, &value)?;
     }
+    response.headers_mut().set(REQUEST_ID, &request_id)?;
     Ok(response)
 }
+
+/// The header naming a request; the Worker passes it on to the conversation's object.
+pub(crate) const REQUEST_ID: &str = "x-request-id";
 
 async fn route(
     req: Request,
     env: &Env,
     config: Result<Config, ApiError>,
+    request_id: &str,
 ) -> Result<Response, ApiError> {
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -87,7 +98,9 @@ async fn route(
         .user(authorization.as_deref(), now_ms() / 1000)?;
     let user = user.as_str();
     match (method, segments.as_slice()) {
-        (Method::Post, ["v1", "chat"]) => routes::chat::post(req, env, config, user).await,
+        (Method::Post, ["v1", "chat"]) => {
+            routes::chat::post(req, env, config, user, request_id).await
+        }
         (Method::Get, ["v1", "chat", id, "stream"] | ["v1", "conversations", id, "stream"]) => {
             routes::conversations::stream(env, user, id).await
         }
@@ -101,7 +114,7 @@ async fn route(
             routes::conversations::get(env, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "retry"]) => {
-            routes::messages::retry(req, env, config, user, id).await
+            routes::messages::retry(req, env, config, user, id, request_id).await
         }
         (Method::Post, ["v1", "conversations", id, "cancel"]) => {
             routes::conversations::cancel(env, user, id).await
@@ -123,7 +136,7 @@ async fn route(
             routes::messages::list(&req, env, user, id).await
         }
         (Method::Post, ["v1", "conversations", id, "messages"]) => {
-            routes::messages::send(req, env, config, user, id).await
+            routes::messages::send(req, env, config, user, id, request_id).await
         }
         (
             _,
@@ -138,10 +151,10 @@ async fn route(
     }
 }
 
-pub(crate) fn error_response(e: &ApiError) -> worker::Result<Response> {
+pub(crate) fn error_response(e: &ApiError, request_id: &str) -> worker::Result<Response> {
     let headers = worker::Headers::new();
     headers.set("content-type", "application/json")?;
-    Ok(Response::ok(e.body())?
+    Ok(Response::ok(e.body(request_id))?
         .with_status(e.status())
         .with_headers(headers))
 }

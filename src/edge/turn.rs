@@ -26,7 +26,7 @@ use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
 use crate::agent::{
     pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CancelToken,
     Compaction, Compactor, CurrentTime, HookError, Inbox, ProviderResolver, ToolAnswers,
-    ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, UpdatePlan, MOVED_ON,
+    ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, TurnStats, UpdatePlan, MOVED_ON,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{
@@ -361,6 +361,8 @@ pub struct TurnSummary {
     pub outcome: TurnOutcome,
     /// The client tools the turn offered (a pause remembers them).
     pub client_tools: Vec<ToolDef>,
+    /// What it did, for its log line.
+    pub stats: TurnStats,
 }
 
 impl Prepared {
@@ -371,6 +373,7 @@ impl Prepared {
         cancel: CancelToken,
         signal: AbortSignal,
         log: Rc<ChunkLog>,
+        reference: &str,
     ) -> TurnSummary {
         let Prepared {
             conversation,
@@ -463,7 +466,8 @@ impl Prepared {
         };
 
         let mut out = String::new();
-        let mut ui = UiStream::new();
+        let mut ui = UiStream::for_request(reference);
+        let mut stats = TurnStats::new(now_ms() as u64);
         let mut partial = PartialAnswer::default();
         let storage = turn_env.storage.clone();
         let send = |out: &mut String, partial: &mut PartialAnswer| {
@@ -479,6 +483,18 @@ impl Prepared {
             None,
             &hooks,
             &mut |event| {
+                stats.record(&event, now_ms() as u64);
+                if let AgentEvent::Error { message, .. } = &event {
+                    // The detail the stream leaves out, findable by the request id it shows.
+                    let line = serde_json::json!({
+                        "event": "turn_error",
+                        "level": "error",
+                        "request_id": reference,
+                        "conversation_id": conversation.id,
+                        "detail": message,
+                    });
+                    console_error!("{line}");
+                }
                 partial.track(&event, &storage);
                 ui.event(&event, &mut out);
                 send(&mut out, &mut partial);
@@ -494,6 +510,7 @@ impl Prepared {
             usage: state.total_usage,
             outcome,
             client_tools,
+            stats,
         }
     }
 }
@@ -780,12 +797,12 @@ impl TurnSummary {
                 _ => None,
             })
             .collect();
-        let error = match &self.outcome {
-            TurnOutcome::Failed { message, .. } | TurnOutcome::LimitReached(message) => {
-                serde_json::Value::String(message.clone())
-            }
-            _ => serde_json::Value::Null,
-        };
+        // What the stream told the user, not the detail (which went to the log).
+        let error = events
+            .iter()
+            .find(|e| e["type"] == "error")
+            .map(|e| e["errorText"].clone())
+            .unwrap_or(serde_json::Value::Null);
         serde_json::json!({
             "messages": self.messages,
             "events": events,

@@ -146,6 +146,8 @@ pub struct UiStream {
     tool_ids: Vec<Option<String>>,
     last_stop: Option<StopReason>,
     id_buf: String,
+    /// The request (or turn) an error chunk names, so a user's report finds the log line.
+    reference: String,
 }
 
 pub const HEADERS: [(&str, &str); 4] = [
@@ -183,6 +185,14 @@ impl UiStream {
     /// The chunks of a turn's events, after its `start` chunk.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A stream whose error chunks name `reference` (the request id, or the turn's).
+    pub fn for_request(reference: &str) -> Self {
+        Self {
+            reference: reference.to_string(),
+            ..Self::default()
+        }
     }
 
     /// Writes the chunks for one event (possibly none).
@@ -272,13 +282,14 @@ impl UiStream {
                     },
                 );
             }
-            AgentEvent::Error { message, .. } => {
-                write(
-                    out,
-                    &Chunk::Error {
-                        error_text: message,
-                    },
-                );
+            // The detail goes to the log; the user gets what they may see and where to look.
+            AgentEvent::Error { public, .. } => {
+                let text = if self.reference.is_empty() {
+                    public.clone()
+                } else {
+                    format!("{public} (request {})", self.reference)
+                };
+                write(out, &Chunk::Error { error_text: &text });
             }
             // The approval id is the call id: one decision per call.
             AgentEvent::ApprovalRequest { calls } => {
@@ -405,6 +416,8 @@ impl UiStream {
             LlmEvent::Usage(_) => {} // reported once per step, at its end
             // The agent reports fallbacks as `ProviderSwitch`; nothing reaches here.
             LlmEvent::Fallback { .. } => {}
+            // Counted in the turn's log line; the client sees the answer when it comes.
+            LlmEvent::Retry { .. } => {}
         }
     }
 
@@ -617,10 +630,11 @@ mod tests {
     fn errors_and_client_tool_pauses_set_the_finish_reason() {
         let mut out = String::new();
         start(Some("m"), &mut out);
-        let mut s = UiStream::new();
+        let mut s = UiStream::for_request("r1");
         s.event(
             &AgentEvent::Error {
-                message: "boom".into(),
+                message: "anthropic had a server error (HTTP 500): {\"secret\": 1}".into(),
+                public: "boom".into(),
                 is_retryable: true,
             },
             &mut out,
@@ -633,7 +647,11 @@ mod tests {
             &mut out,
         );
         let got = chunks(&out);
-        assert_eq!(got[1], json!({"type": "error", "errorText": "boom"}));
+        // The provider's detail stays out of the stream; the request id is in.
+        assert_eq!(
+            got[1],
+            json!({"type": "error", "errorText": "boom (request r1)"})
+        );
         assert_eq!(got[2], json!({"type": "finish", "finishReason": "error"}));
 
         let mut out = String::new();

@@ -95,6 +95,39 @@ impl LlmError {
         }
     }
 
+    /// What an end user may be told: the kind of failure and the provider's name, never the
+    /// provider's error body, an upstream URL or a configuration value (those go to the log).
+    pub fn public_message(&self) -> String {
+        match self {
+            LlmError::RateLimited { provider, .. } => {
+                format!("{provider} is rate-limiting requests; try again shortly")
+            }
+            LlmError::Overloaded { provider, .. } => {
+                format!("{provider} is overloaded; try again shortly")
+            }
+            LlmError::Server { provider, .. } => format!("{provider} had a server error"),
+            LlmError::Network { provider, .. } => format!("could not reach {provider}"),
+            LlmError::Timeout { provider, .. } => format!("{provider} did not answer in time"),
+            LlmError::BadRequest { provider, .. } => format!("{provider} rejected the request"),
+            LlmError::Auth { provider, .. } => format!(
+                "{provider} refused the server's credentials; the operator should check the API key"
+            ),
+            LlmError::ContextLengthExceeded { provider, .. } => {
+                format!("the conversation is too long for {provider}'s model")
+            }
+            LlmError::ContentFiltered { provider, .. } => {
+                format!("{provider} filtered the content")
+            }
+            LlmError::Decode { provider, .. } => {
+                format!("{provider} sent an answer that could not be read")
+            }
+            LlmError::Truncated { provider } => {
+                format!("the {provider} stream ended before the answer was complete")
+            }
+            LlmError::Config(_) => "the model is not usable as configured".to_string(),
+        }
+    }
+
     /// How long to wait before retrying, when the provider said so.
     pub fn retry_after_ms(&self) -> Option<u64> {
         match self {

@@ -49,6 +49,13 @@ pub enum LlmEvent {
     },
     /// Usage so far (providers report it cumulatively; this is the running total).
     Usage(Usage),
+    /// The call failed retryably before answering and is sent again after `wait_ms`
+    /// (`attempt` is the one about to start, from 2).
+    Retry {
+        attempt: u32,
+        wait_ms: u64,
+        reason: String,
+    },
     /// The model failed before answering and the next in the fallback chain takes over.
     Fallback {
         from: ModelRef,

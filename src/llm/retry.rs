@@ -141,8 +141,17 @@ impl Provider for Resilient {
                 }
                 let hint = completion.error.as_ref().and_then(|e| e.retry_after_ms());
                 let wait = self.policy.delay_ms(attempt, hint, self.sleeper.random());
-                self.sleeper.sleep(wait).await;
                 attempt += 1;
+                on_event(&LlmEvent::Retry {
+                    attempt,
+                    wait_ms: wait,
+                    reason: completion
+                        .error
+                        .as_ref()
+                        .map(|e| e.kind().to_string())
+                        .unwrap_or_default(),
+                });
+                self.sleeper.sleep(wait).await;
             }
         }
         // Every model failed retryably: report the last failure.

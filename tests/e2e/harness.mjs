@@ -73,6 +73,12 @@ export async function startWorker({ persistDir, vars = {}, config, healthPath = 
     /** The `wrangler dev` process (workerd runs as its child). */
     pid: child.pid,
     log: () => log,
+    /** The structured (JSON) lines the Worker logged, colours stripped. */
+    jsonLines: () => log.split("\n").flatMap((line) => {
+      const plain = line.replace(/\x1b\[[0-9;]*m/g, "");
+      const at = plain.indexOf("{\"");
+      try { return at < 0 ? [] : [JSON.parse(plain.slice(at))]; } catch { return []; }
+    }),
     /** Kills workerd outright, as a crash would: running turns die without cleaning up. */
     async kill() {
       if (child.exitCode !== null) return;

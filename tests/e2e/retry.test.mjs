@@ -32,9 +32,21 @@ after(async () => {
 async function turn(message) {
   const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
   const started = Date.now();
-  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message }));
+  const response = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message });
+  const requestId = response.headers.get("x-request-id");
+  const { chunks } = await readUiStream(response);
   const history = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages;
-  return { chunks, history, ms: Date.now() - started, text: chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join("") };
+  return { id, requestId, chunks, history, ms: Date.now() - started, text: chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join("") };
+}
+
+/** The JSON log lines wrangler dev printed that carry `field: value`. */
+async function logLines(field, value) {
+  for (let i = 0; i < 40; i++) {
+    const lines = worker.jsonLines().filter((j) => j[field] === value);
+    if (lines.length) return lines;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return [];
 }
 
 test("a 429 with retry-after and a 529 are retried on the same model until it answers", async () => {
@@ -65,13 +77,17 @@ test("a 500, a dropped connection and a 529 exhaust the model, and the fallback 
 
 test("a stream that fails after some text is not retried: the partial answer is kept and the error shown", async () => {
   const [a, o] = [anthropic.requests.length, openai.requests.length];
-  anthropic.script({ text: "Half an answ", failWith: { type: "overloaded_error", message: "Overloaded" } });
-  const { chunks, history, text } = await turn("tell me");
+  anthropic.script({ text: "Half an answ", failWith: { type: "overloaded_error", message: "Overloaded: cluster eu-7 at capacity" } });
+  const { chunks, history, text, requestId } = await turn("tell me");
   assert.equal(text, "Half an answ");
   assert.equal(anthropic.requests.length - a, 1);
   assert.equal(openai.requests.length - o, 0);
   const error = chunks.find((c) => c.type === "error");
-  assert.match(error.errorText, /overloaded.*Overloaded/i);
+  // The user is told what happened and which request to quote; the provider's words go to the log.
+  assert.match(requestId, /^[0-9a-f]{32}$/);
+  assert.equal(error.errorText, `anthropic is overloaded; try again shortly (request ${requestId})`);
+  const [logged] = await logLines("event", "turn_error").then((ls) => ls.filter((l) => l.request_id === requestId));
+  assert.match(logged.detail, /cluster eu-7 at capacity/);
   assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "error" });
   assert.deepEqual(history.map((m) => [m.kind, m.stop_reason]), [["user", undefined], ["assistant", "error"]]);
   assert.equal(history[1].content[0].text, "Half an answ");
@@ -79,9 +95,52 @@ test("a stream that fails after some text is not retried: the partial answer is 
 
 test("a rejected key is reported at once, without retries or fallback", async () => {
   const [a, o] = [anthropic.requests.length, openai.requests.length];
-  anthropic.script({ status: 401, message: "invalid x-api-key" });
-  const { chunks } = await turn("hi");
+  anthropic.script({ status: 401, message: "invalid x-api-key sk-ant-loopback for https://internal.example" });
+  const { chunks, requestId } = await turn("hi");
   assert.equal(anthropic.requests.length - a, 1);
   assert.equal(openai.requests.length - o, 0);
-  assert.match(chunks.find((c) => c.type === "error").errorText, /invalid x-api-key.*check the API key/);
+  const { errorText } = chunks.find((c) => c.type === "error");
+  assert.match(errorText, /refused the server's credentials; the operator should check the API key \(request [0-9a-f]{32}\)$/);
+  assert.doesNotMatch(errorText, /sk-ant|internal\.example|x-api-key/);
+  const [line] = await logLines("request_id", requestId).then((ls) => ls.filter((l) => l.event === "turn"));
+  assert.equal(line.outcome, "failed");
+});
+
+test("every turn writes one JSON log line: who, which models, how it ended, what it cost, no content", async () => {
+  anthropic.script({ status: 529, message: "busy" }, { text: "Fine, thanks for asking." });
+  const { id, requestId, text } = await turn("a secret phrase: hummingbird");
+  assert.equal(text, "Fine, thanks for asking.");
+  const lines = (await logLines("request_id", requestId)).filter((l) => l.event === "turn");
+  assert.equal(lines.length, 1);
+  const [line] = lines;
+  assert.equal(line.level, "info");
+  assert.equal(line.conversation_id, id);
+  assert.equal(line.user, "anonymous");
+  assert.equal(line.outcome, "completed");
+  assert.match(line.turn_id, /^[0-9a-f]{32}$/);
+  assert.deepEqual(line.calls.map((c) => [c.provider, c.model]), [["anthropic", "claude-sonnet-4-5"]]);
+  assert.equal(line.llm_calls, 1);
+  assert.equal(line.tool_calls, 0);
+  assert.equal(line.retries, 1);
+  assert.equal(line.fallbacks, 0);
+  assert.equal(line.budget_switches, 0);
+  assert.ok(line.output_tokens > 0 && line.input_tokens > 0, JSON.stringify(line));
+  assert.ok(line.cost_usd > 0, "claude-sonnet-4-5 has a known price");
+  assert.ok(line.first_token_ms >= 0 && line.first_token_ms <= line.duration_ms, JSON.stringify(line));
+  // No message content and no key in what the Worker logged for it.
+  assert.doesNotMatch(JSON.stringify(await logLines("request_id", requestId)), /hummingbird|Fine, thanks|sk-ant-loopback/);
+});
+
+test("errors are one JSON shape, carry the request id, and are logged with it", async () => {
+  const response = await api(worker.url, "POST", "/v1/conversations/nope/messages", { message: "hi" });
+  assert.equal(response.status, 404);
+  const requestId = response.headers.get("x-request-id");
+  assert.match(requestId, /^[0-9a-f]{32}$/);
+  assert.equal((await response.json()).error.code, "not_found");
+  const [line] = await logLines("request_id", requestId);
+  assert.deepEqual([line.event, line.status, line.code, line.path], ["error", 404, "not_found", "/v1/conversations/nope/messages"]);
+  // Every response has one, distinct per request.
+  const a = await api(worker.url, "GET", "/v1/models");
+  const b = await api(worker.url, "GET", "/v1/models");
+  assert.notEqual(a.headers.get("x-request-id"), b.headers.get("x-request-id"));
 });

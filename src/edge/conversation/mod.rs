@@ -71,13 +71,19 @@ impl DurableObject for ConversationCoordinator {
         self.object
             .requests
             .set(self.object.requests.get().wrapping_add(1));
-        match self.object.handle(req).await {
+        let request_id = req
+            .headers()
+            .get(super::REQUEST_ID)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        match self.object.handle(req, &request_id).await {
             Ok(response) => Ok(response),
             Err(e) => {
                 if e.status() >= 500 {
-                    console_error!("conversation object: {e}");
+                    console_error!("{}", e.log_line(&request_id, "object", "/"));
                 }
-                error_response(&e)
+                error_response(&e, &request_id)
             }
         }
     }
@@ -126,9 +132,16 @@ struct Claimed {
     message_id: Option<String>,
     /// Whether the `start` chunk is in the log.
     announced: Cell<bool>,
+    /// The Worker request that started the turn (`None` for queued messages and recoveries).
+    request_id: Option<String>,
 }
 
 impl Claimed {
+    /// What error chunks and log lines name: the request, or the turn nobody asked for.
+    fn reference(&self) -> &str {
+        self.request_id.as_deref().unwrap_or(&self.turn_id)
+    }
+
     /// Writes the `start` chunk, once.
     fn announce(&self) {
         if !self.announced.replace(true) {
@@ -140,7 +153,11 @@ impl Claimed {
 }
 
 impl Object {
-    async fn handle(self: &Rc<Self>, mut req: Request) -> std::result::Result<Response, ApiError> {
+    async fn handle(
+        self: &Rc<Self>,
+        mut req: Request,
+        request_id: &str,
+    ) -> std::result::Result<Response, ApiError> {
         let path = req.path();
         match (req.method(), path.as_str()) {
             (Method::Post, "/send") => {
@@ -148,7 +165,7 @@ impl Object {
                 // through serde_wasm_bindgen: slower, and a second copy of every reader).
                 let send: Send = serde_json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
-                self.send(send).await
+                self.send(send, request_id).await
             }
             (Method::Get, "/stream") => self.attach(),
             (Method::Post, "/cancel") => {
@@ -204,7 +221,11 @@ impl Object {
 
     /// A message, answers or a retry: starts a turn and answers with its stream (or its JSON),
     /// or queues the message (202), or refuses (409 while a turn runs).
-    async fn send(self: &Rc<Self>, send: Send) -> std::result::Result<Response, ApiError> {
+    async fn send(
+        self: &Rc<Self>,
+        send: Send,
+        request_id: &str,
+    ) -> std::result::Result<Response, ApiError> {
         let Send {
             conversation,
             caller,
@@ -284,7 +305,7 @@ impl Object {
             Kickoff::Resume { .. } => None,
             _ => Some(new_id()?),
         };
-        let claimed = self.claim(0, &client_tools, message_id)?;
+        let claimed = self.claim(0, &client_tools, message_id, Some(request_id))?;
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {
@@ -365,6 +386,7 @@ impl Object {
         recoveries: u32,
         client_tools: &[ToolDef],
         message_id: Option<String>,
+        request_id: Option<&str>,
     ) -> std::result::Result<Claimed, ApiError> {
         let turn_id = new_id()?;
         self.storage
@@ -390,6 +412,7 @@ impl Object {
             log,
             message_id,
             announced: Cell::new(false),
+            request_id: request_id.filter(|r| !r.is_empty()).map(str::to_string),
         })
     }
 
@@ -412,6 +435,7 @@ impl Object {
                     claimed.cancel.clone(),
                     claimed.signal.clone(),
                     claimed.log.clone(),
+                    claimed.reference(),
                 )
                 .await;
             log_turn(&claimed, &result, &object, &turn_env);
@@ -435,7 +459,7 @@ impl Object {
             ));
         };
         let turn_env = self.turn_env()?;
-        let claimed = self.claim(recoveries, &client_tools, Some(new_id()?))?;
+        let claimed = self.claim(recoveries, &client_tools, Some(new_id()?), None)?;
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {
@@ -475,13 +499,13 @@ impl Object {
             Ok(Ready::Nothing) => self.finish(&claimed, &TurnOutcome::Completed, &[]),
             Err(e) => {
                 console_error!(
-                    "a turn of conversation {} could not start: {e}",
-                    conversation.id
+                    "{}",
+                    e.log_line(claimed.reference(), "turn", &conversation.id)
                 );
                 // Whoever reads the stream learns why it ends.
                 claimed.announce();
                 let mut out = String::new();
-                ui_stream::failed_to_start(&e.to_string(), &mut out);
+                ui_stream::failed_to_start(&e.public_message(claimed.reference()), &mut out);
                 claimed.log.push(&out, now_ms() as f64);
                 self.abandon(&claimed);
             }
@@ -651,8 +675,9 @@ impl Object {
     }
 }
 
-/// One structured log line per turn, with no message content: how it ended and what it cost
-/// in requests to this object and D1 round trips (the Worker adds one of each per request).
+/// One structured log line per turn, with no message content and no secret: who, which models,
+/// how it ended, how long the first token took, what it cost, and the requests to this object
+/// and D1 round trips it took (the Worker adds one of each per request).
 fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: &TurnEnv) {
     let outcome = match &result.outcome {
         TurnOutcome::Completed => "completed",
@@ -664,15 +689,49 @@ fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: 
         TurnOutcome::Cancelled => "cancelled",
     };
     let conversation = object.storage.conversation().ok().flatten();
+    let stats = &result.stats;
+    let mut cost: Option<f64> = None;
+    let calls: Vec<serde_json::Value> = stats
+        .calls
+        .iter()
+        .map(|call| {
+            let model = ModelRef {
+                provider: call.provider.clone(),
+                model: call.model.clone(),
+            };
+            let call_cost = turn_env.config.models.info(&model).cost(&call.usage);
+            if let Some(c) = call_cost {
+                cost = Some(cost.unwrap_or(0.0) + c);
+            }
+            serde_json::json!({
+                "provider": call.provider,
+                "model": call.model,
+                "input_tokens": call.usage.input_tokens,
+                "output_tokens": call.usage.output_tokens,
+            })
+        })
+        .collect();
+    let usage = stats.usage();
     let line = serde_json::json!({
         "event": "turn",
+        "level": "info",
+        "request_id": claimed.request_id,
         "turn_id": claimed.turn_id,
-        "conversation_id": conversation.map(|c| c.id),
+        "conversation_id": conversation.as_ref().map(|c| &c.id),
+        "user": conversation.as_ref().map(|c| &c.owner),
         "outcome": outcome,
+        "calls": calls,
+        "first_token_ms": stats.first_token_ms,
         "duration_ms": now_ms() - claimed.started_at,
+        "llm_calls": stats.calls.len(),
+        "tool_calls": stats.tool_calls,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": cost,
+        "retries": stats.retries,
+        "fallbacks": stats.fallbacks,
+        "budget_switches": stats.budget_switches,
         "messages": result.messages.len(),
-        "input_tokens": result.usage.input_tokens,
-        "output_tokens": result.usage.output_tokens,
         "object_requests": object.requests.get().wrapping_sub(claimed.requests_before),
         "d1_round_trips": turn_env.store.round_trips().wrapping_sub(claimed.d1_before),
     });

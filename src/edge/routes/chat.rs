@@ -43,6 +43,7 @@ pub async fn post(
     env: &Env,
     config: &Config,
     user: &str,
+    request_id: &str,
 ) -> Result<Response, ApiError> {
     let body: ChatRequest = json_body(req).await?;
     if !valid_name(&body.id) {
@@ -118,7 +119,7 @@ pub async fn post(
         request,
         (tools, None),
         body.stream,
-        config,
+        (config, request_id),
     )
     .await
 }

@@ -197,6 +197,7 @@ pub async fn send(
     config: &Config,
     user: &str,
     id: &str,
+    request_id: &str,
 ) -> Result<Response, ApiError> {
     let body: Send = json_body(req).await?;
     let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
@@ -229,7 +230,7 @@ pub async fn send(
         },
         None => return Err(ApiError::BadRequest("`message` is required".into())),
     };
-    let coordinator = Coordinator::for_conversation(env, id)?;
+    let coordinator = Coordinator::for_conversation(env, id)?.for_request(request_id);
     let mut send = CoordinatorSend {
         conversation: None,
         caller: user.to_string(),
@@ -291,9 +292,10 @@ pub(crate) async fn hand_over(
     request: TurnRequest,
     (client_tools, toolsets): (Vec<ToolDef>, Option<Vec<String>>),
     stream: bool,
-    config: &Config,
+    (config, request_id): (&Config, &str),
 ) -> Result<Response, ApiError> {
     Coordinator::for_conversation(env, &conversation.id)?
+        .for_request(request_id)
         .send(&CoordinatorSend {
             conversation: Some(checked(env, conversation, config)?),
             caller: conversation.owner.clone(),
@@ -320,6 +322,7 @@ pub async fn retry(
     config: &Config,
     user: &str,
     id: &str,
+    request_id: &str,
 ) -> Result<Response, ApiError> {
     let body: Retry = json_body(req).await?;
     let conversation = owned(env, user, id).await?;
@@ -329,7 +332,7 @@ pub async fn retry(
         TurnRequest::Retry,
         (Vec::new(), None),
         body.stream,
-        config,
+        (config, request_id),
     )
     .await
 }
