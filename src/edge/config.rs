@@ -49,6 +49,8 @@ pub struct Config {
     /// Lets tools call loopback and private addresses (`ALLOW_PRIVATE_TOOL_HOSTS`; local
     /// development and tests).
     pub allow_private_tool_hosts: bool,
+    /// Message-sending requests per user and minute (`RATE_LIMIT_PER_MINUTE`; `0`: no limit).
+    pub rate_limit_per_minute: u32,
 }
 
 /// Names the runtime's own tools have; a configured tool may not take one.
@@ -125,6 +127,7 @@ impl Config {
                 .map(|v| CorsOrigins::parse(&v))
                 .unwrap_or_default(),
             allow_private_tool_hosts: flag(&get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
+            rate_limit_per_minute: number(&get, "RATE_LIMIT_PER_MINUTE", 30, 0..=1_000_000)?,
             http_tools,
             mcp_servers,
             tool_secrets,

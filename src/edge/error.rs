@@ -17,6 +17,9 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// A limit per user or per conversation; the client may try again after `retry_after_s`.
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after_s: u32 },
     #[error("configuration error in {variable}: {message}")]
     Config { variable: String, message: String },
     /// A platform failure (D1, Durable Object, runtime). The detail is logged, not returned.
@@ -40,6 +43,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Conflict(_) => 409,
             ApiError::PayloadTooLarge(_) => 413,
+            ApiError::TooManyRequests { .. } => 429,
             ApiError::Config { .. } | ApiError::Internal(_) => 500,
         }
     }
@@ -52,6 +56,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::TooManyRequests { .. } => "rate_limited",
             ApiError::Config { .. } => "configuration_error",
             ApiError::Internal(_) => "internal_error",
         }
@@ -76,6 +81,14 @@ impl ApiError {
     pub fn body(&self, request_id: &str) -> String {
         serde_json::json!({"error": {"code": self.code(), "message": self.public_message(request_id)}})
             .to_string()
+    }
+
+    /// Seconds a client should wait before trying again (`Retry-After`), for a 429.
+    pub fn retry_after_s(&self) -> Option<u32> {
+        match self {
+            ApiError::TooManyRequests { retry_after_s, .. } => Some(*retry_after_s),
+            _ => None,
+        }
     }
 
     /// The structured log line for this error: the full detail, never shown to the client.

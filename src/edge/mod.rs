@@ -20,6 +20,7 @@ mod coordinator;
 pub mod cors;
 pub mod error;
 mod fetch;
+mod rate_limit;
 mod remote_tools;
 mod routes;
 mod rows;
@@ -97,6 +98,14 @@ async fn route(
         .auth
         .user(authorization.as_deref(), now_ms() / 1000)?;
     let user = user.as_str();
+    if method == Method::Post
+        && matches!(
+            segments.as_slice(),
+            ["v1", "chat"] | ["v1", "conversations", _, "messages" | "retry"]
+        )
+    {
+        rate_limit::check(env, config, user).await?;
+    }
     match (method, segments.as_slice()) {
         (Method::Post, ["v1", "chat"]) => {
             routes::chat::post(req, env, config, user, request_id).await
@@ -154,6 +163,9 @@ async fn route(
 pub(crate) fn error_response(e: &ApiError, request_id: &str) -> worker::Result<Response> {
     let headers = worker::Headers::new();
     headers.set("content-type", "application/json")?;
+    if let Some(seconds) = e.retry_after_s() {
+        headers.set("retry-after", &seconds.to_string())?;
+    }
     Ok(Response::ok(e.body(request_id))?
         .with_status(e.status())
         .with_headers(headers))

@@ -22,7 +22,7 @@ before(async () => {
   anthropic = await anthropicLoopback();
   worker = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ALLOW_ANONYMOUS: "false", CORS_ORIGINS: "http://localhost:5173", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" },
+    vars: { ALLOW_ANONYMOUS: "false", CORS_ORIGINS: "http://localhost:5173", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", RATE_LIMIT_PER_MINUTE: "30", ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" },
   });
 });
 
@@ -106,4 +106,25 @@ test("a server key from API_KEYS acts as its named user", async () => {
   const { id } = await created.json();
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("sk-server-key"))).status, 200);
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, alice)).status, 404);
+});
+
+test("each user may send 30 messages a minute; the 31st is a 429 with Retry-After, reads and other users go on", async () => {
+  const carol = as(jwt({ sub: "carol", exp: now() + 600 }));
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, carol)).json();
+  // Counted before the body is read: a refused body still counts as a message request.
+  for (let i = 0; i < 30; i++) {
+    const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, {}, carol);
+    assert.equal(r.status, 400, `request ${i + 1}`);
+  }
+  const limited = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "hi" }, carol);
+  assert.equal(limited.status, 429);
+  assert.equal(limited.headers.get("retry-after"), "60");
+  const body = await limited.json();
+  assert.equal(body.error.code, "rate_limited");
+  assert.match(body.error.message, /30 a minute/);
+  assert.equal((await api(worker.url, "POST", "/v1/chat", { id: "c1", messages: [] }, carol)).status, 429);
+  // Reads are not counted, and the limit is per user.
+  for (let i = 0; i < 5; i++) assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, carol)).status, 200);
+  const dave = as(jwt({ sub: "dave", exp: now() + 600 }));
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/messages`, {}, dave)).status, 400);
 });

@@ -44,9 +44,11 @@ export async function d1Query(persistDir, sql) {
 }
 
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
- * access is on unless `vars` say otherwise (the auth tests do). */
+ * access is on and the rate limit off unless `vars` say otherwise (the auth tests do). */
 export async function startWorker({ persistDir, vars = {}, config, healthPath = "/healthz" }) {
-  vars = { ALLOW_ANONYMOUS: "true", ...vars };
+  // The per-user message limit is off unless a test turns it on (a test file sends more than
+  // 30 messages a minute as one user).
+  vars = { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0", ...vars };
   // Another Worker (`config`, a wrangler.toml of its own) has no D1 to migrate.
   if (!config) await run(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistDir]);
   const port = await freePort();
