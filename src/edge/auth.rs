@@ -1,7 +1,11 @@
 //! Who is calling: `Authorization: Bearer <token>`, where the token is a server key from
-//! `API_KEYS` or an HS256 JWT signed with `JWT_SECRET` (its `sub` is the user; `exp` and `nbf`
-//! are checked). Without a token, only `ALLOW_ANONYMOUS=true` lets a request through, as the
-//! user `anonymous`. Pure logic over strings, so it is tested natively.
+//! `API_KEYS` or an HS256 JWT signed with `JWT_SECRET` (its `sub` is the user; `exp` is required,
+//! `nbf` checked, and `iss` / `aud` when `JWT_ISSUER` / `JWT_AUDIENCE` are set). Without a
+//! token, only `ALLOW_ANONYMOUS=true` lets a request through, as the user `anonymous`. Pure logic
+//! over strings, so it is tested natively.
+//!
+//! The two kinds of user never meet: a server key's user is `key:<name>`, and a JWT whose `sub`
+//! starts with `key:` or is `anonymous` is refused, so no token can act as another kind's user.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -13,38 +17,80 @@ use super::error::ApiError;
 
 pub const ANONYMOUS: &str = "anonymous";
 
+/// The namespace of users a server key acts as.
+pub const KEY_USER_PREFIX: &str = "key:";
+
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_S: i64 = 30;
+
+/// A server key from `API_KEYS`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKey {
+    /// The user it acts as, `key:<name>`.
+    pub user: String,
+    pub key: String,
+    /// May use the admin routes (an entry ending in `:admin`).
+    pub admin: bool,
+}
 
 /// The settings that decide who may call.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AuthConfig {
     pub jwt_secret: Option<String>,
-    /// (user, key): `API_KEYS` entries `user:key`, or a bare `key` for the user `api`.
-    pub api_keys: Vec<(String, String)>,
+    pub api_keys: Vec<ApiKey>,
     pub allow_anonymous: bool,
+    /// `JWT_ISSUER`: when set, a JWT's `iss` must equal it.
+    pub jwt_issuer: Option<String>,
+    /// `JWT_AUDIENCE`: when set, a JWT's `aud` (a string or a list) must contain it.
+    pub jwt_audience: Option<String>,
+}
+
+/// Who a request acts for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    pub user: String,
+    /// Came with a server key marked admin.
+    pub admin: bool,
 }
 
 impl AuthConfig {
-    /// Parses `API_KEYS` (comma-separated `user:key` or `key`).
-    pub fn parse_api_keys(list: &str) -> Vec<(String, String)> {
+    /// Parses `API_KEYS`: comma-separated `name:key`, a bare `key` (the name `api`), either
+    /// followed by `:admin` for a key that may use the admin routes.
+    pub fn parse_api_keys(list: &str) -> Vec<ApiKey> {
         list.split(',')
             .map(str::trim)
             .filter(|e| !e.is_empty())
-            .map(|entry| match entry.split_once(':') {
-                Some((user, key)) if !user.is_empty() && !key.is_empty() => {
-                    (user.to_string(), key.to_string())
+            .map(|entry| {
+                let (entry, admin) = match entry.strip_suffix(":admin") {
+                    Some(rest) if !rest.is_empty() => (rest, true),
+                    _ => (entry, false),
+                };
+                let (name, key) = match entry.split_once(':') {
+                    Some((name, key)) if !name.is_empty() && !key.is_empty() => (name, key),
+                    _ => ("api", entry),
+                };
+                ApiKey {
+                    user: format!("{KEY_USER_PREFIX}{name}"),
+                    key: key.to_string(),
+                    admin,
                 }
-                _ => ("api".to_string(), entry.to_string()),
             })
             .collect()
     }
 
     /// The user behind an `Authorization` header value (or its absence), at `now_s`.
     pub fn user(&self, authorization: Option<&str>, now_s: i64) -> Result<String, ApiError> {
+        self.caller(authorization, now_s).map(|c| c.user)
+    }
+
+    /// The caller behind an `Authorization` header value (or its absence), at `now_s`.
+    pub fn caller(&self, authorization: Option<&str>, now_s: i64) -> Result<Caller, ApiError> {
         let Some(header) = authorization.map(str::trim).filter(|h| !h.is_empty()) else {
             return if self.allow_anonymous {
-                Ok(ANONYMOUS.to_string())
+                Ok(Caller {
+                    user: ANONYMOUS.to_string(),
+                    admin: false,
+                })
             } else {
                 Err(ApiError::Unauthorized(
                     "send `Authorization: Bearer <token>` (a JWT or a server key)".into(),
@@ -59,15 +105,17 @@ impl AuthConfig {
                 ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
             })?;
         // Compare keys in constant time: through an HMAC of each, so timing says nothing.
-        if let Some((user, _)) = self
-            .api_keys
-            .iter()
-            .find(|(_, key)| same_secret(key, token))
-        {
-            return Ok(user.clone());
+        if let Some(key) = self.api_keys.iter().find(|k| same_secret(&k.key, token)) {
+            return Ok(Caller {
+                user: key.user.clone(),
+                admin: key.admin,
+            });
         }
         match &self.jwt_secret {
-            Some(secret) if token.matches('.').count() == 2 => verify_jwt(token, secret, now_s),
+            Some(secret) if token.matches('.').count() == 2 => {
+                let user = verify_jwt(token, secret, now_s, self)?;
+                Ok(Caller { user, admin: false })
+            }
             _ => Err(ApiError::Unauthorized(
                 "the token is not a valid key or JWT".into(),
             )),
@@ -108,9 +156,35 @@ struct Claims {
     sub: Option<String>,
     exp: Option<f64>,
     nbf: Option<f64>,
+    iss: Option<String>,
+    #[serde(default)]
+    aud: Audience,
 }
 
-fn verify_jwt(token: &str, secret: &str, now_s: i64) -> Result<String, ApiError> {
+/// `aud`: one string or a list of them.
+#[derive(Default)]
+struct Audience(Vec<String>);
+
+impl<'de> Deserialize<'de> for Audience {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Ok(Audience(match value {
+            serde_json::Value::String(one) => vec![one],
+            serde_json::Value::Array(many) => many
+                .into_iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        }))
+    }
+}
+
+fn verify_jwt(
+    token: &str,
+    secret: &str,
+    now_s: i64,
+    config: &AuthConfig,
+) -> Result<String, ApiError> {
     let invalid = |why: &str| ApiError::Unauthorized(format!("invalid JWT: {why}"));
     let mut parts = token.split('.');
     let (Some(header), Some(payload), Some(signature)) = (parts.next(), parts.next(), parts.next())
@@ -140,20 +214,36 @@ fn verify_jwt(token: &str, secret: &str, now_s: i64) -> Result<String, ApiError>
         .and_then(|b| String::from_utf8(b).ok())
         .and_then(|s| serde_json::from_str(&s).ok())
         .ok_or_else(|| invalid("unreadable claims"))?;
-    if let Some(exp) = claims.exp {
-        if (exp as i64) + LEEWAY_S <= now_s {
-            return Err(invalid("expired"));
-        }
+    // A token without an expiry would be good forever once leaked.
+    let exp = claims.exp.ok_or_else(|| invalid("no `exp` claim"))?;
+    if (exp as i64) + LEEWAY_S <= now_s {
+        return Err(invalid("expired"));
     }
     if let Some(nbf) = claims.nbf {
         if (nbf as i64) - LEEWAY_S > now_s {
             return Err(invalid("not valid yet"));
         }
     }
-    claims
+    if let Some(issuer) = &config.jwt_issuer {
+        if claims.iss.as_deref() != Some(issuer.as_str()) {
+            return Err(invalid("`iss` is not the expected issuer"));
+        }
+    }
+    if let Some(audience) = &config.jwt_audience {
+        if !claims.aud.0.iter().any(|a| a == audience) {
+            return Err(invalid("`aud` does not name this service"));
+        }
+    }
+    let sub = claims
         .sub
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| invalid("no `sub` claim"))
+        .ok_or_else(|| invalid("no `sub` claim"))?;
+    if sub.starts_with(KEY_USER_PREFIX) || sub == ANONYMOUS {
+        return Err(invalid(&format!(
+            "`sub` may not be `{ANONYMOUS}` or start with `{KEY_USER_PREFIX}` (reserved)"
+        )));
+    }
+    Ok(sub)
 }
 
 #[cfg(test)]
@@ -175,8 +265,8 @@ pub(crate) mod tests {
     fn config() -> AuthConfig {
         AuthConfig {
             jwt_secret: Some("s3cret".into()),
-            api_keys: AuthConfig::parse_api_keys("backend:sk-live-1, sk-bare"),
-            allow_anonymous: false,
+            api_keys: AuthConfig::parse_api_keys("backend:sk-live-1, sk-bare, ops:sk-ops:admin"),
+            ..AuthConfig::default()
         }
     }
 
@@ -196,7 +286,7 @@ pub(crate) mod tests {
     #[test]
     fn bad_jwts_are_refused_with_the_reason() {
         let cases = [
-            (jwt(r#"{"sub":"alice"}"#, "wrong"), "bad signature"),
+            (jwt(r#"{"sub":"alice","exp":1}"#, "wrong"), "bad signature"),
             (
                 jwt(
                     &format!(r#"{{"sub":"alice","exp":{}}}"#, NOW - 3600),
@@ -206,12 +296,38 @@ pub(crate) mod tests {
             ),
             (
                 jwt(
-                    &format!(r#"{{"sub":"alice","nbf":{}}}"#, NOW + 3600),
+                    &format!(
+                        r#"{{"sub":"alice","nbf":{},"exp":{}}}"#,
+                        NOW + 3600,
+                        NOW + 7200
+                    ),
                     "s3cret",
                 ),
                 "not valid yet",
             ),
-            (jwt(r#"{"name":"alice"}"#, "s3cret"), "no `sub` claim"),
+            (
+                jwt(
+                    &format!(r#"{{"name":"alice","exp":{}}}"#, NOW + 60),
+                    "s3cret",
+                ),
+                "no `sub` claim",
+            ),
+            (jwt(r#"{"sub":"alice"}"#, "s3cret"), "no `exp` claim"),
+            // A JWT cannot act as a server key's user or as anonymous.
+            (
+                jwt(
+                    &format!(r#"{{"sub":"key:backend","exp":{}}}"#, NOW + 60),
+                    "s3cret",
+                ),
+                "reserved",
+            ),
+            (
+                jwt(
+                    &format!(r#"{{"sub":"anonymous","exp":{}}}"#, NOW + 60),
+                    "s3cret",
+                ),
+                "reserved",
+            ),
         ];
         for (token, why) in cases {
             let e = user(Some(&format!("Bearer {token}"))).unwrap_err();
@@ -229,9 +345,51 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn issuer_and_audience_are_checked_when_configured() {
+        let strict = AuthConfig {
+            jwt_issuer: Some("https://id.example".into()),
+            jwt_audience: Some("edge-agent".into()),
+            ..config()
+        };
+        let check = |claims: &str| {
+            strict
+                .user(Some(&format!("Bearer {}", jwt(claims, "s3cret"))), NOW)
+                .map_err(|e| e.to_string())
+        };
+        let exp = NOW + 60;
+        assert_eq!(
+            check(&format!(
+                r#"{{"sub":"alice","exp":{exp},"iss":"https://id.example","aud":["x","edge-agent"]}}"#
+            )),
+            Ok("alice".into())
+        );
+        assert!(check(&format!(
+            r#"{{"sub":"alice","exp":{exp},"iss":"https://evil.example","aud":"edge-agent"}}"#
+        ))
+        .unwrap_err()
+        .contains("issuer"));
+        assert!(check(&format!(
+            r#"{{"sub":"alice","exp":{exp},"iss":"https://id.example","aud":"other"}}"#
+        ))
+        .unwrap_err()
+        .contains("aud"));
+        assert!(check(&format!(r#"{{"sub":"alice","exp":{exp}}}"#))
+            .unwrap_err()
+            .contains("issuer"));
+    }
+
+    #[test]
     fn server_keys_and_anonymous_access() {
-        assert_eq!(user(Some("Bearer sk-live-1")), Ok("backend".into()));
-        assert_eq!(user(Some("Bearer sk-bare")), Ok("api".into()));
+        assert_eq!(user(Some("Bearer sk-live-1")), Ok("key:backend".into()));
+        assert_eq!(user(Some("Bearer sk-bare")), Ok("key:api".into()));
+        let ops = config().caller(Some("Bearer sk-ops"), NOW).unwrap();
+        assert_eq!((ops.user.as_str(), ops.admin), ("key:ops", true));
+        assert!(
+            !config()
+                .caller(Some("Bearer sk-live-1"), NOW)
+                .unwrap()
+                .admin
+        );
         assert!(user(Some("Bearer sk-live-2")).is_err());
         assert!(user(Some("Basic abc")).unwrap_err().contains("Bearer"));
         assert!(user(None).unwrap_err().contains("Authorization"));

@@ -29,6 +29,8 @@ pub struct Config {
     pub max_tool_calls: u32,
     pub tool_timeout_ms: u32,
     pub turn_deadline_ms: u32,
+    /// A provider silent this long has stalled (`PROVIDER_IDLE_TIMEOUT_MS`).
+    pub provider_idle_timeout_ms: u32,
     pub max_tokens: u32,
     /// The model registry with the deployment's own entries (`MODELS`).
     pub models: Registry,
@@ -110,19 +112,19 @@ impl Config {
             max_tool_calls: number(&get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
             tool_timeout_ms: number(&get, "TOOL_TIMEOUT_MS", 30_000, 100..=900_000)?,
             turn_deadline_ms: number(&get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
+            provider_idle_timeout_ms: number(
+                &get,
+                "PROVIDER_IDLE_TIMEOUT_MS",
+                60_000,
+                100..=3_600_000,
+            )?,
             max_tokens: number(&get, "MAX_OUTPUT_TOKENS", 4096, 1..=200_000)?,
             models: get("MODELS")
                 .map(|json| Registry::parse(&json).map_err(|e| ApiError::config("MODELS", e)))
                 .transpose()?
                 .unwrap_or_default(),
             compact_threshold: ratio(&get, "COMPACT_THRESHOLD", 0.8)?,
-            auth: AuthConfig {
-                jwt_secret: get("JWT_SECRET"),
-                api_keys: get("API_KEYS")
-                    .map(|list| AuthConfig::parse_api_keys(&list))
-                    .unwrap_or_default(),
-                allow_anonymous: flag(&get, "ALLOW_ANONYMOUS")?,
-            },
+            auth: auth(&get)?,
             cors: get("CORS_ORIGINS")
                 .map(|v| CorsOrigins::parse(&v))
                 .unwrap_or_default(),
@@ -133,6 +135,24 @@ impl Config {
             tool_secrets,
         })
     }
+}
+
+/// Who may call, read alone: a configuration that fails elsewhere is reported only to callers
+/// who authenticate.
+pub fn auth_from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<AuthConfig, ApiError> {
+    auth(&|name: &str| get(name).filter(|v| !v.trim().is_empty()))
+}
+
+fn auth(get: &impl Fn(&str) -> Option<String>) -> Result<AuthConfig, ApiError> {
+    Ok(AuthConfig {
+        jwt_secret: get("JWT_SECRET"),
+        api_keys: get("API_KEYS")
+            .map(|list| AuthConfig::parse_api_keys(&list))
+            .unwrap_or_default(),
+        allow_anonymous: flag(get, "ALLOW_ANONYMOUS")?,
+        jwt_issuer: get("JWT_ISSUER"),
+        jwt_audience: get("JWT_AUDIENCE"),
+    })
 }
 
 impl Config {

@@ -91,13 +91,22 @@ async fn route(
     if let (Method::Get, ["healthz"]) = (&method, segments.as_slice()) {
         return routes::health::get(env).await;
     }
-    // Everything else acts for a caller.
-    let config = &config?;
+    // Everything else acts for a caller, who must authenticate before learning anything of the
+    // configuration (even that it is broken).
     let authorization = req.headers().get("authorization")?;
-    let user = config
+    let config = match config {
+        Ok(config) => config,
+        Err(broken) => {
+            config::auth_from_lookup(|name| env.var(name).ok().map(|v| v.to_string()))?
+                .caller(authorization.as_deref(), now_ms() / 1000)?;
+            return Err(broken);
+        }
+    };
+    let config = &config;
+    let caller = config
         .auth
-        .user(authorization.as_deref(), now_ms() / 1000)?;
-    let user = user.as_str();
+        .caller(authorization.as_deref(), now_ms() / 1000)?;
+    let user = caller.user.as_str();
     if method == Method::Post
         && matches!(
             segments.as_slice(),
@@ -196,16 +205,34 @@ fn js_sys_get(target: &JsValue, key: &str) -> Result<JsValue, ApiError> {
         .map_err(|e| ApiError::Internal(format!("reading {key}: {e:?}")))
 }
 
-/// Reads a JSON body, with the size limit and a message that says what is wrong.
+/// Reads a JSON body, with the size limit and a message that says what is wrong. A body past
+/// the limit is refused as soon as it is (by its `content-length`, or while it streams in), not
+/// after it has all been read.
 pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     mut req: Request,
 ) -> Result<T, ApiError> {
-    let bytes = req.bytes().await?;
-    if bytes.len() > MAX_BODY_BYTES {
-        return Err(ApiError::PayloadTooLarge(format!(
-            "the body is {} bytes; the limit is {MAX_BODY_BYTES}",
-            bytes.len()
-        )));
+    let too_large = |size: String| {
+        ApiError::PayloadTooLarge(format!(
+            "the body is {size}; the limit is {MAX_BODY_BYTES} bytes"
+        ))
+    };
+    let declared = req.headers().get("content-length")?;
+    if let Some(length) = declared.and_then(|v| v.trim().parse::<u64>().ok()) {
+        if length > MAX_BODY_BYTES as u64 {
+            return Err(too_large(format!("{length} bytes")));
+        }
+    }
+    let mut bytes = Vec::new();
+    // No body at all reads as an empty one.
+    if let Ok(mut stream) = req.stream() {
+        use futures::StreamExt;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(too_large(format!("over {MAX_BODY_BYTES} bytes")));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
     }
     // `from_str` rather than `from_slice`: each is its own copy of every reader in the wasm.
     let text = std::str::from_utf8(&bytes)

@@ -39,6 +39,7 @@ thread_local! {
 pub async fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal) {
     let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport {
         signal: Some(signal.clone()),
+        idle_timeout_ms: None,
     });
     let breakers = BREAKERS.with(Rc::clone);
     let secret = |name: &str| {

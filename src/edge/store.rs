@@ -91,17 +91,43 @@ impl Store {
         Ok(())
     }
 
-    /// Conversation `c.id` as stored, created as `c` if there was none, in one round trip
-    /// (whoever owns it: the caller checks).
-    pub async fn conversation_or_create(&self, c: &Conversation) -> Result<Conversation, ApiError> {
+    /// The conversation a `/v1/chat` id names for its caller: `raw_id` when that is one of the
+    /// caller's conversations, else `c` (whose id is the caller's own scoped id), created on
+    /// first use. One round trip; another user's `raw_id` is never read, so it can be neither
+    /// learned nor squatted.
+    pub async fn chat_conversation(
+        &self,
+        raw_id: &str,
+        c: &Conversation,
+    ) -> Result<Conversation, ApiError> {
         self.tick(1);
         let results = rows::batch(
             &self.db,
             &[
-                self.insert_conversation(c, "ON CONFLICT (id) DO NOTHING")?,
                 self.db
-                    .prepare("SELECT * FROM conversations WHERE id = ?1")
-                    .bind(&[c.id.as_str().into()])?,
+                    .prepare(
+                        "INSERT INTO conversations
+                           (id, owner, title, system, model, metadata, created_at, updated_at,
+                            toolsets)
+                         SELECT ?1, ?2, ?3, NULL, NULL, NULL, ?4, ?4, NULL
+                         WHERE NOT EXISTS
+                           (SELECT 1 FROM conversations WHERE id = ?5 AND owner = ?2)
+                         ON CONFLICT (id) DO NOTHING",
+                    )
+                    .bind(&[
+                        c.id.as_str().into(),
+                        c.owner.as_str().into(),
+                        opt(&c.title),
+                        (c.created_at as f64).into(),
+                        raw_id.into(),
+                    ])?,
+                self.db
+                    .prepare(
+                        "SELECT * FROM conversations
+                         WHERE owner = ?2 AND (id = ?1 OR id = ?3)
+                         ORDER BY id = ?1 DESC LIMIT 1",
+                    )
+                    .bind(&[raw_id.into(), c.owner.as_str().into(), c.id.as_str().into()])?,
             ],
         )
         .await?;
@@ -151,8 +177,11 @@ impl Store {
         rows::first::<Conversation>(
             &self
                 .db
-                .prepare("SELECT * FROM conversations WHERE id = ?1 AND owner = ?2")
-                .bind(&[id.into(), owner.into()])?,
+                .prepare(
+                    "SELECT * FROM conversations WHERE owner = ?2 AND (id = ?1 OR id = ?3)
+                     ORDER BY id = ?1 DESC LIMIT 1",
+                )
+                .bind(&[id.into(), owner.into(), scoped_id(owner, id).into()])?,
         )
         .await
     }
@@ -512,6 +541,21 @@ impl Store {
     }
 }
 
+/// The id of `owner`'s conversation for an id that is not one of theirs (a `/v1/chat` id
+/// another user took, or one never used): 32 hex digits of a SHA-256 over both, the shape of
+/// every conversation id. Ids are scoped to their owner this way, so no user can learn or
+/// block another's.
+pub fn scoped_id(owner: &str, id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new()
+        .chain_update(b"edge-agent conversation id\0")
+        .chain_update(owner.as_bytes())
+        .chain_update(b"\0")
+        .chain_update(id.as_bytes())
+        .finalize();
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn opt(v: &Option<String>) -> JsValue {
     match v {
         Some(s) => s.as_str().into(),
@@ -676,5 +720,22 @@ impl Store {
             ))),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scoped_id;
+
+    #[test]
+    fn a_scoped_id_is_stable_per_owner_and_shaped_like_any_conversation_id() {
+        let a = scoped_id("alice", "chat-1");
+        assert_eq!(a, scoped_id("alice", "chat-1"));
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(a, scoped_id("bob", "chat-1"));
+        assert_ne!(a, scoped_id("alice", "chat-2"));
+        // The separator keeps ("ab", "c") and ("a", "bc") apart.
+        assert_ne!(scoped_id("ab", "c"), scoped_id("a", "bc"));
     }
 }

@@ -43,6 +43,7 @@ pub fn provider_for(
 ) -> Result<Rc<dyn Provider>, LlmError> {
     let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport {
         signal: signal.cloned(),
+        idle_timeout_ms: Some(config.provider_idle_timeout_ms.into()),
     });
     match model.provider.as_str() {
         "anthropic" => Ok(Rc::new(Anthropic::new(

@@ -23,7 +23,9 @@ pub use event::LlmEvent;
 pub use models::ModelRef;
 pub use provider::{Completion, Provider};
 pub use retry::{Resilient, RetryPolicy, Sleeper};
-pub use transport::{ApiRequest, ByteStream, HttpRequest, HttpResponse, HttpTransport};
+pub use transport::{
+    idle_timeout, ApiRequest, ByteStream, HttpRequest, HttpResponse, HttpTransport, IDLE_TIMEOUT,
+};
 pub use types::{
     AssistantMessage, ContentBlock, LlmRequest, Message, StopReason, ToolCall, ToolDef, ToolResult,
     Usage,

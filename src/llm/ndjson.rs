@@ -7,6 +7,11 @@ pub struct NdjsonDecoder {
 }
 
 impl NdjsonDecoder {
+    /// Bytes held for the line still arriving.
+    pub fn buffered(&self) -> usize {
+        self.line.len()
+    }
+
     /// Feeds bytes; calls `on_line` for every complete, non-blank line (without its `\r\n`).
     pub fn push<E>(
         &mut self,

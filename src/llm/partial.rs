@@ -200,6 +200,11 @@ impl PartialMessage {
         }
     }
 
+    /// Content blocks so far.
+    pub fn blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
     pub fn has_tool_calls(&self) -> bool {
         self.blocks
             .iter()

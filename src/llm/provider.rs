@@ -83,6 +83,14 @@ enum Framer {
 }
 
 impl Framer {
+    /// Bytes held for the frame or line still arriving.
+    fn buffered(&self) -> usize {
+        match self {
+            Framer::Sse(d) => d.buffered(),
+            Framer::Ndjson(d) => d.buffered(),
+        }
+    }
+
     fn push(
         &mut self,
         bytes: &[u8],
@@ -121,17 +129,34 @@ pub(crate) async fn stream_response(
         Err(error) => return failed(model, error),
     };
     match transport.post(request).await {
-        Err(e) => failed(
-            model,
-            LlmError::Network {
-                provider: provider.to_string(),
-                message: e,
-            },
-        ),
+        Err(e) => failed(model, transport_error(provider, e)),
         Ok(response) if !(200..300).contains(&response.status) => {
             failed(model, http_error(provider, response).await)
         }
         Ok(response) => decode_body(response.body, model, framing, decoder, on_event).await,
+    }
+}
+
+/// Largest SSE frame or NDJSON line held while it arrives.
+pub(crate) const MAX_FRAME_BYTES: usize = 4 << 20;
+/// Most content blocks (text, thinking, tool calls) one answer may have.
+pub(crate) const MAX_CONTENT_BLOCKS: usize = 1024;
+
+fn decode_limit(provider: &str, what: &str) -> LlmError {
+    LlmError::Decode {
+        provider: provider.to_string(),
+        message: format!("{what}; the stream was abandoned"),
+    }
+}
+
+/// A transport failure: a stall past the idle timeout is a (retryable) timeout, anything else
+/// a network failure.
+fn transport_error(provider: &str, message: String) -> LlmError {
+    let provider = provider.to_string();
+    if message.starts_with(super::IDLE_TIMEOUT) {
+        LlmError::Timeout { provider, message }
+    } else {
+        LlmError::Network { provider, message }
     }
 }
 
@@ -158,14 +183,25 @@ pub(crate) async fn decode_body(
                 return Ok(()); // trailing frames after the end (e.g. `[DONE]`)
             }
             flow = decoder.frame(event, data, &mut message, &mut out)?;
+            // A bound on what a provider can make us hold: the answer's blocks.
+            if message.blocks() > MAX_CONTENT_BLOCKS {
+                return Err(decode_limit(
+                    provider,
+                    "the answer has over 1,024 content blocks",
+                ));
+            }
             Ok(())
         };
         let result = match body.next().await {
-            Some(Ok(bytes)) => framer.push(&bytes, &mut on_frame),
-            Some(Err(e)) => Err(LlmError::Network {
-                provider: provider.to_string(),
-                message: e,
+            Some(Ok(bytes)) => framer.push(&bytes, &mut on_frame).and_then(|()| {
+                // And on the frame still arriving.
+                if framer.buffered() > MAX_FRAME_BYTES {
+                    Err(decode_limit(provider, "one frame is over 4 MiB"))
+                } else {
+                    Ok(())
+                }
             }),
+            Some(Err(e)) => Err(transport_error(provider, e)),
             None => framer.finish(&mut on_frame).and_then(|()| {
                 if flow == Flow::More {
                     flow = decoder.at_eof();

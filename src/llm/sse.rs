@@ -24,6 +24,11 @@ impl SseDecoder {
         Self::default()
     }
 
+    /// Bytes held for the frame still arriving (its incomplete line and its data so far).
+    pub fn buffered(&self) -> usize {
+        self.line.len() + self.data.len()
+    }
+
     /// Feeds bytes; calls `on_frame(event, data)` for every complete frame. `event` is
     /// `"message"` when the frame named none. Stops early and returns the first error
     /// `on_frame` returns.

@@ -10,6 +10,15 @@ use futures::Stream;
 /// caller knows which provider it was talking to). Not `Send`: on wasm nothing is.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>, String>>>>;
 
+/// How a transport words "the provider sent nothing for `ms`": the decoder reports it as a
+/// retryable [`LlmError::Timeout`](super::LlmError::Timeout), not a network failure.
+pub fn idle_timeout(ms: u64) -> String {
+    format!("{IDLE_TIMEOUT} {ms} ms")
+}
+
+/// The start of every [`idle_timeout`] message.
+pub const IDLE_TIMEOUT: &str = "the provider sent nothing for";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpRequest {
     pub url: String,

@@ -38,7 +38,9 @@ test("requests without a valid token are 401 JSON errors that never echo the tok
     [as("sk-wrong"), /not a valid key or JWT/],
     [as(jwt({ sub: "alice" }, "another-secret")), /bad signature/],
     [as(jwt({ sub: "alice", exp: now() - 3600 })), /expired/],
-    [as(jwt({ sub: "alice", nbf: now() + 3600 })), /not valid yet/],
+    [as(jwt({ sub: "alice", nbf: now() + 3600, exp: now() + 7200 })), /not valid yet/],
+    [as(jwt({ sub: "alice" })), /no `exp` claim/],
+    [as(jwt({ sub: "key:backend", exp: now() + 600 })), /reserved/],
   ];
   for (const [headers, why] of cases) {
     const r = await api(worker.url, "POST", "/v1/conversations", {}, headers);

@@ -75,6 +75,15 @@ export async function startWorker({ persistDir, vars = {}, config, healthPath = 
     /** The `wrangler dev` process (workerd runs as its child). */
     pid: child.pid,
     log: () => log,
+    /** The first structured line `match` accepts, waiting up to 5 s for it to be printed. */
+    async logLine(match) {
+      for (let i = 0; i < 50; i++) {
+        const line = this.jsonLines().find(match);
+        if (line) return line;
+        await sleep(100);
+      }
+      throw new Error("no such log line in:\n" + log.slice(-4000));
+    },
     /** The structured (JSON) lines the Worker logged, colours stripped. */
     jsonLines: () => log.split("\n").flatMap((line) => {
       const plain = line.replace(/\x1b\[[0-9;]*m/g, "");
@@ -104,6 +113,7 @@ export async function startWorker({ persistDir, vars = {}, config, healthPath = 
 //   { ...answer, failWith: { type, message } }   the answer's text, then a mid-stream error
 //   { status: 429, headers?: {...}, message?: string }   an HTTP error in the provider's shape
 //   { drop: true }   the connection is closed without an answer
+//   { ...answer, stallAfter: n }   the answer's first n events, then nothing (0: not even headers)
 // (`respond`, when set, answers requests the script does not; `writes: "event" | "one"` sends
 // each event in one write, or the whole answer in one, instead of in awkward pieces)
 // and records every request body, so tests can check what the Worker sent.
@@ -153,9 +163,15 @@ function loopback(name, render, errorBody) {
       res.end(JSON.stringify(errorBody(turn.status, turn.message ?? `loopback ${turn.status}`)));
       return;
     }
+    if (turn.stallAfter === 0) return; // no headers, no body: the provider hangs
     res.socket.setNoDelay(true);
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
     const rand = prng(seed++);
+    if (turn.stallAfter) {
+      // The first events, then silence with the connection held open.
+      for (const event of [...render(turn, parsed)].slice(0, turn.stallAfter)) res.write(event);
+      return;
+    }
     if (turn.writes === "event") {
       // One write per event, as a well-behaved provider sends them (benchmarks).
       for (const event of render(turn, parsed)) {

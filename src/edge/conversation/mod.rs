@@ -43,6 +43,9 @@ use super::{error_response, json_response, new_id, now_ms};
 use crate::agent::{CancelToken, TurnOutcome};
 use crate::llm::{ModelRef, Provider, ToolDef};
 
+/// Most messages one conversation keeps waiting for its running turn.
+pub const MAX_QUEUED: i64 = 50;
+
 /// How far ahead of a running turn its alarm is kept.
 pub const ALARM_MS: i64 = 30_000;
 
@@ -262,6 +265,16 @@ impl Object {
             } => match machine::on_message(activity) {
                 OnMessage::StartTurn => (Kickoff::Queued, Some((id, message))),
                 queue => {
+                    if self.storage.queue_len(None)? >= MAX_QUEUED {
+                        return Err(ApiError::TooManyRequests {
+                            message: format!(
+                                "conversation `{}` already has {MAX_QUEUED} messages waiting for \
+                                 the running turn; wait for it or cancel it",
+                                conversation.id
+                            ),
+                            retry_after_s: 10,
+                        });
+                    }
                     let body = serde_json::to_string(&message)?;
                     let position = self.storage.enqueue(&id, delivery, &body, now)?;
                     if queue == OnMessage::QueueAndRecover {

@@ -12,7 +12,9 @@ use crate::edge::store::Store;
 use crate::edge::{json_body, json_response, now_ms};
 
 pub async fn list(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
-    owned(env, user, id).await?;
+    // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
+    let owned = owned(env, user, id).await?;
+    let id = owned.id.as_str();
     let artifacts = Store::new(env.d1("DB")?).artifacts(id).await?;
     json_response(200, &serde_json::json!({ "artifacts": artifacts }))
 }
@@ -25,7 +27,9 @@ pub async fn get(
     id: &str,
     artifact_id: &str,
 ) -> Result<Response, ApiError> {
-    owned(env, user, id).await?;
+    // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
+    let owned = owned(env, user, id).await?;
+    let id = owned.id.as_str();
     let mut version = None;
     for (key, value) in super::query_pairs(req) {
         if key == "version" {
@@ -72,7 +76,9 @@ pub async fn put(
     id: &str,
     artifact_id: &str,
 ) -> Result<Response, ApiError> {
-    owned(env, user, id).await?;
+    // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
+    let owned = owned(env, user, id).await?;
+    let id = owned.id.as_str();
     let body: Put = json_body(req).await?;
     if artifact_id.is_empty() || artifact_id.len() > 64 {
         return Err(ApiError::BadRequest(

@@ -1,6 +1,8 @@
 //! `POST /v1/chat`: the body the AI SDK's `useChat` sends by default (`{id, messages, trigger,
 //! messageId}`), so `new DefaultChatTransport({api: "<origin>/v1/chat"})` works unmodified.
-//! The conversation is `id`, created for the caller on first use. D1, not the client, holds the
+//! The conversation is `id` when that is one of the caller's conversations; any other `id` names
+//! the caller's own conversation for it ([`scoped_id`]), created on first use, so one
+//! user's ids never collide with, reveal or block another's. D1, not the client, holds the
 //! history, so only what is new is taken from `messages`: the last user message, or the tool
 //! outputs and approval responses in the last assistant message; `regenerate-message` retries.
 //! Client tool definitions may come along as `tools` (the transport's `body` option).
@@ -14,7 +16,7 @@ use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnRequest};
 use crate::edge::error::ApiError;
-use crate::edge::store::{Conversation, Store};
+use crate::edge::store::{scoped_id, Conversation, Store};
 use crate::edge::{json_body, new_id, now_ms};
 
 #[derive(Deserialize)]
@@ -98,21 +100,21 @@ pub async fn post(
     // Created on first use; looked up and created in one round trip.
     let now = now_ms();
     let conversation = store
-        .conversation_or_create(&Conversation {
-            id: body.id.clone(),
-            owner: user.to_string(),
-            title: first_user_text(&body.messages).map(|t| t.chars().take(80).collect()),
-            system: None,
-            model: None,
-            metadata: None,
-            toolsets: None,
-            created_at: now,
-            updated_at: now,
-        })
+        .chat_conversation(
+            &body.id,
+            &Conversation {
+                id: scoped_id(user, &body.id),
+                owner: user.to_string(),
+                title: first_user_text(&body.messages).map(|t| t.chars().take(80).collect()),
+                system: None,
+                model: None,
+                metadata: None,
+                toolsets: None,
+                created_at: now,
+                updated_at: now,
+            },
+        )
         .await?;
-    if conversation.owner != user {
-        return Err(super::conversations::not_found(&body.id));
-    }
     hand_over(
         env,
         &conversation,

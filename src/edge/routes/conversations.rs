@@ -64,7 +64,9 @@ pub async fn create(
 
 pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
     let conversation = owned(env, user, id).await?;
-    let status = Coordinator::for_conversation(env, id)?.status().await?;
+    let status = Coordinator::for_conversation(env, &conversation.id)?
+        .status()
+        .await?;
     let state = match (status.running, status.paused.as_deref()) {
         (true, _) => "running",
         (false, Some("approval")) => "awaiting_approval",
@@ -85,7 +87,9 @@ pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> 
 /// `GET /v1/conversations/{id}/stream` and `GET /v1/chat/{id}/stream`: the running turn's
 /// stream from its start, then live (200), or 204 when no turn runs.
 pub async fn stream(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
-    owned(env, user, id).await?;
+    // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
+    let owned = owned(env, user, id).await?;
+    let id = owned.id.as_str();
     Coordinator::for_conversation(env, id)?.stream().await
 }
 
@@ -132,7 +136,9 @@ pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiE
 /// `POST /v1/conversations/{id}/cancel`: stops the running turn at once (202), or 409 if none
 /// runs. Queued messages then start the next turn.
 pub async fn cancel(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
-    owned(env, user, id).await?;
+    // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
+    let owned = owned(env, user, id).await?;
+    let id = owned.id.as_str();
     if Coordinator::for_conversation(env, id)?.cancel().await? {
         json_response(202, &serde_json::json!({"cancelling": true}))
     } else {
@@ -145,7 +151,9 @@ pub async fn cancel(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
 /// `DELETE /v1/conversations/{id}`: a running turn is cancelled and ends, then the object's
 /// state and the history go.
 pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
-    owned(env, user, id).await?;
+    // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
+    let owned = owned(env, user, id).await?;
+    let id = owned.id.as_str();
     Coordinator::for_conversation(env, id)?.clear().await?;
     if !Store::new(env.d1("DB")?)
         .delete_conversation(user, id)

@@ -244,11 +244,18 @@ pub async fn send(
     // the Worker read D1 first.
     if send.toolsets.is_none() {
         let answer = coordinator.send(&send).await?;
-        if answer.status_code() != UNKNOWN_CONVERSATION {
+        // 404: the object keeps someone else's conversation; `id` may still name one of the
+        // caller's (a `/v1/chat` id), which D1 resolves.
+        if !matches!(answer.status_code(), UNKNOWN_CONVERSATION | 404) {
             return Ok(answer);
         }
     }
     let conversation = owned(env, user, id).await?;
+    let coordinator = if conversation.id == id {
+        coordinator
+    } else {
+        Coordinator::for_conversation(env, &conversation.id)?.for_request(request_id)
+    };
     if let Some(narrowed) = &send.toolsets {
         config.check_toolsets(narrowed)?;
         if let Some(own) = &conversation.toolsets {
@@ -339,10 +346,11 @@ pub async fn retry(
 
 pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
     let store = Store::new(env.d1("DB")?);
-    store
+    let conversation = store
         .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))?;
+    let id = conversation.id.as_str();
     let mut after = 0i64;
     let mut limit = 100i64;
     for (key, value) in super::query_pairs(req) {

@@ -207,11 +207,19 @@ impl Decoder {
         self.blocks.get(wire_index).copied().flatten()
     }
 
-    fn map(&mut self, wire_index: usize, ours: usize) {
+    /// Records where wire block `wire_index` goes; an index past what any answer has is the
+    /// provider misbehaving (it would make us allocate for it), not a block.
+    fn map(&mut self, wire_index: usize, ours: usize) -> Result<(), LlmError> {
+        if wire_index >= crate::llm::provider::MAX_CONTENT_BLOCKS {
+            return Err(decode_error(format!(
+                "content block index {wire_index} is out of range"
+            )));
+        }
         if self.blocks.len() <= wire_index {
             self.blocks.resize(wire_index + 1, None);
         }
         self.blocks[wire_index] = Some(ours);
+        Ok(())
     }
 }
 
@@ -265,7 +273,7 @@ impl Decode for Decoder {
                     _ => None,
                 };
                 if let Some(ours) = ours {
-                    self.map(index, ours);
+                    self.map(index, ours)?;
                 }
             }
             "content_block_delta" => {

@@ -10,6 +10,8 @@ pub mod workers_ai;
 #[cfg(test)]
 mod handoff_tests;
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 pub(crate) mod testing;
 
 pub use anthropic::Anthropic;

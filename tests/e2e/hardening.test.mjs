@@ -1,0 +1,154 @@
+// Hostile input and misbehaving providers through the real Worker: oversized bodies refused
+// while they stream in, stalled providers timed out, a full queue refused, a broken
+// configuration shown only to callers who authenticate, and /v1/chat ids scoped to their owner.
+
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import http from "node:http";
+import { after, before, test } from "node:test";
+import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+
+let anthropic, worker;
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  worker = await startWorker({
+    persistDir: freshPersistDir(),
+    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", PROVIDER_IDLE_TIMEOUT_MS: "1500", API_KEYS: "bob:sk-bob" },
+  });
+});
+
+after(async () => {
+  await worker?.stop();
+  await anthropic?.close();
+});
+
+async function conversation() {
+  return (await (await api(worker.url, "POST", "/v1/conversations", {})).json()).id;
+}
+
+/** Posts a body in 64 KiB pieces, 10 ms apart, without ending it; resolves with the status
+ * the Worker answers with and how many bytes had been written by then. */
+function postEndlessly(path, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const url = new URL(path, worker.url);
+    const req = http.request(url, { method: "POST", headers: { "content-type": "application/json", ...headers } });
+    let written = 0;
+    let answered = false;
+    // The status is enough: under `wrangler dev` the answer's body waits for the request's end.
+    req.on("response", (res) => {
+      answered = true;
+      req.destroy();
+      resolve({ status: res.statusCode, written });
+    });
+    req.on("error", (e) => (answered ? undefined : reject(e)));
+    const piece = Buffer.alloc(64 << 10, "a");
+    req.write('{"message": "');
+    const pump = () => {
+      // Up to 8 MiB, then the body stays open: the answer must not wait for its end.
+      if (answered || written >= 8 << 20) return;
+      written += piece.length;
+      req.write(piece, () => setTimeout(pump, 10));
+    };
+    pump();
+  });
+}
+
+test("a body past 1 MiB is refused while it streams in, not after it ends", async () => {
+  const id = await conversation();
+  const { status, written } = await postEndlessly(`/v1/conversations/${id}/messages`);
+  assert.equal(status, 413);
+  assert.ok(written < 8 << 20, `answered after ${written} bytes`);
+  const line = await worker.logLine((l) => l.code === "payload_too_large");
+  assert.match(line.detail, /the body is over 1048576 bytes/);
+  // A declared length past the limit is refused by its header.
+  const r = await fetch(`${worker.url}/v1/conversations/${id}/messages`, { method: "POST", body: JSON.stringify({ message: "x".repeat(3 << 20) }) });
+  assert.equal(r.status, 413);
+  assert.match((await r.json()).error.message, /the body is 3145742 bytes; the limit is 1048576 bytes/);
+});
+
+test("a provider that stalls mid-answer ends the turn with a timeout; one that stalls before answering is retried", async () => {
+  const id = await conversation();
+  anthropic.script({ text: "Half an answer that never ends", stallAfter: 4 });
+  const started = Date.now();
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "go" }));
+  assert.ok(Date.now() - started < 15_000, "the stall is noticed after PROVIDER_IDLE_TIMEOUT_MS, not the turn deadline");
+  assert.match(chunks.find((c) => c.type === "error").errorText, /^anthropic did not answer in time \(request [0-9a-f]{32}\)$/);
+  const history = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages;
+  assert.equal(history.at(-1).stop_reason, "error");
+  assert.equal(history.at(-1).content[0].text, "Half a");
+
+  const before = anthropic.requests.length;
+  anthropic.script({ text: "never", stallAfter: 0 }, { text: "Second try answers." });
+  const retried = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "again" }));
+  assert.equal(retried.chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Second try answers.");
+  assert.equal(anthropic.requests.length - before, 2);
+});
+
+test("a conversation keeps at most 50 messages waiting for its turn; the next is a 429", async () => {
+  const id = await conversation();
+  anthropic.script({ text: "a slow answer, one piece at a time", gapMs: 40 });
+  const running = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "start" });
+  const reading = readUiStream(running);
+  for (let i = 0; i < 50; i++) {
+    const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: `queued ${i}`, delivery: "followup" });
+    assert.equal(r.status, 202, `message ${i}`);
+  }
+  const full = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "one too many" });
+  assert.equal(full.status, 429);
+  assert.ok(Number(full.headers.get("retry-after")) > 0);
+  assert.match((await full.json()).error.message, /50 messages waiting/);
+  await api(worker.url, "POST", `/v1/conversations/${id}/cancel`);
+  await reading;
+});
+
+test("a broken configuration is reported only after authentication, without its value", async () => {
+  const secret = "hardening-secret";
+  const broken = await startWorker({
+    persistDir: freshPersistDir(),
+    vars: { ALLOW_ANONYMOUS: "false", JWT_SECRET: secret, MAX_LLM_CALLS: "lots-of-calls" },
+  });
+  try {
+    const anonymous = await api(broken.url, "GET", "/v1/models");
+    assert.equal(anonymous.status, 401);
+    const b64 = (s) => Buffer.from(s).toString("base64url");
+    const body = `${b64(JSON.stringify({ alg: "HS256" }))}.${b64(JSON.stringify({ sub: "op", exp: Math.floor(Date.now() / 1000) + 600 }))}`;
+    const token = `${body}.${createHmac("sha256", secret).update(body).digest("base64url")}`;
+    const authed = await api(broken.url, "GET", "/v1/models", undefined, { authorization: `Bearer ${token}` });
+    assert.equal(authed.status, 500);
+    const { error } = await authed.json();
+    assert.equal(error.code, "configuration_error");
+    assert.match(error.message, /MAX_LLM_CALLS/);
+    assert.match(error.message, new RegExp(authed.headers.get("x-request-id")));
+    assert.doesNotMatch(error.message, /lots-of-calls/);
+  } finally {
+    await broken.stop();
+  }
+});
+
+test("a /v1/chat id is scoped to its owner: another user's id is a fresh conversation, never theirs", async () => {
+  const bob = { authorization: "Bearer sk-bob" };
+  const chat = (text, headers) => api(worker.url, "POST", "/v1/chat", { id: "shared-1", messages: [{ id: "u", role: "user", parts: [{ type: "text", text }] }] }, headers);
+  const said = (messages) => messages.filter((m) => m.kind === "user").map((m) => m.content[0].text);
+  anthropic.script({ text: "Hello, first user." }, { text: "Hello, Bob." });
+  await readUiStream(await chat("I came first"));
+  const second = await chat("I am Bob", bob);
+  assert.equal(second.status, 200, "the id taken by another user is not refused");
+  await readUiStream(second);
+  // Each reads their own conversation under the same id; neither sees the other's.
+  const mine = (await (await api(worker.url, "GET", "/v1/conversations/shared-1/messages")).json()).messages;
+  const bobs = (await (await api(worker.url, "GET", "/v1/conversations/shared-1/messages", undefined, bob)).json()).messages;
+  assert.deepEqual(said(mine), ["I came first"]);
+  assert.deepEqual(said(bobs), ["I am Bob"]);
+  assert.equal((await api(worker.url, "GET", "/v1/chat/shared-1/stream", undefined, bob)).status, 204);
+  // A conversation Bob created is used as it is when his chat names it.
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, bob)).json();
+  anthropic.script({ text: "Same conversation." });
+  await readUiStream(await api(worker.url, "POST", "/v1/chat", { id, messages: [{ id: "u2", role: "user", parts: [{ type: "text", text: "in my own" }] }] }, bob));
+  const own = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, bob)).json()).messages;
+  assert.deepEqual(said(own), ["in my own"]);
+  const listed = (await (await api(worker.url, "GET", "/v1/conversations", undefined, bob)).json()).conversations;
+  assert.equal(listed.length, 2);
+  // Nobody else can reach Bob's conversation by its id.
+  assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).status, 404);
+});
