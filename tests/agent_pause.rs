@@ -185,3 +185,33 @@ fn a_new_user_message_abandons_the_pending_calls() {
     let seen = &provider.seen.borrow()[1];
     assert!(matches!(&seen[2], Message::ToolResult(r) if r.tool_call_id == "k1" && r.is_error));
 }
+
+#[test]
+fn calls_in_an_answer_that_failed_wait_for_nothing_and_never_run() {
+    use edge_agent::agent::pending_calls;
+    use edge_agent::llm::{AssistantMessage, ContentBlock, StopReason, ToolCall, Usage};
+    let answer = |stop_reason| {
+        AgentMessage::Assistant(AssistantMessage {
+            content: vec![ContentBlock::ToolUse(ToolCall {
+                id: "half".into(),
+                name: "pick_color".into(),
+                input: json!({"palette": "wa"}),
+                signature: None,
+            })],
+            stop_reason,
+            model: "m".into(),
+            provider: "p".into(),
+            usage: Usage::default(),
+        })
+    };
+    for failed in [
+        StopReason::Error,
+        StopReason::Aborted,
+        StopReason::Interrupted,
+    ] {
+        let history = vec![AgentMessage::user_text("pick"), answer(failed.clone())];
+        assert!(pending_calls(&history).is_empty(), "{failed:?}");
+    }
+    let paused = vec![AgentMessage::user_text("pick"), answer(StopReason::ToolUse)];
+    assert_eq!(pending_calls(&paused).len(), 1);
+}

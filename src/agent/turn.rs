@@ -252,6 +252,14 @@ pub fn pending_calls(messages: &[AgentMessage]) -> Vec<ToolCall> {
     if after.iter().any(|m| matches!(m, AgentMessage::User { .. })) {
         return vec![];
     }
+    // An answer that failed, was cancelled or interrupted is never replayed to a model: its
+    // calls (perhaps half-written) never run and wait for nothing.
+    if matches!(
+        answer.stop_reason,
+        StopReason::Error | StopReason::Aborted | StopReason::Interrupted
+    ) {
+        return vec![];
+    }
     answer
         .tool_calls()
         .filter(|c| {

@@ -62,11 +62,10 @@ pub enum TurnRequest {
         message: AgentMessage,
         delivery: Delivery,
     },
-    /// Answers for a paused turn, and optionally a message after them.
+    /// Answers for a paused turn.
     Resume {
         results: Vec<ToolResultIn>,
         approvals: Vec<ApprovalIn>,
-        message: Option<(String, AgentMessage)>,
         /// Answers for calls the turn does not wait on are dropped instead of refused (the
         /// `useChat` body repeats every earlier tool output).
         only_pending: bool,

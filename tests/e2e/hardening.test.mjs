@@ -152,3 +152,19 @@ test("a /v1/chat id is scoped to its owner: another user's id is a fresh convers
   // Nobody else can reach Bob's conversation by its id.
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).status, 404);
 });
+
+test("tool calls of an answer that failed mid-stream wait for nothing: no pause, no answers taken", async () => {
+  const id = await conversation();
+  anthropic.script({ text: "Let me look", tools: [{ id: "toolu_half", name: "current_time", input: {} }], stallAfter: 8 });
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "time?" }));
+  assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "error" });
+  const { status } = await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json();
+  assert.equal(status, "idle");
+  const answer = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { tool_results: [{ tool_call_id: "toolu_half", output: "noon" }] });
+  assert.equal(answer.status, 409);
+  // The next message is answered normally; the failed call is never sent to the model.
+  anthropic.script({ text: "It is noon." });
+  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "and now?" }));
+  const sent = anthropic.requests.at(-1).body.messages;
+  assert.ok(!JSON.stringify(sent).includes("toolu_half"), JSON.stringify(sent));
+});

@@ -42,6 +42,11 @@ test("a client tool pauses the turn; its result resumes it in a later request, e
   const unknown = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { tool_results: [{ tool_call_id: "toolu_other", output: "x" }] });
   assert.equal(unknown.status, 409);
   assert.match((await unknown.json()).error.message, /toolu_other.*not waiting/);
+  // Answers and a new message in one body are refused whole: nothing is lost, the pause stays.
+  const both = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "also, hi", tool_results: [{ tool_call_id: "toolu_pick", output: "red" }] });
+  assert.equal(both.status, 400);
+  assert.match((await both.json()).error.message, /separate requests/);
+  assert.equal(await status(id), "awaiting_tool_results");
 
   anthropic.script({ text: "Amber it is." });
   const resumed = await send(id, { tool_results: [{ tool_call_id: "toolu_pick", output: { color: "amber" } }], tools: [pickColor] });

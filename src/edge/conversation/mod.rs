@@ -289,7 +289,6 @@ impl Object {
             TurnRequest::Resume {
                 results,
                 approvals,
-                message,
                 only_pending,
             } => {
                 self.exclusive(activity)?.ok_or_else(busy)?;
@@ -298,7 +297,7 @@ impl Object {
                     approvals,
                     only_pending,
                 };
-                (kickoff, message)
+                (kickoff, None)
             }
             TurnRequest::Retry => {
                 self.exclusive(activity)?.ok_or_else(busy)?;

@@ -85,7 +85,6 @@ pub async fn post(
                 TurnRequest::Resume {
                     results,
                     approvals,
-                    message: None,
                     only_pending: true,
                 }
             }

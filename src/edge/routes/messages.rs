@@ -202,6 +202,15 @@ pub async fn send(
     let body: Send = json_body(req).await?;
     let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
     let message = match body.message {
+        // Answers end a pause and a message starts a turn: one request may not do both, or a
+        // failure between them would lose the answers.
+        Some(_) if resuming => {
+            return Err(ApiError::BadRequest(
+                "send `tool_results` / `approvals` and a new `message` in separate requests: \
+                 the answers first, then the message"
+                    .into(),
+            ))
+        }
         Some(content) => Some(content.into_message()?),
         None if resuming => None,
         None => {
@@ -215,9 +224,6 @@ pub async fn send(
         _ if resuming => TurnRequest::Resume {
             results: body.tool_results,
             approvals: body.approvals,
-            message: message
-                .map(|m| Ok::<_, ApiError>((new_id()?, m)))
-                .transpose()?,
             only_pending: false,
         },
         Some(message) => TurnRequest::Message {
