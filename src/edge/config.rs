@@ -51,6 +51,13 @@ pub struct Config {
     /// Lets tools call loopback and private addresses (`ALLOW_PRIVATE_TOOL_HOSTS`; local
     /// development and tests).
     pub allow_private_tool_hosts: bool,
+    /// Every user's budget in US dollars per `budget_period` (`USER_BUDGET_USD`); `None`: no
+    /// budgets are enforced.
+    pub user_budget_usd: Option<f64>,
+    /// `USER_BUDGET_PERIOD`: `day` or `month` (the default).
+    pub budget_period: crate::edge::budget::Period,
+    /// The cheaper model a turn moves to once the budget is spent (`BUDGET_MODEL`).
+    pub budget_model: Option<ModelRef>,
     /// Message-sending requests per user and minute (`RATE_LIMIT_PER_MINUTE`; `0`: no limit).
     pub rate_limit_per_minute: u32,
 }
@@ -130,6 +137,24 @@ impl Config {
                 .unwrap_or_default(),
             allow_private_tool_hosts: flag(&get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
             rate_limit_per_minute: number(&get, "RATE_LIMIT_PER_MINUTE", 30, 0..=1_000_000)?,
+            user_budget_usd: get("USER_BUDGET_USD")
+                .map(|v| match v.trim().parse::<f64>() {
+                    Ok(usd) if usd.is_finite() && usd >= 0.0 => Ok(usd),
+                    _ => Err(ApiError::config(
+                        "USER_BUDGET_USD",
+                        "must be a number of US dollars, 0 or more",
+                    )),
+                })
+                .transpose()?,
+            budget_period: match get("USER_BUDGET_PERIOD") {
+                None => crate::edge::budget::Period::Month,
+                Some(p) => crate::edge::budget::Period::parse(p.trim()).ok_or_else(|| {
+                    ApiError::config("USER_BUDGET_PERIOD", "must be `day` or `month`")
+                })?,
+            },
+            budget_model: get("BUDGET_MODEL")
+                .map(|id| ModelRef::parse(&id).map_err(|e| ApiError::config("BUDGET_MODEL", e)))
+                .transpose()?,
             http_tools,
             mcp_servers,
             tool_secrets,

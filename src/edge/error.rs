@@ -9,6 +9,12 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     Unauthorized(String),
+    /// A budget is spent (`402`, with when it resets).
+    #[error("{0}")]
+    PaymentRequired(String),
+    /// Authenticated, but not allowed (an admin route without an admin key).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -39,6 +45,8 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => 400,
             ApiError::Unauthorized(_) => 401,
+            ApiError::PaymentRequired(_) => 402,
+            ApiError::Forbidden(_) => 403,
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Conflict(_) => 409,
@@ -52,6 +60,8 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::PaymentRequired(_) => "budget_exceeded",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",

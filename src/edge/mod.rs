@@ -14,6 +14,7 @@
 mod ai;
 mod artifacts;
 pub mod auth;
+pub mod budget;
 pub mod config;
 pub mod conversation;
 mod coordinator;
@@ -114,6 +115,7 @@ async fn route(
         )
     {
         rate_limit::check(env, config, user).await?;
+        budget_check(env, config, user).await?;
     }
     match (method, segments.as_slice()) {
         (Method::Post, ["v1", "chat"]) => {
@@ -141,6 +143,11 @@ async fn route(
             routes::conversations::delete(env, user, id).await
         }
         (Method::Get, ["v1", "models"]) => routes::models::list(config),
+        (Method::Get, ["v1", "usage"]) => routes::usage::get(env, config, user).await,
+        (Method::Put, ["v1", "admin", "budgets", target]) => {
+            let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
+            routes::usage::put(req, env, config, &caller, &target).await
+        }
         (Method::Get, ["v1", "conversations", id, "artifacts"]) => {
             routes::artifacts::list(env, user, id).await
         }
@@ -158,7 +165,12 @@ async fn route(
         }
         (
             _,
-            ["healthz"] | ["v1", "conversations"] | ["v1", "conversations", _] | ["v1", "models"],
+            ["healthz"]
+            | ["v1", "conversations"]
+            | ["v1", "conversations", _]
+            | ["v1", "models"]
+            | ["v1", "usage"]
+            | ["v1", "admin", "budgets", _],
         )
         | (_, ["v1", "conversations", _, "messages" | "stream" | "artifacts"])
         | (_, ["v1", "conversations", _, "artifacts", _])
@@ -166,6 +178,21 @@ async fn route(
             format!("{:?} is not supported on {path}", req.method()),
         )),
         _ => Err(ApiError::NotFound(format!("no route for {path}"))),
+    }
+}
+
+/// A message that would start work for a user whose budget is spent, when no cheaper model
+/// may answer instead: 402 with when the budget resets. (With `BUDGET_MODEL` the turn runs on it.)
+async fn budget_check(env: &Env, config: &Config, user: &str) -> Result<(), ApiError> {
+    let (Some(limit), None) = (config.user_budget_usd, &config.budget_model) else {
+        return Ok(());
+    };
+    let budget = store::Store::new(env.d1("DB")?)
+        .budget(user, Some((limit, config.budget_period)), now_ms())
+        .await?;
+    match budget {
+        Some(budget) if budget.over() => Err(ApiError::PaymentRequired(budget.exhausted_message())),
+        _ => Ok(()),
     }
 }
 

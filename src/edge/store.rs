@@ -6,6 +6,7 @@ use serde_json::Value;
 use worker::wasm_bindgen::JsValue;
 use worker::D1Database;
 
+use super::budget::{Budget, Period};
 use super::error::ApiError;
 use super::rows;
 use crate::agent::artifacts::{first_line, Artifact, ArtifactKind, ArtifactSummary, Author};
@@ -536,6 +537,158 @@ impl Store {
                     (after as f64).into(),
                     (limit.min(1 << 40) as f64).into(),
                 ])?,
+        )
+        .await
+    }
+}
+
+/// What a user spent on one model in a period (`GET /v1/usage`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ModelSpend {
+    pub provider: String,
+    pub model: String,
+    pub calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// `None` when no call's price was known.
+    pub cost_usd: Option<f64>,
+}
+
+impl Store {
+    /// `owner`'s budget now: their own row, else `default` (limit, period); `None` when neither
+    /// gives a limit. One round trip.
+    pub async fn budget(
+        &self,
+        owner: &str,
+        default: Option<(f64, Period)>,
+        now_ms: i64,
+    ) -> Result<Option<Budget>, ApiError> {
+        #[derive(Deserialize)]
+        struct Row {
+            limit_usd: Option<f64>,
+            period: Option<String>,
+            warned_period: Option<i64>,
+        }
+        #[derive(Deserialize)]
+        struct Spent {
+            day_usd: Option<f64>,
+            month_usd: Option<f64>,
+        }
+        self.tick(1);
+        let (day_start, _) = Period::Day.bounds(now_ms);
+        let (month_start, _) = Period::Month.bounds(now_ms);
+        let results = rows::batch(
+            &self.db,
+            &[
+                self.db
+                    .prepare("SELECT limit_usd, period, warned_period FROM budgets WHERE user = ?1")
+                    .bind(&[owner.into()])?,
+                self.db
+                    .prepare(
+                        "SELECT SUM(CASE WHEN created_at >= ?2 THEN cost_usd ELSE 0 END) AS day_usd,
+                                SUM(cost_usd) AS month_usd
+                         FROM usage_ledger WHERE owner = ?1 AND created_at >= ?3",
+                    )
+                    .bind(&[owner.into(), (day_start as f64).into(), (month_start as f64).into()])?,
+            ],
+        )
+        .await?;
+        let row = match results.first() {
+            Some(r) => rows::results::<Row>(r)?.into_iter().next(),
+            None => None,
+        };
+        let spent = match results.get(1) {
+            Some(r) => rows::results::<Spent>(r)?.into_iter().next(),
+            None => None,
+        };
+        let own = row
+            .as_ref()
+            .and_then(|r| Some((r.limit_usd?, Period::parse(r.period.as_deref()?)?)));
+        let Some((limit_usd, period)) = own.or(default) else {
+            return Ok(None);
+        };
+        let (start, resets_at) = period.bounds(now_ms);
+        let spent_usd = spent
+            .and_then(|s| match period {
+                Period::Day => s.day_usd,
+                Period::Month => s.month_usd,
+            })
+            .unwrap_or(0.0);
+        Ok(Some(Budget {
+            limit_usd,
+            period,
+            spent_usd,
+            resets_at,
+            warned: row.and_then(|r| r.warned_period) == Some(start),
+        }))
+    }
+
+    /// Remembers that `owner` was warned in the period starting at `period_start`.
+    pub async fn mark_warned(
+        &self,
+        owner: &str,
+        period_start: i64,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        self.db
+            .prepare(
+                "INSERT INTO budgets (user, warned_period, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (user) DO UPDATE SET warned_period = excluded.warned_period",
+            )
+            .bind(&[
+                owner.into(),
+                (period_start as f64).into(),
+                (now_ms as f64).into(),
+            ])?
+            .run()
+            .await?;
+        Ok(())
+    }
+
+    /// Sets `owner`'s budget (an admin's decision).
+    pub async fn set_budget(
+        &self,
+        owner: &str,
+        limit_usd: f64,
+        period: Period,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        self.db
+            .prepare(
+                "INSERT INTO budgets (user, limit_usd, period, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (user) DO UPDATE SET limit_usd = excluded.limit_usd,
+                   period = excluded.period, updated_at = excluded.updated_at",
+            )
+            .bind(&[
+                owner.into(),
+                limit_usd.into(),
+                period.as_str().into(),
+                (now_ms as f64).into(),
+            ])?
+            .run()
+            .await?;
+        Ok(())
+    }
+
+    /// What `owner` spent per model since `since_ms`, the most expensive first.
+    pub async fn spend_by_model(
+        &self,
+        owner: &str,
+        since_ms: i64,
+    ) -> Result<Vec<ModelSpend>, ApiError> {
+        self.tick(1);
+        rows::all(
+            &self
+                .db
+                .prepare(
+                    "SELECT provider, model, COUNT(*) AS calls, SUM(input_tokens) AS input_tokens,
+                            SUM(output_tokens) AS output_tokens, SUM(cost_usd) AS cost_usd
+                     FROM usage_ledger WHERE owner = ?1 AND created_at >= ?2
+                     GROUP BY provider, model ORDER BY SUM(cost_usd) DESC, model",
+                )
+                .bind(&[owner.into(), (since_ms as f64).into()])?,
         )
         .await
     }

@@ -2,7 +2,7 @@
 //! with the D1 hooks, the object's inbox, the provider for the conversation's model and
 //! compaction, and streamed into the object's chunk log.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashSet, VecDeque};
 use std::rc::Rc;
 
@@ -11,6 +11,7 @@ use worker::{console_error, console_warn, AbortSignal, Env};
 
 use super::ai::WorkersAiBinding;
 use super::artifacts::{D1Artifacts, SystemPrompt};
+use super::budget::{Budget, BudgetResolver, BudgetStore, Period};
 use super::config::Config;
 use super::conversation::log::ChunkLog;
 use super::conversation::machine::{self, Recovery};
@@ -477,14 +478,45 @@ impl Prepared {
             }
             out.clear();
         };
+        // Within a budget, or moved to the economy model once it is spent (`USER_BUDGET_USD`).
+        let budget_switches = Rc::new(Cell::new(0u32));
+        let turn_spent = Rc::new(Cell::new(0.0f64));
+        let resolver: Box<dyn ProviderResolver> = match config.user_budget_usd {
+            Some(limit) => Box::new(BudgetResolver {
+                store: Rc::new(D1Budget {
+                    store: turn_env.store.clone(),
+                    owner: conversation.owner.clone(),
+                    conversation_id: conversation.id.clone(),
+                    default: (limit, config.budget_period),
+                }),
+                model: provider.clone(),
+                economy: config.budget_model.as_ref().and_then(|m| {
+                    resilient_provider(&turn_env.env, config, m, Some(&signal))
+                        .inspect_err(|e| console_error!("BUDGET_MODEL {m}: {e}"))
+                        .ok()
+                }),
+                turn_spent: turn_spent.clone(),
+                switches: budget_switches.clone(),
+                read: RefCell::default(),
+            }),
+            None => Box::new(FixedProvider(provider)),
+        };
         let outcome = run_agent_turn(
-            &FixedProvider(provider),
+            resolver.as_ref(),
             &mut state,
             &tools,
             None,
             &hooks,
             &mut |event| {
                 stats.record(&event, now_ms() as u64);
+                if let AgentEvent::TurnEnd { message, .. } = &event {
+                    let model = ModelRef {
+                        provider: message.provider.clone(),
+                        model: message.model.clone(),
+                    };
+                    let cost = config.models.info(&model).cost(&message.usage);
+                    turn_spent.set(turn_spent.get() + cost.unwrap_or(0.0));
+                }
                 if let AgentEvent::Error { message, .. } = &event {
                     // The detail the stream leaves out, findable by the request id it shows.
                     let line = serde_json::json!({
@@ -502,6 +534,7 @@ impl Prepared {
             },
         )
         .await;
+        stats.budget_switches = budget_switches.get();
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial);
         TurnSummary {
@@ -512,6 +545,44 @@ impl Prepared {
             outcome,
             client_tools,
             stats,
+        }
+    }
+}
+
+/// A user's budget in D1, for the [`BudgetResolver`].
+struct D1Budget {
+    store: Rc<Store>,
+    owner: String,
+    conversation_id: String,
+    default: (f64, Period),
+}
+
+#[async_trait(?Send)]
+impl BudgetStore for D1Budget {
+    async fn budget(&self) -> Result<Option<Budget>, ApiError> {
+        self.store
+            .budget(&self.owner, Some(self.default), now_ms())
+            .await
+    }
+
+    async fn note(&self, message: AgentMessage) {
+        let stored = match new_id() {
+            Ok(id) => {
+                self.store
+                    .append_message(&self.conversation_id, &id, &message, now_ms())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = stored {
+            console_error!("storing a budget note: {e}");
+        }
+    }
+
+    async fn mark_warned(&self, period: Period) {
+        let (start, _) = period.bounds(now_ms());
+        if let Err(e) = self.store.mark_warned(&self.owner, start, now_ms()).await {
+            console_error!("recording the budget warning: {e}");
         }
     }
 }

@@ -61,6 +61,9 @@ pub enum LlmError {
     /// The provider or model is not usable as configured.
     #[error("{0}")]
     Config(String),
+    /// The user's budget is spent and no cheaper model may answer instead.
+    #[error("{0}")]
+    BudgetExceeded(String),
 }
 
 impl LlmError {
@@ -92,6 +95,7 @@ impl LlmError {
             LlmError::Decode { .. } => "decode",
             LlmError::Truncated { .. } => "truncated",
             LlmError::Config(_) => "config",
+            LlmError::BudgetExceeded(_) => "budget_exceeded",
         }
     }
 
@@ -125,6 +129,7 @@ impl LlmError {
                 format!("the {provider} stream ended before the answer was complete")
             }
             LlmError::Config(_) => "the model is not usable as configured".to_string(),
+            LlmError::BudgetExceeded(message) => message.clone(),
         }
     }
 

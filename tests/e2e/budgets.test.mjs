@@ -1,0 +1,117 @@
+// Credits and model tiers through the real Worker: a user who spends their budget mid-turn is
+// moved to BUDGET_MODEL (in the stream, in history, in GET /v1/usage), warned once at 80%, and,
+// with no cheaper model configured, refused with 402 before any work or stopped mid-turn.
+
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { after, before, test } from "node:test";
+import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+
+const SECRET = "budget-secret";
+const b64 = (s) => Buffer.from(s).toString("base64url");
+function as(sub) {
+  const body = `${b64(JSON.stringify({ alg: "HS256" }))}.${b64(JSON.stringify({ sub, exp: Math.floor(Date.now() / 1000) + 3600 }))}`;
+  return { authorization: `Bearer ${body}.${createHmac("sha256", SECRET).update(body).digest("base64url")}` };
+}
+const admin = { authorization: "Bearer sk-ops" };
+
+let anthropic, tiered, strict;
+const vars = (extra) => ({
+  ALLOW_ANONYMOUS: "false", JWT_SECRET: SECRET, API_KEYS: "ops:sk-ops:admin,app:sk-app",
+  ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", USER_BUDGET_PERIOD: "day", ...extra,
+});
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  tiered = await startWorker({ persistDir: freshPersistDir(), vars: vars({ USER_BUDGET_USD: "5", BUDGET_MODEL: "anthropic:claude-haiku-4-5" }) });
+  strict = await startWorker({ persistDir: freshPersistDir(), vars: vars({ USER_BUDGET_USD: "0" }) });
+});
+
+after(async () => {
+  await tiered?.stop();
+  await strict?.stop();
+  await anthropic?.close();
+});
+
+async function turn(worker, who, message) {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, who)).json();
+  const response = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message }, who);
+  const { chunks } = await readUiStream(response);
+  const history = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, who)).json()).messages;
+  return { id, response, chunks, history };
+}
+
+const setBudget = (worker, user, limit_usd, headers = admin) =>
+  api(worker.url, "PUT", `/v1/admin/budgets/${encodeURIComponent(user)}`, { limit_usd, period: "day" }, headers);
+
+test("only an admin key sets budgets", async () => {
+  assert.equal((await setBudget(tiered, "alice", 1, as("alice"))).status, 403);
+  assert.equal((await setBudget(tiered, "alice", 1, { authorization: "Bearer sk-app" })).status, 403);
+  assert.equal((await setBudget(tiered, "alice", -1)).status, 400);
+  const ok = await setBudget(tiered, "alice", 1);
+  assert.equal(ok.status, 200);
+  assert.deepEqual(await ok.json(), { user: "alice", limit_usd: 1, period: "day", enforced: true });
+});
+
+test("a user who crosses the budget mid-turn gets the next LLM call from BUDGET_MODEL", async () => {
+  // One Sonnet call of the loopback costs about $0.00035: the first call crosses the limit.
+  assert.equal((await setBudget(tiered, "bea", 0.0003)).status, 200);
+  const before = anthropic.requests.length;
+  anthropic.script({ text: "Let me check.", tools: [{ id: "toolu_t", name: "current_time", input: {} }] }, { text: "It is noon." });
+  const { chunks, history } = await turn(tiered, as("bea"), "what time is it?");
+  const models = anthropic.requests.slice(before).map((r) => r.body.model);
+  assert.deepEqual(models, ["claude-sonnet-4-5", "claude-haiku-4-5"]);
+  assert.deepEqual(chunks.find((c) => c.type === "data-provider-switch").data, { from: "anthropic:claude-sonnet-4-5", to: "anthropic:claude-haiku-4-5" });
+  assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "stop" });
+  const note = history.find((m) => m.kind === "context_note");
+  assert.match(note.text ?? note.content?.[0]?.text ?? JSON.stringify(note), /switched to the economy model anthropic:claude-haiku-4-5: budget reached/);
+  // The note never reaches a model.
+  assert.doesNotMatch(JSON.stringify(anthropic.requests.at(-1).body), /economy model/);
+
+  const usage = await (await api(tiered.url, "GET", "/v1/usage", undefined, as("bea"))).json();
+  assert.equal(usage.user, "bea");
+  assert.equal(usage.period, "day");
+  assert.equal(usage.limit_usd, 0.0003);
+  assert.deepEqual(usage.models.map((m) => m.model).sort(), ["claude-haiku-4-5", "claude-sonnet-4-5"]);
+  assert.ok(usage.spent_usd > 0.0003, JSON.stringify(usage));
+  assert.match(usage.resets_at, /T00:00:00Z$/);
+  // The turn's log line counts the switch.
+  const line = await tiered.logLine((l) => l.event === "turn" && l.user === "bea");
+  assert.equal(line.budget_switches, 1);
+});
+
+test("a user past 80% of the budget is warned once per period", async () => {
+  anthropic.script({ text: "First." });
+  await turn(tiered, as("cy"), "one");
+  const spent = (await (await api(tiered.url, "GET", "/v1/usage", undefined, as("cy"))).json()).spent_usd;
+  assert.equal((await setBudget(tiered, "cy", spent / 0.9)).status, 200);
+  anthropic.script({ text: "Second." });
+  const second = await turn(tiered, as("cy"), "two");
+  const events = second.history.filter((m) => m.kind === "system_event");
+  assert.equal(events.length, 1);
+  assert.match(JSON.stringify(events[0]), /80% of the budget is spent/);
+  anthropic.script({ text: "Third." }); // now over: the economy model answers, with no second warning
+  const third = await turn(tiered, as("cy"), "three");
+  assert.equal(third.history.filter((m) => m.kind === "system_event").length, 0);
+  assert.equal(anthropic.requests.at(-1).body.model, "claude-haiku-4-5");
+});
+
+test("with no BUDGET_MODEL, a spent budget is a 402 before any work, and ends a turn that crosses it", async () => {
+  const before = anthropic.requests.length;
+  const { id } = await (await api(strict.url, "POST", "/v1/conversations", {}, as("dee"))).json();
+  const refused = await api(strict.url, "POST", `/v1/conversations/${id}/messages`, { message: "hi" }, as("dee"));
+  assert.equal(refused.status, 402);
+  const { error } = await refused.json();
+  assert.equal(error.code, "budget_exceeded");
+  assert.match(error.message, /budget of \$0\.00 per day is spent .* resets at \d{4}-\d\d-\d\dT00:00:00Z/);
+  assert.equal(anthropic.requests.length, before, "no provider call");
+  assert.equal((await api(strict.url, "POST", "/v1/chat", { id: "c", messages: [{ id: "m", role: "user", parts: [{ type: "text", text: "hi" }] }] }, as("dee"))).status, 402);
+
+  assert.equal((await setBudget(strict, "eve", 0.0003)).status, 200);
+  anthropic.script({ text: "Checking.", tools: [{ id: "toolu_e", name: "current_time", input: {} }] });
+  const { chunks, history } = await turn(strict, as("eve"), "time?");
+  assert.match(chunks.find((c) => c.type === "error").errorText, /^your budget of \$0\.0003 per day is spent \(\$0\.0003\); it resets at \S+Z \(request [0-9a-f]{32}\)$/);
+  assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "error" });
+  assert.equal(anthropic.requests.length, before + 1, "the second call was never made");
+  assert.deepEqual(history.map((m) => m.kind), ["user", "assistant", "tool_result"]);
+});
