@@ -59,6 +59,13 @@ if ! .tools/mcp-venv/bin/python -c 'import importlib.metadata as m; assert m.ver
   .tools/mcp-venv/bin/pip install --quiet --progress-bar off "mcp==2.3.0" >&2
 fi
 
+# --- Schemathesis, which fuzzes the API from its OpenAPI document in the end-to-end tests ------
+if ! .tools/fuzz-venv/bin/python -c 'import importlib.metadata as m; assert m.version("schemathesis") == "4.32.5"' 2>/dev/null; then
+  say "installing Schemathesis 4.32.5 into .tools/fuzz-venv"
+  python3 -m venv .tools/fuzz-venv
+  .tools/fuzz-venv/bin/pip install --quiet --progress-bar off "schemathesis==4.32.5" >&2
+fi
+
 # --- the offline model (optional) -------------------------------------------------------------
 if [ "${1:-}" = "--local-model" ]; then
   if [ ! -x .tools/venv/bin/python ]; then

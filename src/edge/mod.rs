@@ -89,8 +89,10 @@ async fn route(
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method();
-    if let (Method::Get, ["healthz"]) = (&method, segments.as_slice()) {
-        return routes::health::get(env).await;
+    match (&method, segments.as_slice()) {
+        (Method::Get, ["healthz"]) => return routes::health::get(env).await,
+        (Method::Get, ["openapi.json"]) => return routes::openapi::get(),
+        _ => {}
     }
     // Everything else acts for a caller, who must authenticate before learning anything of the
     // configuration (even that it is broken).
@@ -166,6 +168,7 @@ async fn route(
         (
             _,
             ["healthz"]
+            | ["openapi.json"]
             | ["v1", "conversations"]
             | ["v1", "conversations", _]
             | ["v1", "models"]

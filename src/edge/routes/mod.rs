@@ -6,6 +6,7 @@ pub mod conversations;
 pub mod health;
 pub mod messages;
 pub mod models;
+pub mod openapi;
 pub mod usage;
 
 /// The decoded `key=value` pairs of a request's query string.
