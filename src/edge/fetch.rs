@@ -150,7 +150,9 @@ async fn respond(
         Some(signal) => fetch.send_with_signal(signal).await,
         None => fetch.send().await,
     };
-    let mut response = sent.map_err(|e| format!("{e} ({url})"))?;
+    // Not the URL: this text can reach a user (a tool's error result), and a deployment's URLs
+    // are its configuration.
+    let mut response = sent.map_err(|e| e.to_string())?;
     let status = response.status_code();
     let headers = response.headers().entries().collect();
     let body = response.stream().map_err(|e| e.to_string())?;
