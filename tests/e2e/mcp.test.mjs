@@ -68,6 +68,8 @@ test("with the server stopped its tools answer unavailable fast and the conversa
   for (let i = 0; i < 3; i++) {
     const { error } = await turn("glossary__lookup", { term: "isolate" }, "The glossary is down.");
     assert.match(JSON.parse(error.errorText).message, /could not be reached.*after 3 attempts/);
+    // The deployment's URL for the server is configuration: it stays out of what users see.
+    assert.doesNotMatch(error.errorText, /127\.0\.0\.1|http:/);
   }
   const { error, ms, chunks } = await turn("glossary__lookup", { term: "isolate" }, "Still down; answering from memory.");
   assert.match(JSON.parse(error.errorText).message, /^unavailable: the MCP server `glossary` failed repeatedly/);
