@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT="${PORT:-8787}"
+echo "==> the playground will be at http://127.0.0.1:$PORT/ (setting up and building first)" >&2
 
 has_key() { [ -f .dev.vars ] && grep -Eq "^[[:space:]]*(ANTHROPIC|OPENAI|GEMINI)_API_KEY[[:space:]]*=[[:space:]]*\"?[^\"[:space:]]" .dev.vars; }
 
@@ -38,9 +39,9 @@ fi
 
 cat >&2 <<MSG
 
-==> edge-agent on http://127.0.0.1:$PORT   (Ctrl-C stops it)
-    Try it:
+==> playground: http://127.0.0.1:$PORT/   (open it in a browser; Ctrl-C stops the server)
 
+    Or from a shell:
     ID=\$(curl -s -X POST http://127.0.0.1:$PORT/v1/conversations -d '{}' | sed -E 's/.*"id":"([^"]+)".*/\1/')
     curl -N -X POST http://127.0.0.1:$PORT/v1/conversations/\$ID/messages -d '{"message": "What time is it?"}'
     curl -s http://127.0.0.1:$PORT/v1/conversations/\$ID/messages

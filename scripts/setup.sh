@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing need, skipping whatever is already there.
-#   scripts/setup.sh               wasm toolchain, wasm-bindgen, worker-build, npm packages
+#   scripts/setup.sh               wasm toolchain, wasm-bindgen, worker-build, npm packages,
+#                                  Chromium (browser tests), the MCP SDK and Schemathesis (e2e tests)
 #   scripts/setup.sh --local-model also the offline model server (llama.cpp + SmolLM2)
 # Writes .tools/wasm-env: the environment the wasm build needs on this machine.
 set -euo pipefail
@@ -64,6 +65,13 @@ if ! .tools/fuzz-venv/bin/python -c 'import importlib.metadata as m; assert m.ve
   say "installing Schemathesis 4.32.5 into .tools/fuzz-venv"
   python3 -m venv .tools/fuzz-venv
   .tools/fuzz-venv/bin/pip install --quiet --progress-bar off "schemathesis==4.32.5" >&2
+fi
+
+# --- Chromium, which the browser tests drive through playwright-core -----------------------------
+if ! command -v chromium >/dev/null; then
+  say "installing Debian's chromium for the browser tests (about 1 minute)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null
 fi
 
 # --- the offline model (optional) -------------------------------------------------------------

@@ -210,6 +210,14 @@ function* anthropicEvents(turn, request) {
   const ev = (type, data, n = 0) => `event: ${type}\ndata: ${pad(JSON.stringify({ type, ...data }), n)}\n\n`;
   yield ev("message_start", { message: { id: "msg_loop", type: "message", role: "assistant", model: request.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 31, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } } }, 3);
   let index = 0;
+  if (turn.thinking) {
+    // Extended thinking: the reasoning, then its signature, before the answer.
+    yield ev("content_block_start", { index, content_block: { type: "thinking", thinking: "", signature: "" } });
+    for (const piece of turn.thinking.match(/.{1,8}/gsu)) yield ev("content_block_delta", { index, delta: { type: "thinking_delta", thinking: piece } });
+    yield ev("content_block_delta", { index, delta: { type: "signature_delta", signature: "EqQBCkgIARABGAIiQLoop" } });
+    yield ev("content_block_stop", { index });
+    index++;
+  }
   if (turn.text) {
     yield ev("content_block_start", { index, content_block: { type: "text", text: "" } }, 7);
     yield `event: ping\ndata: {"type": "ping"}\n\n`;

@@ -1,0 +1,289 @@
+// The playground page (`/`, static assets built from web/) in a real browser: Chromium driven by
+// playwright-core against `wrangler dev` and the loopback Anthropic provider. Each test uses the
+// page as a person would (typing, clicking, reloading) and checks what they would see. A failing
+// test leaves a screenshot of the page in target/e2e-screenshots/.
+
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { chromium } from "playwright-core";
+import { ROOT, anthropicLoopback, api, freshPersistDir, startWorker } from "./harness.mjs";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const SHOTS = path.join(ROOT, "target", "e2e-screenshots");
+const TIME_ZONE = "Pacific/Auckland";
+
+let anthropic, worker, browser;
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  worker = await startWorker({
+    persistDir: freshPersistDir(),
+    vars: {
+      ANTHROPIC_BASE_URL: anthropic.url,
+      ANTHROPIC_API_KEY: "sk-ant-loopback",
+      DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
+      APPROVAL_REQUIRED_TOOLS: "update_plan",
+    },
+  });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+});
+
+after(async () => {
+  await browser?.close();
+  await worker?.stop();
+  await anthropic?.close();
+});
+
+/** Runs `fn` with a fresh page on the playground; a failure saves a screenshot first. */
+async function onPage(name, fn, url = worker.url) {
+  const context = await browser.newContext({ timezoneId: TIME_ZONE, locale: "en-US", viewport: { width: 1280, height: 860 } });
+  const page = await context.newPage();
+  const pageErrors = [];
+  page.on("pageerror", (e) => pageErrors.push(e.message));
+  try {
+    await page.goto(`${url}/`);
+    await fn(page);
+    assert.deepEqual(pageErrors, [], "the page threw");
+  } catch (e) {
+    fs.mkdirSync(SHOTS, { recursive: true });
+    const file = path.join(SHOTS, `${name}.png`);
+    await page.screenshot({ path: file, fullPage: true }).catch(() => {});
+    e.message += `\n  screenshot: ${path.relative(ROOT, file)}; page errors: ${JSON.stringify(pageErrors)}`;
+    throw e;
+  } finally {
+    await context.close();
+  }
+}
+
+/** Polls `check` (async, truthy when done) until it holds or `ms` pass. */
+async function until(what, check, ms = 20_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const status = (page) => page.locator("section.chat").getAttribute("data-status");
+const lastAnswer = (page) => page.getByTestId("message-assistant").last();
+const answerText = async (page) => ((await page.getByTestId("message-assistant").count()) ? lastAnswer(page).innerText() : "");
+
+async function send(page, text) {
+  await page.getByTestId("input").fill(text);
+  await page.getByTestId("send").click();
+}
+
+async function idle(page) {
+  await until("the turn to end", async () => (await status(page)) === "ready");
+}
+
+const conversationId = (page) => new URLSearchParams(new URL(page.url()).hash.slice(1)).get("c");
+
+test("a message streams in, rendered as sanitised Markdown, with reasoning and usage", async () => {
+  await onPage("streams", async (page) => {
+    const text = 'Hello **there**! <img src="x" onerror="window.pwned = 1">\n\n- one\n- two\n\nThat is all I have to say about it, really.';
+    anthropic.script({ thinking: "The user greets me; greet back.", text, gapMs: 3 });
+    await send(page, "Hi there");
+    // Seen while the answer is still arriving: part of it, then all of it.
+    const partial = await until("the first words", async () => {
+      const shown = await answerText(page);
+      return shown.includes("Hello") && (await status(page)) === "streaming" && shown;
+    });
+    assert.ok(!partial.includes("really."), "the answer arrived in pieces");
+    await idle(page);
+    const answer = lastAnswer(page);
+    assert.equal(await answer.locator("strong").innerText(), "there");
+    assert.equal(await answer.locator("li").count(), 2);
+    assert.equal(await answer.locator("img").getAttribute("onerror"), null, "event handlers are removed");
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
+    const reasoning = answer.getByTestId("reasoning");
+    assert.equal(await reasoning.getAttribute("open"), null, "reasoning starts collapsed");
+    await reasoning.locator("summary").click();
+    assert.match(await reasoning.innerText(), /The user greets me; greet back\./);
+    // 31 input and 17 output tokens at the registry's Sonnet prices.
+    assert.match(await answer.getByTestId("usage").innerText(), /claude-sonnet-4-5 · 31 in · 17 out · \$0\.00035/);
+    // The conversation is listed under its first words and is the one in the URL.
+    const id = conversationId(page);
+    assert.ok(id);
+    await until("the conversation in the list", async () => (await page.getByTestId("conversations").innerText()).includes("Hi there"));
+    const stored = await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json();
+    assert.deepEqual(stored.messages.map((m) => m.kind), ["user", "assistant"]);
+  });
+});
+
+test("a server tool's call and output appear", async () => {
+  await onPage("server-tool", async (page) => {
+    anthropic.script({ tools: [{ id: "toolu_time", name: "current_time", input: {} }] }, { text: "It is the time shown above." });
+    await send(page, "What time is it on the server?");
+    await idle(page);
+    const card = lastAnswer(page).locator('[data-tool="current_time"]');
+    assert.equal(await card.getAttribute("data-state"), "output-available");
+    const output = await card.getByTestId("tool-output").innerText();
+    assert.match(output, new RegExp(String(new Date().getUTCFullYear())), "the tool's output is shown");
+    assert.match(await lastAnswer(page).innerText(), /It is the time shown above\./);
+  });
+});
+
+test("a call that needs approval runs after the Approve click", async () => {
+  await onPage("approval", async (page) => {
+    anthropic.script({ text: "I will save the plan.", tools: [{ id: "toolu_plan", name: "update_plan", input: { items: [{ title: "Pack the bags", done: false }] } }] });
+    await send(page, "Plan my packing.");
+    const card = lastAnswer(page).locator('[data-tool="update_plan"]');
+    await until("the approval request", async () => (await card.getAttribute("data-state")) === "approval-requested");
+    assert.match(await card.getByTestId("tool-input").innerText(), /Pack the bags/);
+    assert.equal(anthropic.requests.length > 0, true);
+    const before = anthropic.requests.length;
+    anthropic.script({ text: "The plan is saved." });
+    await card.getByTestId("approve").click();
+    await until("the answer after approval", async () => (await answerText(page)).includes("The plan is saved."));
+    await idle(page);
+    assert.equal(await card.getAttribute("data-state"), "output-available");
+    const sent = anthropic.requests[before].body.messages.at(-1).content.find((b) => b.type === "tool_result");
+    assert.equal(sent.tool_use_id, "toolu_plan");
+    assert.notEqual(sent.is_error, true, "the call ran");
+    const { status: state } = await (await api(worker.url, "GET", `/v1/conversations/${conversationId(page)}`)).json();
+    assert.equal(state, "idle");
+  });
+});
+
+test("the demo client tool runs in the page and the turn completes", async () => {
+  await onPage("client-tool", async (page) => {
+    const before = anthropic.requests.length;
+    anthropic.script({ tools: [{ id: "toolu_clock", name: "browser_time", input: {} }] });
+    anthropic.respond = (body) => {
+      const result = body.messages.at(-1).content.find((b) => b.type === "tool_result");
+      const output = JSON.parse(typeof result.content === "string" ? result.content : result.content[0].text);
+      return { text: `Your time zone is ${output.time_zone}.` };
+    };
+    await send(page, "What time is it for me?");
+    await until("the answer from the browser's time", async () => (await answerText(page)).includes(`Your time zone is ${TIME_ZONE}.`));
+    anthropic.respond = null;
+    await idle(page);
+    const offered = anthropic.requests[before].body.tools.map((t) => t.name);
+    assert.ok(offered.includes("browser_time"), "the page offers its tool");
+    assert.equal(await lastAnswer(page).locator('[data-tool="browser_time"]').getAttribute("data-state"), "output-available");
+  });
+});
+
+test("Stop ends a slow turn and keeps what arrived", async () => {
+  await onPage("stop", async (page) => {
+    const full = "A slow answer that the user stops before it is done. ".repeat(10);
+    anthropic.script({ text: full, gapMs: 15 });
+    await send(page, "Tell me something long.");
+    await until("the first words", async () => (await answerText(page)).includes("A slow answer"));
+    await page.getByTestId("stop").click();
+    await idle(page);
+    await until("the answer marked stopped", async () => (await answerText(page)).includes("stopped"));
+    assert.ok((await answerText(page)).length < full.length, "the answer was cut short");
+    const { messages } = await (await api(worker.url, "GET", `/v1/conversations/${conversationId(page)}/messages`)).json();
+    assert.equal(messages.at(-1).stop_reason, "aborted");
+    // Retry answers the same question again, in place of the stopped answer.
+    anthropic.script({ text: "A complete answer this time." });
+    await page.getByTestId("retry").click();
+    await until("the new answer", async () => (await answerText(page)).includes("A complete answer this time."));
+    await idle(page);
+    assert.equal(await page.getByTestId("message-assistant").count(), 1);
+    assert.deepEqual(await page.getByTestId("message-user").allInnerTexts(), ["Tell me something long."]);
+  });
+});
+
+test("a message typed during a slow turn shows as queued, then gets its answer", async () => {
+  await onPage("queue", async (page) => {
+    anthropic.script({ text: "The first answer, arriving slowly. ".repeat(5), gapMs: 8 }, { text: "And this answers the queued message." });
+    await send(page, "First question");
+    await until("the first answer streaming", async () => (await answerText(page)).includes("The first answer"));
+    await send(page, "Second question");
+    const queued = page.getByTestId("queued");
+    await until("the queued message", async () => (await queued.count()) === 1);
+    assert.match(await queued.innerText(), /queued: (steering|follow-up)\s*Second question/);
+    await until("the queued message's answer", async () => (await page.locator(".messages").innerText()).includes("And this answers the queued message."), 30_000);
+    await idle(page);
+    await until("the queue to empty", async () => (await queued.count()) === 0);
+    const users = await page.getByTestId("message-user").allInnerTexts();
+    assert.deepEqual(users, ["First question", "Second question"]);
+  });
+});
+
+test("a page reloaded mid-turn re-attaches to the running turn", async () => {
+  await onPage("resume", async (page) => {
+    const sentence = "This answer keeps streaming across a reload. ";
+    anthropic.script({ text: sentence.repeat(8), gapMs: 8 });
+    await send(page, "Tell me a long story.");
+    await until("the first words", async () => (await answerText(page)).includes("This answer"));
+    await until("the conversation in the URL", async () => conversationId(page));
+    await page.reload();
+    await until("the whole answer after the reload", async () => (await answerText(page)).split(sentence.trim()).length - 1 === 8, 30_000);
+    await idle(page);
+    assert.deepEqual(await page.getByTestId("message-user").allInnerTexts(), ["Tell me a long story."]);
+    assert.equal(await page.getByTestId("message-assistant").count(), 1, "the answer is shown once");
+  });
+});
+
+test("an artifact appears in the panel and updates as new versions arrive", async () => {
+  await onPage("artifact", async (page) => {
+    let artifactId;
+    anthropic.respond = (body) => {
+      const result = body.messages.at(-1).content.find?.((b) => b.type === "tool_result");
+      if (!result) return { tools: [{ id: "toolu_a1", name: "create_artifact", input: { title: "Trip plan", kind: "markdown", content: "# Trip plan\n\n- book the train" } }] };
+      if (result.tool_use_id === "toolu_a1") {
+        artifactId = JSON.parse(result.content).artifact.id;
+        // Slowly, so the first version is on screen for a while.
+        return { text: "Adding one more step now. ".repeat(4), gapMs: 8, tools: [{ id: "toolu_a2", name: "update_artifact", input: { id: artifactId, content: "# Trip plan\n\n- book the train\n- pack the bags" } }] };
+      }
+      return { text: "The plan has two steps." };
+    };
+    await send(page, "Plan my trip as an artifact.");
+    const panel = page.getByTestId("artifact");
+    await until("the first version in the panel", async () => (await panel.count()) === 1 && (await panel.getAttribute("data-version")) === "1");
+    assert.equal(await panel.locator("h1").innerText(), "Trip plan", "Markdown is rendered");
+    assert.doesNotMatch(await panel.innerText(), /pack the bags/);
+    await until("the second version", async () => (await panel.getAttribute("data-version")) === "2");
+    assert.match(await panel.innerText(), /pack the bags/);
+    await idle(page);
+    anthropic.respond = null;
+    assert.ok(artifactId);
+  });
+});
+
+test("where the deployment needs a token, the page asks for one and keeps it in the session", async () => {
+  const locked = await startWorker({
+    persistDir: freshPersistDir(),
+    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "false", API_KEYS: "tester:sk-test-123" },
+  });
+  try {
+    await onPage(
+      "token",
+      async (page) => {
+        const token = page.getByTestId("token");
+        await token.fill("sk-wrong");
+        await token.press("Enter");
+        await until("the refusal", async () => (await page.locator(".signin").innerText()).includes("not accepted"));
+        await page.getByTestId("token").fill("sk-test-123");
+        await page.getByTestId("token").press("Enter");
+        anthropic.script({ text: "Signed in and answering." });
+        await send(page, "Hello with a token");
+        await until("the answer", async () => (await answerText(page)).includes("Signed in and answering."));
+        // The token stays in this tab's session only, and a reload does not ask again.
+        assert.equal(await page.evaluate(() => localStorage.length), 0);
+        await page.reload();
+        await until("the conversation after the reload", async () => (await answerText(page)).includes("Signed in and answering."));
+        const auth = { authorization: "Bearer sk-test-123" };
+        const listed = await (await api(locked.url, "GET", "/v1/conversations", undefined, auth)).json();
+        assert.deepEqual(listed.conversations.map((c) => c.title), ["Hello with a token"]);
+        // Deleting it from the list deletes it on the server.
+        const id = conversationId(page);
+        await page.getByTestId("delete").click();
+        await until("the list to empty", async () => (await page.getByTestId("conversations").locator("li").count()) === 0);
+        assert.equal(conversationId(page), null, "the page left the deleted conversation");
+        assert.equal((await api(locked.url, "GET", `/v1/conversations/${id}`, undefined, auth)).status, 404);
+      },
+      locked.url,
+    );
+  } finally {
+    await locked.stop();
+  }
+});

@@ -1,0 +1,98 @@
+// The playground's only way to the server: the public HTTP API, with the caller's token if the
+// deployment wants one. The token lives in sessionStorage (this tab only) and is sent as a
+// bearer token; the page holds no secret of the server's.
+
+const TOKEN_KEY = "edge-agent-token";
+
+export function token(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function setToken(value: string | null) {
+  if (value) sessionStorage.setItem(TOKEN_KEY, value);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+export function authHeaders(): Record<string, string> {
+  const t = token();
+  return t ? { authorization: `Bearer ${t}` } : {};
+}
+
+/** An API error as the user should read it: the server's message (which names the request). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The readable part of an error body (`{error: {code, message}}`), else a short generic text. */
+export function errorText(body: string, status?: number): string {
+  try {
+    const parsed = JSON.parse(body);
+    if (typeof parsed?.error?.message === "string") return parsed.error.message;
+  } catch {
+    // not JSON: fall through
+  }
+  return status ? `the server answered ${status}` : body.slice(0, 300);
+}
+
+export async function call(method: string, path: string, body?: unknown): Promise<Response> {
+  const headers: Record<string, string> = { ...authHeaders() };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (!response.ok && response.status !== 202) {
+    const text = await response.text();
+    let code = "error";
+    try {
+      code = JSON.parse(text)?.error?.code ?? code;
+    } catch {
+      // keep the generic code
+    }
+    throw new ApiError(response.status, code, errorText(text, response.status));
+  }
+  return response;
+}
+
+export async function json<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const response = await call(method, path, body);
+  return response.status === 204 ? (undefined as T) : ((await response.json()) as T);
+}
+
+export interface Conversation {
+  id: string;
+  title?: string | null;
+  model?: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ConversationState extends Conversation {
+  status: "idle" | "running" | "awaiting_tool_results" | "awaiting_approval";
+}
+
+export interface ModelEntry {
+  id: string;
+  price?: { input: number; output: number; cache_read: number; cache_write: number } | null;
+}
+
+export interface Models {
+  default: string;
+  models: ModelEntry[];
+}
+
+export interface ArtifactSummary {
+  id: string;
+  title: string;
+  kind: string;
+  version: number;
+}
+
+export interface Artifact extends ArtifactSummary {
+  content: string;
+}
+
+export const conversationPath = (id: string) => `/v1/conversations/${encodeURIComponent(id)}`;
