@@ -87,6 +87,11 @@ test("a message streams in, rendered as sanitised Markdown, with reasoning and u
   await onPage("streams", async (page) => {
     const text = 'Hello **there**! <img src="x" onerror="window.pwned = 1">\n\n- one\n- two\n\nThat is all I have to say about it, really.';
     anthropic.script({ thinking: "The user greets me; greet back.", text, gapMs: 3 });
+    // The model picker lists the registry, the deployment's default first.
+    const picker = page.getByTestId("model");
+    assert.equal(await picker.inputValue(), "anthropic:claude-sonnet-4-5");
+    assert.ok((await picker.locator("option").count()) > 3);
+    await picker.selectOption("anthropic:claude-sonnet-4-5");
     await send(page, "Hi there");
     // Seen while the answer is still arriving: part of it, then all of it.
     const partial = await until("the first words", async () => {
@@ -112,6 +117,7 @@ test("a message streams in, rendered as sanitised Markdown, with reasoning and u
     await until("the conversation in the list", async () => (await page.getByTestId("conversations").innerText()).includes("Hi there"));
     const stored = await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json();
     assert.deepEqual(stored.messages.map((m) => m.kind), ["user", "assistant"]);
+    assert.equal((await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json()).model, "anthropic:claude-sonnet-4-5");
   });
 });
 
@@ -234,7 +240,10 @@ test("an artifact appears in the panel and updates as new versions arrive", asyn
         // Slowly, so the first version is on screen for a while.
         return { text: "Adding one more step now. ".repeat(4), gapMs: 8, tools: [{ id: "toolu_a2", name: "update_artifact", input: { id: artifactId, content: "# Trip plan\n\n- book the train\n- pack the bags" } }] };
       }
-      return { text: "The plan has two steps." };
+      if (result.tool_use_id === "toolu_a2") {
+        return { tools: [{ id: "toolu_a3", name: "create_artifact", input: { title: "Card", kind: "html", content: "<h1>Boarding pass</h1><script>parent.pwned = 1</script>" } }] };
+      }
+      return { text: "The plan has two steps, and your boarding pass is ready." };
     };
     await send(page, "Plan my trip as an artifact.");
     const panel = page.getByTestId("artifact");
@@ -244,6 +253,14 @@ test("an artifact appears in the panel and updates as new versions arrive", asyn
     await until("the second version", async () => (await panel.getAttribute("data-version")) === "2");
     assert.match(await panel.innerText(), /pack the bags/);
     await idle(page);
+    // The HTML artifact, created last, is shown in a sandboxed frame where its script cannot run.
+    await until("the HTML artifact", async () => (await panel.getAttribute("data-kind")) === "html");
+    assert.equal(await panel.locator("iframe").getAttribute("sandbox"), "");
+    assert.equal(await page.frameLocator("[data-testid=artifact] iframe").locator("h1").innerText(), "Boarding pass");
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
+    // The first artifact is a tab away.
+    await page.locator(".tab", { hasText: "Trip plan" }).click();
+    await until("the plan again", async () => (await panel.getAttribute("data-kind")) === "markdown");
     anthropic.respond = null;
     assert.ok(artifactId);
   });
