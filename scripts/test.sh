@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Everything: formatting, lints, the layer rule, native tests, the wasm build, end-to-end tests.
+# Everything: formatting, lints, the layer rule, the playground's types, native tests, the wasm
+# build (and the playground's), end-to-end tests (the playground's in Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*" >&2; }
@@ -18,6 +19,9 @@ if grep -rnE '(^|[^_a-z])worker::|use worker\b|extern crate worker' src/llm src/
   echo "src/llm and src/agent must not use the worker crate" >&2
   exit 1
 fi
+
+step "playground types (tsc --noEmit -p web)"
+node_modules/.bin/tsc -p web
 
 step "native tests (cargo test)"
 cargo test --quiet
