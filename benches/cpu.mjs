@@ -33,26 +33,25 @@ async function edgeAgent() {
   worker.turn = () => fetch(`${worker.url}/v1/chat`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id: (worker.lastId = `bench-${Date.now()}-${n++}`), trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
+    body: JSON.stringify({ id: `bench-${Date.now()}-${n++}`, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
   });
   // A later message of one conversation (its object keeps it: no D1 read in the Worker).
   let later;
   worker.laterTurn = async () => {
     later ??= (await (await fetch(`${worker.url}/v1/conversations`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).json()).id;
-    worker.lastId = later;
     return fetch(`${worker.url}/v1/conversations/${later}/messages`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ message: "Say something." }),
     });
   };
-  // The object's log line for the turn: its D1 round trips and requests.
-  worker.traffic = async () => {
+  // The object's log line for the turn (found by the request's id): its D1 round trips and requests.
+  worker.traffic = async (requestId) => {
     const deadline = Date.now() + 5_000;
     for (;;) {
-      const line = worker.log().split("\n").findLast((l) => l.includes('"event":"turn"') && l.includes(`"${worker.lastId}"`));
+      const line = worker.log().split("\n").findLast((l) => l.includes('"event":"turn"') && l.includes(`"request_id":"${requestId}"`));
       if (line) return JSON.parse(line.slice(line.indexOf("{")));
-      if (Date.now() > deadline) throw new Error(`no turn log line for ${worker.lastId}`);
+      if (Date.now() > deadline) throw new Error(`no turn log line for request ${requestId}`);
       await new Promise((r) => setTimeout(r, 10));
     }
   };
@@ -115,7 +114,7 @@ async function measure(worker, answer) {
     await new Promise((r) => setTimeout(r, 20));
     if (i >= WARMUP) cpu.push(cpuMs(worker.pid) - before);
     if (i >= WARMUP && worker.traffic) {
-      const line = await worker.traffic();
+      const line = await worker.traffic(response.headers.get("x-request-id"));
       d1.push(line.d1_round_trips);
       objectRequests.push(line.object_requests);
     }
