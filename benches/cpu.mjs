@@ -1,15 +1,16 @@
 // `make bench`: workerd CPU, memory and time to first byte per streamed turn, for this Worker,
 // for a pass-through Worker (benches/workers/passthrough.js) that only pipes the provider's
-// bytes, and for the AI SDK's `streamText` (benches/workers/aisdk.js). Each Worker runs alone in its own workerd (started by `wrangler dev`, whose proxy runs
-// in Node and is not counted; local D1 and Durable Objects, migrations applied), against the
-// same loopback Anthropic-format provider writing one SSE event per chunk. CPU is read from the
+// bytes, and for the AI SDK's `streamText` (benches/workers/aisdk.js). Each Worker runs alone in
+// its own workerd, served by Miniflare directly (benches/miniflare.mjs: no `wrangler dev` proxy;
+// local D1 and Durable Objects, migrations applied), against the same loopback Anthropic-format provider writing one SSE event per chunk. CPU is read from the
 // workerd process's scheduler statistics (every thread, nanoseconds) around each turn; the
 // figures are medians over TURNS turns after a warm-up. Printed, never asserted: they depend on
 // the machine.
 
 import path from "node:path";
-import { cpuMs, rssMb, workerdOf } from "./workerd.mjs";
-import { ROOT, anthropicLoopback, freshPersistDir, startWorker } from "../tests/e2e/harness.mjs";
+import { bundle, startMiniflare } from "./miniflare.mjs";
+import { cpuMs, rssMb } from "./workerd.mjs";
+import { ROOT, anthropicLoopback, freshPersistDir } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = 3;
@@ -19,15 +20,13 @@ const LONG = "Stream me. ".repeat(546).slice(0, 6000);
 const anthropic = await anthropicLoopback();
 const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" };
 
-async function start(options) {
-  const worker = await startWorker({ persistDir: freshPersistDir(), vars, ...options });
-  worker.pid = workerdOf(worker.pid);
-  if (!worker.pid) throw new Error("no workerd process found under wrangler dev");
-  return worker;
+async function start({ config = path.join(ROOT, "wrangler.toml"), ...options }) {
+  return startMiniflare({ config, persistDir: freshPersistDir(), vars, ...options });
 }
 
 async function edgeAgent() {
-  const worker = await start({});
+  // As the e2e harness runs it: anonymous callers, no per-user message limit.
+  const worker = await start({ migrations: path.join(ROOT, "migrations"), vars: { ...vars, ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
   let n = 0;
   worker.complete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
   worker.turn = () => fetch(`${worker.url}/v1/chat`, {
@@ -59,7 +58,7 @@ async function edgeAgent() {
 }
 
 async function passThrough() {
-  const worker = await start({ config: path.join(ROOT, "benches/workers/passthrough.toml"), healthPath: "/" });
+  const worker = await start({ config: path.join(ROOT, "benches/workers/passthrough.toml") });
   worker.complete = (body) => body.includes("event: message_stop");
   worker.turn = () => fetch(worker.url, {
     method: "POST",
@@ -70,7 +69,8 @@ async function passThrough() {
 }
 
 async function aiSdk() {
-  const worker = await start({ config: path.join(ROOT, "benches/workers/aisdk.toml"), healthPath: "/" });
+  const main = await bundle(path.join(ROOT, "benches/workers/aisdk.js"), path.join(ROOT, "target/bench/aisdk.js"));
+  const worker = await start({ config: path.join(ROOT, "benches/workers/aisdk.toml"), main });
   worker.complete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
   worker.turn = () => fetch(worker.url, {
     method: "POST",
@@ -142,7 +142,7 @@ for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker"
 await anthropic.close();
 
 const [base, ours, sdk] = rows;
-console.log(`workerd per turn, medians of ${TURNS} after ${WARMUP} warm-up turns (each Worker alone in one workerd, under wrangler dev):`);
+console.log(`workerd per turn, medians of ${TURNS} after ${WARMUP} warm-up turns (each Worker alone in one workerd, served by Miniflare):`);
 for (const [label, key] of [["1,000-token answer, one SSE event per write", "long"], ["the same answer in one write", "oneWrite"], ['short answer ("hi")', "short"]]) {
   console.log(`  ${label}:`);
   console.log("                           CPU ms   x pass-through   TTFB ms   total ms");

@@ -1,16 +1,24 @@
 // `make bench`: what one turn costs in requests: the conversation object's requests and the D1
 // round trips of a one-tool turn (the model calls `current_time`, then answers), read from the
-// object's per-turn log line, with the real wasm under `wrangler dev` and a loopback provider.
+// object's per-turn log line, with the real wasm served by Miniflare (one workerd) and a
+// loopback provider.
 
+import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "../tests/e2e/harness.mjs";
-import { cpuMs, workerdOf } from "./workerd.mjs";
+import { ROOT, anthropicLoopback, api, freshPersistDir, readUiStream } from "../tests/e2e/harness.mjs";
+import { startMiniflare } from "./miniflare.mjs";
+import { cpuMs } from "./workerd.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const anthropic = await anthropicLoopback();
-const worker = await startWorker({ persistDir: freshPersistDir(), vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" } });
+const worker = await startMiniflare({
+  config: path.join(ROOT, "wrangler.toml"),
+  persistDir: freshPersistDir(),
+  migrations: path.join(ROOT, "migrations"),
+  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
+});
 try {
-  const workerd = workerdOf(worker.pid);
+  const workerd = worker.pid;
   const lines = [];
   const cpu = [];
   for (let i = 0; i < TURNS; i++) {

@@ -1,19 +1,22 @@
-// What the benches read of a workerd process: which one runs a `wrangler dev`, its CPU and RSS.
+// What the benches read of a workerd process: which one runs a Worker, its CPU and RSS.
 
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
-/** The workerd process under `wrangler dev` process `pid`. */
-export function workerdOf(pid) {
-  const children = execFileSync("ps", ["-o", "pid=,comm=", "--ppid", String(pid)], { encoding: "utf8" })
-    .split("\n").map((l) => l.trim().split(/\s+/)).filter(([p]) => p);
-  const found = children.find(([, c]) => c === "workerd");
-  if (found) return Number(found[0]);
-  for (const [child] of children) {
-    const deeper = workerdOf(child);
-    if (deeper) return deeper;
+/**
+ * Every workerd process below process `pid`. (`wrangler dev` runs two: its proxy's and the
+ * Worker's, which is why the benches serve Workers with Miniflare, one workerd each.)
+ */
+export function workerdsOf(pid) {
+  let listed;
+  try {
+    listed = execFileSync("ps", ["-o", "pid=,comm=", "--ppid", String(pid)], { encoding: "utf8" });
+  } catch {
+    return []; // ps exits 1 when a process has no children
   }
-  return undefined;
+  const children = listed
+    .split("\n").map((l) => l.trim().split(/\s+/)).filter(([p]) => p);
+  return children.flatMap(([child, comm]) => (comm === "workerd" ? [Number(child)] : workerdsOf(child)));
 }
 
 /** CPU time of every thread of `pid`, in ms. */

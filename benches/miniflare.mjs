@@ -1,0 +1,71 @@
+// A Worker served by Miniflare itself (the one wrangler depends on): one workerd process, no
+// `wrangler dev` proxy in front, the Worker's wrangler.toml read by wrangler's own converter
+// (bindings, D1, Durable Objects, rate limits), D1 migrations applied through the binding.
+
+import fs from "node:fs";
+import path from "node:path";
+import { Log, LogLevel, Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { workerdsOf } from "./workerd.mjs";
+
+/**
+ * Starts the Worker that `config` (a wrangler.toml) describes; `vars` override its [vars],
+ * `main` its entry module (one bundled beforehand), `migrations` is a folder of D1 migrations.
+ */
+export async function startMiniflare({ config, vars = {}, persistDir, migrations, main: entry, inspectorPort }) {
+  const { workerOptions, main: configured } = unstable_getMiniflareWorkerOptions(config);
+  const running = new Set(workerdsOf(process.pid));
+  const main = entry ?? configured;
+  let log = "";
+  // wrangler's converter speaks Miniflare's v4 options; Miniflare converts them itself.
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      ...workerOptions,
+      // Static assets are served before a deployed Worker at no cost to it: leave them out.
+      assets: undefined,
+      // The Worker's modules as worker-build writes them: the glue and its wasm beside it.
+      modulesRoot: path.dirname(main),
+      modules: [
+        { type: "ESModule", path: main },
+        ...fs.readdirSync(path.dirname(main)).filter((f) => f.endsWith(".wasm")).map((f) => ({ type: "CompiledWasm", path: path.join(path.dirname(main), f) })),
+      ],
+      bindings: { ...workerOptions.bindings, ...vars },
+      resourcePersistencePath: persistDir,
+      logRequests: false,
+      inspectorPort,
+      cf: false,
+      log: new Log(LogLevel.WARN),
+      // The Worker's console lines (the turn's log line among them).
+      handleStructuredLogs: ({ message }) => (log += `${message}\n`),
+    }),
+  );
+  const url = await mf.ready;
+  if (migrations) {
+    const db = await mf.getD1Database("DB");
+    for (const file of fs.readdirSync(migrations).filter((f) => f.endsWith(".sql")).sort()) {
+      await db.exec(fs.readFileSync(path.join(migrations, file), "utf8").replace(/--[^\n]*\n/g, "").replace(/\s*\n\s*/g, " "));
+    }
+  }
+  // The workerd this instance started (one still shutting down from a previous one may linger).
+  const pid = workerdsOf(process.pid).find((p) => !running.has(p));
+  if (!pid) throw new Error("no new workerd process found under this Node process");
+  return { url: url.origin, pid, log: () => log, stop: () => mf.dispose() };
+}
+
+/** Bundles a JavaScript Worker and its npm imports into one module, as wrangler would. */
+export async function bundle(entry, outfile) {
+  const { build } = await import("esbuild");
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    conditions: ["workerd", "worker", "browser"],
+    mainFields: ["module", "main"],
+    external: ["node:*", "cloudflare:*"],
+    logLevel: "warning",
+  });
+  return outfile;
+}
