@@ -9,9 +9,10 @@ import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalRespons
 import { useEffect, useRef, useState } from "react";
 import type { ConversationState, ModelEntry } from "./api";
 import { ArtifactsPanel, artifactVersions } from "./Artifacts";
-import { authHeaders, call, conversationPath, errorText, json } from "./api";
+import { Composer } from "./Composer";
+import { authHeaders, call, conversationPath, errorText } from "./api";
 import type { CallUsage, Message } from "./history";
-import { loadHistory, toUiMessages } from "./history";
+import { storedView } from "./history";
 import { MessageView } from "./parts";
 import { formatUsage, turnUsage } from "./usage";
 
@@ -126,8 +127,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
     settling.current = true;
     try {
       for (let attempt = 0; attempt < 20; attempt++) {
-        const state = await json<ConversationState>("GET", path);
-        const converted = toUiMessages(await loadHistory(id), state.status);
+        const { state, messages: converted } = await storedView(id);
         const seen = new Set(converted.filter((m) => m.role === "user").map(textOf));
         const waiting = queueRef.current.filter((item) => !seen.has(item.text));
         if (state.status === "running") {
@@ -192,8 +192,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
     await stop();
     // The stored answer is marked as stopped; show it as stored.
     try {
-      const state = await json<ConversationState>("GET", path);
-      setMessages(toUiMessages(await loadHistory(id), state.status));
+      setMessages((await storedView(id)).messages);
     } catch (e) {
       setProblem(e instanceof Error ? e.message : String(e));
     }
@@ -247,43 +246,20 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
           ))}
         </ul>
       )}
-      <form
-        className="composer"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void submit();
-        }}
-      >
-        <textarea
-          data-testid="input"
-          value={input}
-          placeholder={busy ? "Add to the running turn…" : "Message"}
-          onChange={(e) => setInput(e.target.value)}
-          onKeyDown={(e) => {
-            if (e.key === "Enter" && !e.shiftKey) {
-              e.preventDefault();
-              void submit();
-            }
-          }}
-        />
-        <div className="composer-actions">
-          {busy && (
-            <select value={delivery} onChange={(e) => setDelivery(e.target.value as any)} title="When a message sent during a turn joins it">
-              <option value="auto">auto</option>
-              <option value="steer">steer now</option>
-              <option value="followup">follow-up</option>
-            </select>
-          )}
-          <button type="submit" data-testid="send">
-            {busy ? "Queue" : "Send"}
+      <Composer value={input} onChange={setInput} onSend={() => void submit()} placeholder={busy ? "Add to the running turn…" : "Message"} sendLabel={busy ? "Queue" : "Send"}>
+        {busy && (
+          <select value={delivery} onChange={(e) => setDelivery(e.target.value as any)} title="When a message sent during a turn joins it">
+            <option value="auto">auto</option>
+            <option value="steer">steer now</option>
+            <option value="followup">follow-up</option>
+          </select>
+        )}
+        {busy && (
+          <button type="button" className="danger" data-testid="stop" onClick={() => void stopTurn()}>
+            Stop
           </button>
-          {busy && (
-            <button type="button" className="danger" data-testid="stop" onClick={() => void stopTurn()}>
-              Stop
-            </button>
-          )}
-        </div>
-      </form>
+        )}
+      </Composer>
     </section>
     <ArtifactsPanel conversationId={id} versions={artifactVersions(messages)} />
     </>

@@ -4,7 +4,7 @@
 
 import type { UIMessage } from "ai";
 import type { ConversationState } from "./api";
-import { call, conversationPath } from "./api";
+import { call, conversationPath, json } from "./api";
 
 /** What one LLM call used: the `data-usage` part's shape. */
 export interface CallUsage {
@@ -144,4 +144,10 @@ export function toUiMessages(stored: Stored[], status: ConversationState["status
     }
   }
   return out;
+}
+
+/** The conversation's state and its history as the page shows it, read together. */
+export async function storedView(id: string): Promise<{ state: ConversationState; messages: Message[] }> {
+  const state = await json<ConversationState>("GET", conversationPath(id));
+  return { state, messages: toUiMessages(await loadHistory(id), state.status) };
 }

@@ -8,8 +8,9 @@ import { createRoot } from "react-dom/client";
 import type { Conversation, ConversationState, Models } from "./api";
 import { ApiError, conversationPath, json, setToken, token } from "./api";
 import { ChatPane } from "./ChatPane";
+import { Composer } from "./Composer";
 import type { Message } from "./history";
-import { loadHistory, toUiMessages } from "./history";
+import { storedView } from "./history";
 
 interface Open {
   conversation: ConversationState;
@@ -61,31 +62,7 @@ function Draft({ models, onStart }: { models: Models; onStart(text: string, mode
           <p>Ask anything. Try “what time is it for me?” or “write a short plan as an artifact”.</p>
         </div>
       </div>
-      <form
-        className="composer"
-        onSubmit={(e) => {
-          e.preventDefault();
-          start();
-        }}
-      >
-        <textarea
-          data-testid="input"
-          value={text}
-          placeholder="Message"
-          onChange={(e) => setText(e.target.value)}
-          onKeyDown={(e) => {
-            if (e.key === "Enter" && !e.shiftKey) {
-              e.preventDefault();
-              start();
-            }
-          }}
-        />
-        <div className="composer-actions">
-          <button type="submit" data-testid="send">
-            Send
-          </button>
-        </div>
-      </form>
+      <Composer value={text} onChange={setText} onSend={start} placeholder="Message" sendLabel="Send" />
     </section>
   );
 }
@@ -138,8 +115,7 @@ function App() {
     if (open?.conversation.id === hashId) return;
     let cancelled = false;
     (async () => {
-      const conversation = await json<ConversationState>("GET", conversationPath(hashId));
-      const messages = toUiMessages(await loadHistory(hashId), conversation.status);
+      const { state: conversation, messages } = await storedView(hashId);
       if (!cancelled) setOpen({ conversation, messages });
     })().catch((e) => {
       if (e instanceof ApiError && e.status === 404) location.hash = "";
