@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use crate::agent::tools::civil_from_days;
 use crate::agent::{AgentMessage, ProviderResolver};
 use crate::llm::{LlmError, Provider};
 
@@ -62,21 +63,6 @@ impl Period {
             }
         }
     }
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
-/// (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
