@@ -35,6 +35,11 @@ function browserTime() {
   };
 }
 
+/** Answers a `browser_time` call; the chat sends it on once the turn's calls are answered. */
+function answerClock(chat: Chat<Message>, toolCallId: string) {
+  void chat.addToolOutput({ tool: "browser_time" as any, toolCallId, output: browserTime() as any });
+}
+
 interface Queued {
   key: number;
   text: string;
@@ -76,7 +81,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
       onToolCall: ({ toolCall }) => {
         if (toolCall.toolName !== "browser_time") return; // the server runs every other tool
         // Not awaited: the chat applies it after the chunk that asked for it.
-        void chat.addToolOutput({ tool: "browser_time" as any, toolCallId: toolCall.toolCallId, output: browserTime() as any });
+        answerClock(chat, toolCall.toolCallId);
       },
       onData: (part: any) => {
         if (part.type === "data-usage") {
@@ -111,7 +116,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
     const last = initial.at(-1);
     for (const part of (last?.parts ?? []) as any[]) {
       if (part.type === "tool-browser_time" && part.state === "input-available") {
-        void chat.addToolOutput({ tool: "browser_time" as any, toolCallId: part.toolCallId, output: browserTime() as any });
+        answerClock(chat, part.toolCallId);
       }
     }
   }, []);

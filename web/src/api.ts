@@ -22,7 +22,6 @@ export function authHeaders(): Record<string, string> {
 export class ApiError extends Error {
   constructor(
     readonly status: number,
-    readonly code: string,
     message: string,
   ) {
     super(message);
@@ -44,16 +43,7 @@ export async function call(method: string, path: string, body?: unknown): Promis
   const headers: Record<string, string> = { ...authHeaders() };
   if (body !== undefined) headers["content-type"] = "application/json";
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  if (!response.ok && response.status !== 202) {
-    const text = await response.text();
-    let code = "error";
-    try {
-      code = JSON.parse(text)?.error?.code ?? code;
-    } catch {
-      // keep the generic code
-    }
-    throw new ApiError(response.status, code, errorText(text, response.status));
-  }
+  if (!response.ok) throw new ApiError(response.status, errorText(await response.text(), response.status));
   return response;
 }
 
