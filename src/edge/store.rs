@@ -447,24 +447,37 @@ impl Store {
 
     /// What a turn works on, loaded once in one round trip: the live rows (neither superseded
     /// nor compacted), with the latest summary first, each message's sequence number, and the
-    /// conversation's artifacts (for the system prompt's index).
-    pub async fn turn_history(&self, conversation_id: &str) -> Result<TurnHistory, ApiError> {
+    /// conversation's artifacts (for the system prompt's index). `incoming` (id, message) is
+    /// stored first in the same round trip, so it comes back at the end of the history: a new
+    /// message costs no round trip of its own before the model is called.
+    pub async fn turn_history(
+        &self,
+        conversation_id: &str,
+        incoming: &[(&str, &AgentMessage)],
+        now_ms: i64,
+    ) -> Result<TurnHistory, ApiError> {
         self.tick(1);
-        let results = rows::batch(
-            &self.db,
-            &[
-                self.db
-                    .prepare(
-                        "SELECT seq, id, body, created_at, superseded FROM messages
-                         WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0
-                         ORDER BY kind = 'summary' DESC, seq",
-                    )
-                    .bind(&[conversation_id.into()])?,
-                self.artifacts_statement(conversation_id)?,
-            ],
-        )
-        .await?;
-        let (Some(history), Some(artifacts)) = (results.first(), results.get(1)) else {
+        let mut batch = Vec::with_capacity(incoming.len() + 3);
+        for (id, message) in incoming {
+            batch.push(self.insert_message(conversation_id, id, message, now_ms)?);
+        }
+        if !incoming.is_empty() {
+            batch.push(self.touch(conversation_id, now_ms)?);
+        }
+        let stored = batch.len();
+        batch.push(
+            self.db
+                .prepare(
+                    "SELECT seq, id, body, created_at, superseded FROM messages
+                     WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0
+                     ORDER BY kind = 'summary' DESC, seq",
+                )
+                .bind(&[conversation_id.into()])?,
+        );
+        batch.push(self.artifacts_statement(conversation_id)?);
+        let results = rows::batch(&self.db, &batch).await?;
+        let (Some(history), Some(artifacts)) = (results.get(stored), results.get(stored + 1))
+        else {
             return Err(ApiError::Internal("a D1 batch answered short".into()));
         };
         let history = rows::results::<MessageRow>(history)?;

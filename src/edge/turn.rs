@@ -174,6 +174,10 @@ pub struct Start {
     pub own: Option<(String, AgentMessage)>,
     /// The toolsets the message that started the turn narrowed it to.
     pub narrowed: Option<Vec<String>>,
+    /// No call in the history can wait for an answer: the conversation was not paused, and no
+    /// turn just paused (a queued message's turn that follows a pause at once is not settled).
+    /// New messages are then stored in the round trip that loads the history.
+    pub settled: bool,
 }
 
 /// The model a turn of `conversation` calls and its provider; checked before anything is stored,
@@ -203,6 +207,7 @@ pub async fn prepare(
         queued,
         own,
         narrowed,
+        settled,
     } = start;
     let store = &turn_env.store;
     let id = conversation.id.as_str();
@@ -214,11 +219,36 @@ pub async fn prepare(
             )));
         }
     }
+    // The queue moves into D1; each message leaves the queue only once it is stored.
+    let mut incoming: Vec<_> = queued
+        .into_iter()
+        .filter_map(|row| {
+            let message = turn_env.storage.read(&row)?;
+            Some((row.id, message, Some(row.seq)))
+        })
+        .collect();
+    incoming.extend(own.map(|(id, message)| (id, message, None)));
+    // New messages join the history in the round trip that loads it, unless calls may wait for
+    // answers: those are answered (for the record) before a message follows them.
+    let together = settled && matches!(kickoff, Kickoff::Queued) && !incoming.is_empty();
+    let stored_first: Vec<(&str, &AgentMessage)> = if together {
+        incoming.iter().map(|(i, m, _)| (i.as_str(), m)).collect()
+    } else {
+        Vec::new()
+    };
     let TurnHistory {
         mut seqs,
         messages: mut history,
         artifacts,
-    } = store.turn_history(id).await?;
+    } = store.turn_history(id, &stored_first, now_ms()).await?;
+    drop(stored_first);
+    if together {
+        for (_, _, queue_seq) in incoming.drain(..) {
+            if let Some(queue_seq) = queue_seq {
+                turn_env.storage.dequeue(queue_seq)?;
+            }
+        }
+    }
     let mut answers = ToolAnswers::default();
     let mut recovered = Vec::new();
     match kickoff {
@@ -254,15 +284,6 @@ pub async fn prepare(
         history.push(message);
     }
 
-    // The queue moves into D1; each message leaves the queue only once it is stored.
-    let mut incoming: Vec<_> = queued
-        .into_iter()
-        .filter_map(|row| {
-            let message = turn_env.storage.read(&row)?;
-            Some((row.id, message, Some(row.seq)))
-        })
-        .collect();
-    incoming.extend(own.map(|(id, message)| (id, message, None)));
     // A new user message instead of the answers a paused turn waits for: the open calls are
     // answered for the record, so every call keeps a result.
     if incoming

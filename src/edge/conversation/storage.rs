@@ -64,41 +64,39 @@ struct PausedRow {
 
 impl ObjectStorage {
     pub fn open(sql: SqlStorage) -> Self {
-        let schema = [
-            "CREATE TABLE IF NOT EXISTS conversation (
-               id INTEGER PRIMARY KEY CHECK (id = 1), row TEXT NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS turn (
-               id INTEGER PRIMARY KEY CHECK (id = 1),
-               turn_id TEXT NOT NULL,
-               started_at INTEGER NOT NULL,
-               recoveries INTEGER NOT NULL DEFAULT 0,
-               client_tools TEXT NOT NULL,
-               partial TEXT)",
-            "CREATE TABLE IF NOT EXISTS inbox (
-               seq INTEGER PRIMARY KEY AUTOINCREMENT,
-               id TEXT NOT NULL UNIQUE,
-               delivery TEXT NOT NULL,
-               message TEXT NOT NULL,
-               queued_at INTEGER NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS paused (
-               id INTEGER PRIMARY KEY CHECK (id = 1), kind TEXT NOT NULL, client_tools TEXT NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS chunks (
-               seq INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT NOT NULL)",
-        ];
-        for statement in schema {
-            if let Err(e) = sql.exec(statement, None) {
-                worker::console_error!("conversation object schema: {e}");
-            }
-        }
+        // One `exec` (one crossing, one SQLite call) creates what is missing and asks whether a
+        // legacy table is there: an object opens once per isolate, and a new conversation's
+        // object opens on its first message.
+        const OPEN: &str = "
+            CREATE TABLE IF NOT EXISTS conversation (
+              id INTEGER PRIMARY KEY CHECK (id = 1), row TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS turn (
+              id INTEGER PRIMARY KEY CHECK (id = 1),
+              turn_id TEXT NOT NULL,
+              started_at INTEGER NOT NULL,
+              recoveries INTEGER NOT NULL DEFAULT 0,
+              client_tools TEXT NOT NULL,
+              partial TEXT);
+            CREATE TABLE IF NOT EXISTS inbox (
+              seq INTEGER PRIMARY KEY AUTOINCREMENT,
+              id TEXT NOT NULL UNIQUE,
+              delivery TEXT NOT NULL,
+              message TEXT NOT NULL,
+              queued_at INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS paused (
+              id INTEGER PRIMARY KEY CHECK (id = 1), kind TEXT NOT NULL, client_tools TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS chunks (
+              seq INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT NOT NULL);
+            SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'queue'";
         // Objects created before turns moved here kept a lease and a queue without ids: keep
         // the queued messages, drop the rest.
-        let legacy = sql
-            .exec(
-                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'queue'",
-                None,
-            )
-            .and_then(rows::cursor::<Count>)
-            .is_ok_and(|rows| rows.first().is_some_and(|c| c.n > 0));
+        let legacy = match sql.exec(OPEN, None).and_then(rows::cursor::<Count>) {
+            Ok(rows) => rows.first().is_some_and(|c| c.n > 0),
+            Err(e) => {
+                worker::console_error!("conversation object schema: {e}");
+                false
+            }
+        };
         if legacy {
             for statement in [
                 "INSERT INTO inbox (id, delivery, message, queued_at)
