@@ -102,6 +102,23 @@ impl From<&super::store::Conversation> for TurnConversation {
 /// reads the conversation from D1 and sends again.
 pub const UNKNOWN_CONVERSATION: u16 = 428;
 
+/// The object's answer to a [`ChatStart`] that D1 resolved to another conversation: the body is
+/// that conversation (a [`TurnConversation`]), whose object the Worker sends to instead.
+pub const ELSEWHERE: u16 = 421;
+
+/// A `/v1/chat` message sent to the object the Worker guessed for its id. An object that keeps
+/// its conversation (every message after the first) needs no D1 read; one that keeps none
+/// resolves the id in D1 as the Worker used to (the caller's conversation `raw_id`, else the
+/// caller's own scoped one, created on first use) and runs the turn when that is itself.
+#[derive(Serialize, Deserialize)]
+pub struct ChatStart {
+    pub raw_id: String,
+    /// The name the Worker addressed this object by.
+    pub target: String,
+    /// The title a conversation created now gets.
+    pub title: Option<String>,
+}
+
 #[derive(Serialize, Deserialize)]
 pub struct Send {
     /// The conversation as D1 has it (the object keeps it); `None` asks the object to use the
@@ -117,6 +134,9 @@ pub struct Send {
     /// Toolsets this message narrows its turn to (within the conversation's).
     #[serde(default)]
     pub toolsets: Option<Vec<String>>,
+    /// Set by `/v1/chat` (with `conversation: None`).
+    #[serde(default)]
+    pub chat: Option<ChatStart>,
 }
 
 #[derive(Serialize, Deserialize)]

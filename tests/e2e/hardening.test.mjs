@@ -151,6 +151,16 @@ test("a /v1/chat id is scoped to its owner: another user's id is a fresh convers
   assert.equal(listed.length, 2);
   // Nobody else can reach Bob's conversation by its id.
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).status, 404);
+  // In another user's chat, Bob's id names that user's own new conversation (the Worker tries
+  // Bob's object first, by the id's shape, and is sent on).
+  anthropic.script({ text: "Yours, not Bob's." }, { text: "Still yours." });
+  await readUiStream(await api(worker.url, "POST", "/v1/chat", { id, messages: [{ id: "u3", role: "user", parts: [{ type: "text", text: "not Bob's" }] }] }));
+  assert.deepEqual(said((await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, bob)).json()).messages), ["in my own"]);
+  assert.deepEqual(said((await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages), ["not Bob's"]);
+  // A later message of a chat continues the same conversation.
+  await readUiStream(await chat("and again"));
+  const again = (await (await api(worker.url, "GET", "/v1/conversations/shared-1/messages")).json()).messages;
+  assert.deepEqual(said(again), ["I came first", "and again"]);
 });
 
 test("tool calls of an answer that failed mid-stream wait for nothing: no pause, no answers taken", async () => {

@@ -33,10 +33,11 @@ use self::log::ChunkLog;
 use self::machine::{Activity, AfterTurn, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind};
 use self::storage::ObjectStorage;
 use super::coordinator::{
-    Delivery, Send, Status, TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
+    ChatStart, Delivery, Send, Status, TurnConversation, TurnRequest, ELSEWHERE,
+    UNKNOWN_CONVERSATION,
 };
 use super::error::ApiError;
-use super::store::Store;
+use super::store::{scoped_id, Conversation, Store};
 use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
 use super::ui_stream::{self, HEADERS};
 use super::{error_response, json_response, new_id, now_ms};
@@ -236,13 +237,25 @@ impl Object {
             client_tools,
             stream,
             toolsets: narrowed,
+            chat,
         } = send;
+        // D1 round trips made for this request before its turn claims the conversation.
+        let mut resolving = 0;
         let conversation = match conversation {
             Some(given) => given,
-            None => match self.storage.conversation()? {
-                Some(kept) if kept.owner == caller => kept,
-                Some(kept) => return Err(super::routes::conversations::not_found(&kept.id)),
-                None => return Ok(Response::empty()?.with_status(UNKNOWN_CONVERSATION)),
+            None => match (self.storage.conversation()?, chat) {
+                (Some(kept), _) if kept.owner == caller => kept,
+                (_, Some(chat)) => {
+                    resolving = 1;
+                    match self.resolve_chat(&caller, chat).await? {
+                        Ok(conversation) => conversation,
+                        Err(elsewhere) => return json_response(ELSEWHERE, &elsewhere),
+                    }
+                }
+                (Some(kept), None) => {
+                    return Err(super::routes::conversations::not_found(&kept.id))
+                }
+                (None, None) => return Ok(Response::empty()?.with_status(UNKNOWN_CONVERSATION)),
             },
         };
         if self.deleting.get() {
@@ -317,7 +330,8 @@ impl Object {
             Kickoff::Resume { .. } => None,
             _ => Some(new_id()?),
         };
-        let claimed = self.claim(0, &client_tools, message_id, Some(request_id))?;
+        let mut claimed = self.claim(0, &client_tools, message_id, Some(request_id))?;
+        claimed.d1_before = claimed.d1_before.wrapping_sub(resolving);
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {
@@ -383,6 +397,40 @@ impl Object {
             .await
             .map_err(|_| ApiError::Internal("the turn ended without a summary".into()))?;
         json_response(200, &summary.into_json(&body, &self.turn_env()?.config))
+    }
+
+    /// The conversation a `/v1/chat` id names when this object keeps none of the caller's:
+    /// resolved in D1 as [`Store::chat_conversation`] does (created on first use). `Err` is the
+    /// caller's conversation when it is another object's (the Worker guessed wrong).
+    async fn resolve_chat(
+        &self,
+        caller: &str,
+        chat: ChatStart,
+    ) -> std::result::Result<std::result::Result<TurnConversation, TurnConversation>, ApiError>
+    {
+        let now = now_ms();
+        let candidate = Conversation {
+            id: scoped_id(caller, &chat.raw_id),
+            owner: caller.to_string(),
+            title: chat.title,
+            system: None,
+            model: None,
+            metadata: None,
+            toolsets: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let resolved = self
+            .turn_env()?
+            .store
+            .chat_conversation(&chat.raw_id, &candidate)
+            .await?;
+        let conversation = TurnConversation::from(&resolved);
+        Ok(if resolved.id == chat.target {
+            Ok(conversation)
+        } else {
+            Err(conversation)
+        })
     }
 
     /// `Some(())` when an exclusive request may start a turn; an interrupted turn is recovered.

@@ -11,13 +11,16 @@ use serde::Deserialize;
 use serde_json::Value;
 use worker::{Env, Request, Response};
 
-use super::messages::{client_tools, hand_over, valid_name, yes, ClientTool};
+use super::messages::{checked_turn, client_tools, valid_name, yes, ClientTool};
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
-use crate::edge::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnRequest};
+use crate::edge::coordinator::{
+    ApprovalIn, ChatStart, Coordinator, Delivery, Send, ToolResultIn, TurnConversation,
+    TurnRequest, ELSEWHERE,
+};
 use crate::edge::error::ApiError;
-use crate::edge::store::{scoped_id, Conversation, Store};
-use crate::edge::{json_body, new_id, now_ms};
+use crate::edge::store::scoped_id;
+use crate::edge::{json_body, new_id};
 
 #[derive(Deserialize)]
 struct ChatRequest {
@@ -95,34 +98,48 @@ pub async fn post(
             }
         }
     };
-    let store = Store::new(env.d1("DB")?);
-    // Created on first use; looked up and created in one round trip.
-    let now = now_ms();
-    let conversation = store
-        .chat_conversation(
-            &body.id,
-            &Conversation {
-                id: scoped_id(user, &body.id),
-                owner: user.to_string(),
-                title: first_user_text(&body.messages).map(|t| t.chars().take(80).collect()),
-                system: None,
-                model: None,
-                metadata: None,
-                toolsets: None,
-                created_at: now,
-                updated_at: now,
-            },
-        )
-        .await?;
-    hand_over(
-        env,
-        &conversation,
+    // The object the id most likely names: the caller's conversation when the id has the shape
+    // of one (made by `POST /v1/conversations`), else the caller's scoped one (a client's id).
+    // That object keeps its conversation after the first message, so the Worker reads no D1;
+    // when it keeps none it resolves the id in D1 itself, and a wrong guess costs one more hop.
+    let guess = if is_conversation_id(&body.id) {
+        body.id.clone()
+    } else {
+        scoped_id(user, &body.id)
+    };
+    let mut send = Send {
+        conversation: None,
+        caller: user.to_string(),
         request,
-        (tools, None),
-        body.stream,
-        (config, request_id),
-    )
-    .await
+        client_tools: tools,
+        stream: body.stream,
+        toolsets: None,
+        chat: Some(ChatStart {
+            title: first_user_text(&body.messages).map(|t| t.chars().take(80).collect()),
+            raw_id: body.id,
+            target: guess.clone(),
+        }),
+    };
+    let mut answer = Coordinator::for_conversation(env, &guess)?
+        .for_request(request_id)
+        .send(&send)
+        .await?;
+    if answer.status_code() != ELSEWHERE {
+        return Ok(answer);
+    }
+    let resolved: TurnConversation = answer.json().await?;
+    send.chat = None;
+    let id = resolved.id.clone();
+    send.conversation = Some(checked_turn(env, resolved, config)?);
+    Coordinator::for_conversation(env, &id)?
+        .for_request(request_id)
+        .send(&send)
+        .await
+}
+
+/// The shape of every conversation id: 32 lowercase hex digits.
+fn is_conversation_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn texts(parts: &[Value]) -> String {

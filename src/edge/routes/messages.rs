@@ -244,6 +244,7 @@ pub async fn send(
         client_tools,
         stream: body.stream,
         toolsets: body.toolsets,
+        chat: None,
     };
     // The conversation's object checks the caller against the conversation it keeps; only an
     // object that keeps none (a first message, or a narrowed turn, which needs the row) makes
@@ -283,10 +284,17 @@ fn checked(
     conversation: &Conversation,
     config: &Config,
 ) -> Result<TurnConversation, ApiError> {
-    let turn_conversation = TurnConversation::from(conversation);
-    let model = model_of(&turn_conversation, config)?;
+    checked_turn(env, TurnConversation::from(conversation), config)
+}
+
+pub(crate) fn checked_turn(
+    env: &Env,
+    conversation: TurnConversation,
+    config: &Config,
+) -> Result<TurnConversation, ApiError> {
+    let model = model_of(&conversation, config)?;
     provider_for(env, config, &model, None).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    Ok(turn_conversation)
+    Ok(conversation)
 }
 
 /// The caller's conversation `id`, or 404.
@@ -316,6 +324,7 @@ pub(crate) async fn hand_over(
             client_tools,
             stream,
             toolsets,
+            chat: None,
         })
         .await
 }
