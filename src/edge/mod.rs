@@ -210,12 +210,25 @@ pub(crate) fn error_response(e: &ApiError, request_id: &str) -> worker::Result<R
         .with_headers(headers))
 }
 
+thread_local! {
+    /// The configuration, parsed once per isolate: an isolate's variables and secrets never
+    /// change while it lives (new ones come with a new deployment, in a new isolate). Parsing
+    /// reads every variable across the wasm boundary, a hundred crossings per request.
+    static CONFIG: std::cell::RefCell<Option<Config>> = const { std::cell::RefCell::new(None) };
+}
+
 pub(crate) fn config(env: &Env) -> Result<Config, ApiError> {
-    Config::from_lookup(|name| env.var(name).ok().map(|v| v.to_string()))
+    if let Some(config) = CONFIG.with(|c| c.borrow().clone()) {
+        return Ok(config);
+    }
+    let config = Config::from_lookup(|name| env.var(name).ok().map(|v| v.to_string()))?;
+    CONFIG.with(|c| *c.borrow_mut() = Some(config.clone()));
+    Ok(config)
 }
 
 pub(crate) fn now_ms() -> i64 {
-    worker::Date::now().as_millis() as i64
+    // `Date.now()`: one call, where `worker::Date::now()` constructs a `Date` and reads it.
+    worker::js_sys::Date::now() as i64
 }
 
 /// A random 128-bit id as 32 hex digits, from the runtime's CSPRNG.

@@ -494,7 +494,7 @@ impl Prepared {
         let mut partial = PartialAnswer::default();
         let storage = turn_env.storage.clone();
         let send = |out: &mut String, partial: &mut PartialAnswer| {
-            if log.push(out, worker::Date::now().as_millis() as f64) {
+            if log.push(out, worker::js_sys::Date::now()) {
                 partial.save(&storage);
             }
             out.clear();

@@ -241,14 +241,15 @@ impl Object {
         } = send;
         // D1 round trips made for this request before its turn claims the conversation.
         let mut resolving = 0;
-        let conversation = match conversation {
-            Some(given) => given,
+        // `kept`: the row this object keeps already, not written again.
+        let (conversation, kept) = match conversation {
+            Some(given) => (given, false),
             None => match (self.storage.conversation()?, chat) {
-                (Some(kept), _) if kept.owner == caller => kept,
+                (Some(kept), _) if kept.owner == caller => (kept, true),
                 (_, Some(chat)) => {
                     resolving = 1;
                     match self.resolve_chat(&caller, chat).await? {
-                        Ok(conversation) => conversation,
+                        Ok(conversation) => (conversation, false),
                         Err(elsewhere) => return json_response(ELSEWHERE, &elsewhere),
                     }
                 }
@@ -261,7 +262,9 @@ impl Object {
         if self.deleting.get() {
             return Err(super::routes::conversations::not_found(&conversation.id));
         }
-        self.storage.set_conversation(&conversation)?;
+        if !kept {
+            self.storage.set_conversation(&conversation)?;
+        }
         let activity = self.activity()?;
         let now = now_ms();
         let busy = || {
