@@ -1,7 +1,8 @@
 //! The Worker's typed client for the conversation Durable Object, and what they exchange. The
-//! Worker authenticates, validates and checks ownership, then hands the request over: the
-//! object decides whether a turn starts, runs it, and answers with the turn's stream (or 202,
-//! or a JSON error), which the Worker relays as it is.
+//! Worker authenticates and validates, then hands the request over: the object checks the caller
+//! against the conversation it keeps (or is given one the Worker read from D1), decides whether
+//! a turn starts, runs it, and answers with the turn's stream (or 202, or a JSON error), which
+//! the Worker relays as it is.
 
 use serde::{Deserialize, Serialize};
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Stub};

@@ -447,17 +447,22 @@ impl Store {
 
     /// What a turn works on, loaded once in one round trip: the live rows (neither superseded
     /// nor compacted), with the latest summary first, each message's sequence number, and the
-    /// conversation's artifacts (for the system prompt's index). `incoming` (id, message) is
-    /// stored first in the same round trip, so it comes back at the end of the history: a new
-    /// message costs no round trip of its own before the model is called.
+    /// conversation's artifacts (for the system prompt's index). `create` (the conversation's
+    /// row, unless it exists) and `incoming` (id, message) are stored first in the same round
+    /// trip, so the messages come back at the end of the history: a new message costs no round
+    /// trip of its own before the model is called.
     pub async fn turn_history(
         &self,
         conversation_id: &str,
+        create: Option<&Conversation>,
         incoming: &[(&str, &AgentMessage)],
         now_ms: i64,
     ) -> Result<TurnHistory, ApiError> {
         self.tick(1);
-        let mut batch = Vec::with_capacity(incoming.len() + 3);
+        let mut batch = Vec::with_capacity(incoming.len() + 4);
+        if let Some(c) = create {
+            batch.push(self.insert_conversation(c, "ON CONFLICT (id) DO NOTHING")?);
+        }
         for (id, message) in incoming {
             batch.push(self.insert_message(conversation_id, id, message, now_ms)?);
         }
@@ -711,6 +716,12 @@ impl Store {
 /// another user took, or one never used): 32 hex digits of a SHA-256 over both, the shape of
 /// every conversation id. Ids are scoped to their owner this way, so no user can learn or
 /// block another's.
+/// The shape of every conversation id (made by [`scoped_id`] or `new_id`): 32 lowercase hex
+/// digits. A `/v1/chat` id of any other shape can only name the caller's scoped conversation.
+pub fn is_conversation_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 pub fn scoped_id(owner: &str, id: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::new()

@@ -20,7 +20,7 @@ use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::fetch::FetchTransport;
 use super::remote_tools;
-use super::store::{Store, TurnHistory, UsageRow};
+use super::store::{Conversation, Store, TurnHistory, UsageRow};
 use super::ui_stream::UiStream;
 use super::{new_id, now_ms};
 use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
@@ -178,6 +178,9 @@ pub struct Start {
     /// turn just paused (a queued message's turn that follows a pause at once is not settled).
     /// New messages are then stored in the round trip that loads the history.
     pub settled: bool,
+    /// The conversation's D1 row to create with the history's round trip, unless it exists (a
+    /// `/v1/chat` conversation's first message).
+    pub create: Option<Conversation>,
 }
 
 /// The model a turn of `conversation` calls and its provider; checked before anything is stored,
@@ -208,6 +211,7 @@ pub async fn prepare(
         own,
         narrowed,
         settled,
+        create,
     } = start;
     let store = &turn_env.store;
     let id = conversation.id.as_str();
@@ -240,7 +244,9 @@ pub async fn prepare(
         mut seqs,
         messages: mut history,
         artifacts,
-    } = store.turn_history(id, &stored_first, now_ms()).await?;
+    } = store
+        .turn_history(id, create.as_ref(), &stored_first, now_ms())
+        .await?;
     drop(stored_first);
     if together {
         for (_, _, queue_seq) in incoming.drain(..) {

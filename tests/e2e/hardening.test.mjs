@@ -132,6 +132,10 @@ test("a /v1/chat id is scoped to its owner: another user's id is a fresh convers
   const said = (messages) => messages.filter((m) => m.kind === "user").map((m) => m.content[0].text);
   anthropic.script({ text: "Hello, first user." }, { text: "Hello, Bob." });
   await readUiStream(await chat("I came first"));
+  // The chat's conversation is stored with the turn (no read before it), titled by its message.
+  const made = await (await api(worker.url, "GET", "/v1/conversations/shared-1")).json();
+  assert.equal(made.title, "I came first");
+  assert.ok((await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.some((c) => c.id === made.id));
   const second = await chat("I am Bob", bob);
   assert.equal(second.status, 200, "the id taken by another user is not refused");
   await readUiStream(second);

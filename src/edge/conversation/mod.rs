@@ -37,7 +37,7 @@ use super::coordinator::{
     UNKNOWN_CONVERSATION,
 };
 use super::error::ApiError;
-use super::store::{scoped_id, Conversation, Store};
+use super::store::{is_conversation_id, scoped_id, Conversation, Store};
 use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
 use super::ui_stream::{self, HEADERS};
 use super::{error_response, json_response, new_id, now_ms};
@@ -241,22 +241,44 @@ impl Object {
         } = send;
         // D1 round trips made for this request before its turn claims the conversation.
         let mut resolving = 0;
+        // A chat id that cannot name a conversation names the caller's scoped one, whose D1 row
+        // is always what a chat creates: nothing to read first. Every turn of such a chat
+        // creates the row unless it exists, in its history's round trip (so a first turn that
+        // failed before storing anything leaves no conversation without its row).
+        let create = chat
+            .as_ref()
+            .filter(|c| !is_conversation_id(&c.raw_id) && c.target == scoped_id(&caller, &c.raw_id))
+            .map(|c| {
+                let now = now_ms();
+                Conversation {
+                    id: c.target.clone(),
+                    owner: caller.clone(),
+                    title: c.title.clone(),
+                    system: None,
+                    model: None,
+                    metadata: None,
+                    toolsets: None,
+                    created_at: now,
+                    updated_at: now,
+                }
+            });
         // `kept`: the row this object keeps already, not written again.
         let (conversation, kept) = match conversation {
             Some(given) => (given, false),
-            None => match (self.storage.conversation()?, chat) {
-                (Some(kept), _) if kept.owner == caller => (kept, true),
-                (_, Some(chat)) => {
+            None => match (self.storage.conversation()?, chat, &create) {
+                (Some(kept), _, _) if kept.owner == caller => (kept, true),
+                (_, _, Some(row)) => (TurnConversation::from(row), false),
+                (_, Some(chat), None) => {
                     resolving = 1;
                     match self.resolve_chat(&caller, chat).await? {
                         Ok(conversation) => (conversation, false),
                         Err(elsewhere) => return json_response(ELSEWHERE, &elsewhere),
                     }
                 }
-                (Some(kept), None) => {
+                (Some(kept), None, _) => {
                     return Err(super::routes::conversations::not_found(&kept.id))
                 }
-                (None, None) => return Ok(Response::empty()?.with_status(UNKNOWN_CONVERSATION)),
+                (None, None, _) => return Ok(Response::empty()?.with_status(UNKNOWN_CONVERSATION)),
             },
         };
         if self.deleting.get() {
@@ -349,6 +371,7 @@ impl Object {
             own: own_message,
             narrowed,
             settled: self.storage.paused()?.is_none(),
+            create,
         };
         let reader = claimed.log.attach();
         // A new message is answered at once: the stream starts before the history loads, and a
@@ -542,6 +565,7 @@ impl Object {
             narrowed: None,
             // It may follow a turn that just paused.
             settled: false,
+            create: None,
         };
         let object = self.clone();
         self.state.wait_until(async move {

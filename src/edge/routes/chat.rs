@@ -19,7 +19,7 @@ use crate::edge::coordinator::{
     TurnRequest, ELSEWHERE,
 };
 use crate::edge::error::ApiError;
-use crate::edge::store::scoped_id;
+use crate::edge::store::{is_conversation_id, scoped_id};
 use crate::edge::{json_body, new_id};
 
 #[derive(Deserialize)]
@@ -101,7 +101,8 @@ pub async fn post(
     // The object the id most likely names: the caller's conversation when the id has the shape
     // of one (made by `POST /v1/conversations`), else the caller's scoped one (a client's id).
     // That object keeps its conversation after the first message, so the Worker reads no D1;
-    // when it keeps none it resolves the id in D1 itself, and a wrong guess costs one more hop.
+    // when it keeps none it creates the scoped one (an id of another shape names no other) or
+    // resolves the id in D1 itself, and a wrong guess costs one more hop.
     let guess = if is_conversation_id(&body.id) {
         body.id.clone()
     } else {
@@ -135,11 +136,6 @@ pub async fn post(
         .for_request(request_id)
         .send(&send)
         .await
-}
-
-/// The shape of every conversation id: 32 lowercase hex digits.
-fn is_conversation_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn texts(parts: &[Value]) -> String {
