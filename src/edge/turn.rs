@@ -178,8 +178,8 @@ pub struct Start {
     /// turn just paused (a queued message's turn that follows a pause at once is not settled).
     /// New messages are then stored in the round trip that loads the history.
     pub settled: bool,
-    /// The conversation's D1 row to create with the history's round trip, unless it exists (a
-    /// `/v1/chat` conversation's first message).
+    /// The conversation's D1 row to create with the history's round trip unless it exists (each
+    /// turn of a `/v1/chat` conversation the object names without reading D1).
     pub create: Option<Conversation>,
 }
 
