@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
+use wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::closure::Closure;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{js_sys, wasm_bindgen_futures, web_sys};
@@ -173,16 +174,16 @@ async fn respond(
 
 /// After bytes arrive, how long the body waits for more before waking its reader.
 const GATHER_MS: i32 = 3;
-/// The first chunks wake the reader at once: a stream's opening and its first token must not
+/// The first reads wake the reader at once: a stream's opening and its first token must not
 /// wait.
-const EAGER_CHUNKS: u32 = 2;
+const EAGER_READS: u32 = 2;
 
-/// A response body that the runtime reads for us. A provider writes one event (a token or two)
-/// per chunk, and reading chunk by chunk from wasm costs, per chunk, a `read()` promise, a
-/// crossing into wasm and a wake and poll of the turn's task: profiled under workerd, about ten
-/// times the decoding. Here the runtime pipes the body (`pipeTo`) into a sink whose `write`
-/// only appends the bytes to a buffer; the reader is woken once per [`GATHER_MS`] window and
-/// takes everything that arrived in it.
+/// A response body read for us by `pump.js`, which joins the chunks that arrive together into
+/// one read (see there) and hands each read to `write`, which only appends the bytes to a
+/// buffer; the reader is woken once per [`GATHER_MS`] window and takes everything that arrived
+/// in it. Reading chunk by chunk from wasm cost, per chunk, a `read()` promise, a crossing into
+/// wasm and a wake and poll of the turn's task: profiled under workerd, about ten times the
+/// decoding.
 struct Piped {
     inbox: Rc<RefCell<Inbox>>,
     _write: Closure<dyn FnMut(JsValue)>,
@@ -192,7 +193,7 @@ struct Piped {
 #[derive(Default)]
 struct Inbox {
     bytes: Vec<u8>,
-    chunks: u32,
+    reads: u32,
     /// The pending window's timer, if one runs.
     timer: Option<i32>,
     ended: bool,
@@ -206,6 +207,12 @@ impl Inbox {
             reader.wake();
         }
     }
+}
+
+#[wasm_bindgen(module = "/src/edge/pump.js")]
+extern "C" {
+    /// Reads `body` to its end, handing `write` the bytes of each read.
+    fn pump(body: &web_sys::ReadableStream, write: &js_sys::Function) -> js_sys::Promise;
 }
 
 fn global() -> web_sys::WorkerGlobalScope {
@@ -224,14 +231,14 @@ impl Piped {
         let gathered_fn: js_sys::Function = gathered.as_ref().clone().unchecked_into();
         let sink_inbox = Rc::clone(&inbox);
         let write = Closure::<dyn FnMut(JsValue)>::new(move |chunk: JsValue| {
-            // A byte stream's chunks are `Uint8Array`s already: no new view.
+            // `pump.js` hands `Uint8Array`s: no new view.
             let chunk: js_sys::Uint8Array = chunk.unchecked_into();
             let mut inbox = sink_inbox.borrow_mut();
             let start = inbox.bytes.len();
             inbox.bytes.resize(start + chunk.length() as usize, 0);
             chunk.copy_to(&mut inbox.bytes[start..]);
-            inbox.chunks = inbox.chunks.saturating_add(1);
-            if inbox.chunks <= EAGER_CHUNKS {
+            inbox.reads = inbox.reads.saturating_add(1);
+            if inbox.reads <= EAGER_READS {
                 inbox.wake();
             } else if inbox.timer.is_none() {
                 inbox.timer = global()
@@ -242,12 +249,7 @@ impl Piped {
                 }
             }
         });
-        let sink = js_sys::Object::new();
-        js_sys::Reflect::set(&sink, &"write".into(), write.as_ref())
-            .map_err(|_| "the response body could not be read".to_string())?;
-        let sink = web_sys::WritableStream::new_with_underlying_sink(&sink)
-            .map_err(|_| "the response body could not be read".to_string())?;
-        let piped = body.pipe_to(&sink);
+        let piped = pump(body, write.as_ref().unchecked_ref());
         let end = Rc::clone(&inbox);
         wasm_bindgen_futures::spawn_local(async move {
             let result = wasm_bindgen_futures::JsFuture::from(piped).await;

@@ -115,7 +115,8 @@ export async function startWorker({ persistDir, vars = {}, config, healthPath = 
 //   { drop: true }   the connection is closed without an answer
 //   { ...answer, stallAfter: n }   the answer's first n events, then nothing (0: not even headers)
 // (`respond`, when set, answers requests the script does not; `writes: "event" | "one"` sends
-// each event in one write, or the whole answer in one, instead of in awkward pieces)
+// each event in one write, or the whole answer in one, instead of in awkward pieces; with
+// `writes: "event"`, `burst: n` writes the first n events at once and `gapMs` spaces the rest)
 // and records every request body, so tests can check what the Worker sent.
 
 /** Deterministic PRNG so a failing split pattern can be reproduced. */
@@ -173,9 +174,14 @@ function loopback(name, render, errorBody) {
       return;
     }
     if (turn.writes === "event") {
-      // One write per event, as a well-behaved provider sends them (benchmarks).
-      for (const event of render(turn, parsed)) {
+      // One write per event, as a well-behaved provider sends them (benchmarks); with `burst: n`
+      // the first n writes back to back (they arrive together, as when the provider is ahead of
+      // its reader); with `gapMs`, that long between the writes that follow.
+      const events = [...render(turn, parsed)];
+      for (const event of events.splice(0, turn.burst ?? 0)) res.write(event);
+      for (const event of events) {
         if (res.destroyed) return;
+        if (turn.gapMs) await sleep(turn.gapMs);
         res.write(event);
         await new Promise((r) => setImmediate(r));
       }

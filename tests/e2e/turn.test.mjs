@@ -355,3 +355,64 @@ describe("messages sent while a turn runs", () => {
     assert.equal(anthropic.requests[before + 1].body.messages.at(-1).content[0].text, "Also this.");
   });
 });
+
+describe("streaming", () => {
+  /** The text deltas of a streamed answer with the time (ms since `since`) each reached us. */
+  async function timedDeltas(response, since) {
+    assert.equal(response.status, 200);
+    const deltas = [];
+    const decoder = new TextDecoder();
+    let text = "";
+    for await (const bytes of response.body) {
+      const now = Date.now() - since;
+      text += decoder.decode(bytes, { stream: true });
+      let end;
+      while ((end = text.indexOf("\n\n")) >= 0) {
+        const frame = text.slice(0, end);
+        text = text.slice(end + 2);
+        const payload = frame.slice("data: ".length);
+        if (payload === "[DONE]") continue;
+        const chunk = JSON.parse(payload);
+        if (chunk.type === "text-delta") deltas.push({ at: now, delta: chunk.delta });
+      }
+    }
+    return deltas;
+  }
+
+  /** How many separate moments `deltas` arrived in: arrivals `gap` ms or more apart. */
+  const moments = (deltas, gap) => deltas.filter((d, i) => i === 0 || d.at - deltas[i - 1].at >= gap).length;
+
+  // The Worker joins what arrives together into one read (src/edge/pump.js); what trickles
+  // must still be passed on as it comes.
+  test("a slow provider's tokens reach the browser one by one, as they are written", async () => {
+    const text = "Slow tokens arrive one by one.";
+    anthropic.script({ text, writes: "event", gapMs: 150 });
+    const id = await createConversation();
+    const started = Date.now();
+    const deltas = await timedDeltas(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Go slowly." }), started);
+    assert.equal(deltas.map((d) => d.delta).join(""), text);
+    // Five 6-character pieces, each written 150 ms after the one before.
+    assert.equal(moments(deltas, 75), 5, `arrivals: ${JSON.stringify(deltas)}`);
+  });
+
+  test("after a burst, a slowing provider's tokens are held back by an event or two at most", async () => {
+    const burst = "Fast words come all at once. ".repeat(12).slice(0, 300); // 50 pieces
+    const slow = "and then a slow tail: eight pieces of six letter"; // 8 pieces
+    // message_start, content_block_start and ping, then the fast pieces, written back to back;
+    // then the slow ones, 150 ms apart.
+    anthropic.script({ text: burst + slow, writes: "event", burst: 3 + 50, gapMs: 150 });
+    const id = await createConversation();
+    const started = Date.now();
+    const deltas = await timedDeltas(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Go fast, then slow." }), started);
+    assert.equal(deltas.map((d) => d.delta).join(""), burst + slow);
+    const arrivals = `arrivals (ms): ${JSON.stringify(deltas.map((d) => d.at))}`;
+    // The fast pieces were joined into few reads; the last of them may wait for the next
+    // writes (the Worker asked for more bytes than had come), but not for the whole tail.
+    const fast = deltas.slice(0, 50);
+    const held = fast.filter((d) => d.at - fast[0].at >= 75);
+    assert.ok(held.length <= 4, `${held.length} fast pieces were held back; ${arrivals}`);
+    assert.ok(fast.every((d) => d.at - fast[0].at < 2.5 * 150), arrivals);
+    // The slow ones are passed on as they come.
+    assert.ok(moments(deltas.slice(50), 75) >= 7, arrivals);
+  });
+});
