@@ -1,11 +1,10 @@
 //! The `AI` binding (Workers AI) as Layer 1's `AiBinding`.
 
 use async_trait::async_trait;
-use futures::StreamExt;
 use worker::js_sys::{Function, Promise, Reflect, JSON};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{ByteStream as WorkerByteStream, Env};
+use worker::Env;
 
 use crate::llm::providers::AiBinding;
 use crate::llm::ByteStream;
@@ -42,8 +41,8 @@ impl AiBinding for WorkersAiBinding {
         let stream: worker::web_sys::ReadableStream = output
             .dyn_into()
             .map_err(|_| "the model did not stream (no ReadableStream)".to_string())?;
-        let body = WorkerByteStream::from(stream);
-        Ok(Box::pin(body.map(|chunk| chunk.map_err(|e| e.to_string()))))
+        // Read as a fetched body is: the chunks that arrive together in one read.
+        Ok(Box::pin(super::fetch::Piped::new(&stream)?))
     }
 }
 

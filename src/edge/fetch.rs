@@ -184,7 +184,7 @@ const EAGER_READS: u32 = 2;
 /// in it. Reading chunk by chunk from wasm cost, per chunk, a `read()` promise, a crossing into
 /// wasm and a wake and poll of the turn's task: profiled under workerd, about ten times the
 /// decoding.
-struct Piped {
+pub(crate) struct Piped {
     inbox: Rc<RefCell<Inbox>>,
     _write: Closure<dyn FnMut(JsValue)>,
     _gathered: Closure<dyn FnMut()>,
@@ -220,7 +220,7 @@ fn global() -> web_sys::WorkerGlobalScope {
 }
 
 impl Piped {
-    fn new(body: &web_sys::ReadableStream) -> Result<Self, String> {
+    pub(crate) fn new(body: &web_sys::ReadableStream) -> Result<Self, String> {
         let inbox = Rc::new(RefCell::new(Inbox::default()));
         let window = Rc::clone(&inbox);
         let gathered = Closure::<dyn FnMut()>::new(move || {
