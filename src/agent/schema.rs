@@ -126,15 +126,18 @@ fn bound(
     } else {
         format!(" {unit}")
     };
-    if let Some(lo) = schema.get(min).and_then(Value::as_f64) {
-        if n < lo {
-            errors.push(format!("{path}: must be at least {lo}{unit}"));
-        }
+    // The bound is printed as the schema wrote it (a JSON number), not as an `f64`.
+    if let Some(lo) = schema
+        .get(min)
+        .filter(|v| v.as_f64().is_some_and(|lo| n < lo))
+    {
+        errors.push(format!("{path}: must be at least {lo}{unit}"));
     }
-    if let Some(hi) = schema.get(max).and_then(Value::as_f64) {
-        if n > hi {
-            errors.push(format!("{path}: must be at most {hi}{unit}"));
-        }
+    if let Some(hi) = schema
+        .get(max)
+        .filter(|v| v.as_f64().is_some_and(|hi| n > hi))
+    {
+        errors.push(format!("{path}: must be at most {hi}{unit}"));
     }
 }
 

@@ -120,7 +120,8 @@ pub(crate) async fn stream_response(
     request: Result<HttpRequest, LlmError>,
     model: &ModelRef,
     framing: Framing,
-    decoder: impl Decode,
+    // `dyn`: one copy of the streaming code for every provider, not one each.
+    decoder: &mut dyn Decode,
     on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
 ) -> Completion {
     let provider = model.provider.as_str();
@@ -165,7 +166,7 @@ pub(crate) async fn decode_body(
     mut body: ByteStream,
     model: &ModelRef,
     framing: Framing,
-    mut decoder: impl Decode,
+    decoder: &mut dyn Decode,
     on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
 ) -> Completion {
     let provider = model.provider.as_str();

@@ -115,13 +115,13 @@ impl Provider for Anthropic {
         request: &LlmRequest<'_>,
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
-        let decoder = Decoder::default();
+        let mut decoder = Decoder::default();
         stream_response(
             self.transport.as_ref(),
             self.http_request(request),
             &self.model,
             Framing::Sse,
-            decoder,
+            &mut decoder,
             on_event,
         )
         .await

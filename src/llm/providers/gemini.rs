@@ -132,7 +132,7 @@ impl Provider for Gemini {
         request: &LlmRequest<'_>,
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
-        let decoder = Decoder {
+        let mut decoder = Decoder {
             id_prefix: request.messages.len(),
             ..Decoder::default()
         };
@@ -141,7 +141,7 @@ impl Provider for Gemini {
             self.http_request(request),
             &self.model,
             Framing::Sse,
-            decoder,
+            &mut decoder,
             on_event,
         )
         .await

@@ -99,7 +99,7 @@ impl Provider for Ollama {
         request: &LlmRequest<'_>,
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
-        let decoder = Decoder {
+        let mut decoder = Decoder {
             id_prefix: request.messages.len(),
             ..Decoder::default()
         };
@@ -108,7 +108,7 @@ impl Provider for Ollama {
             self.http_request(request),
             &self.model,
             Framing::Ndjson,
-            decoder,
+            &mut decoder,
             on_event,
         )
         .await

@@ -86,11 +86,11 @@ impl Provider for WorkersAi {
         };
         match self.binding.run_stream(&self.model.model, &input).await {
             Ok(body) => {
-                let decoder = Decoder {
+                let mut decoder = Decoder {
                     id_prefix: request.messages.len(),
                     ..Decoder::default()
                 };
-                decode_body(body, &self.model, Framing::Sse, decoder, on_event).await
+                decode_body(body, &self.model, Framing::Sse, &mut decoder, on_event).await
             }
             // The binding throws for bad input, unknown models and capacity alike; its words
             // are all we have.
