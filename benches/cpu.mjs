@@ -1,6 +1,8 @@
 // `make bench`: workerd CPU, memory and time to first byte per streamed turn, for this Worker,
 // for a pass-through Worker (benches/workers/passthrough.js) that only pipes the provider's
-// bytes, and for the AI SDK's `streamText` (benches/workers/aisdk.js). Each Worker runs alone in
+// bytes, for the AI SDK's `streamText` (benches/workers/aisdk.js), and for the platform floor
+// (benches/workers/floor.js: this design's storage and streaming work in plain JavaScript, a
+// Durable Object per conversation and D1, nothing else). Each Worker runs alone in
 // its own workerd, served by Miniflare directly (benches/miniflare.mjs: no `wrangler dev` proxy;
 // local D1 and Durable Objects, migrations applied), against the same loopback Anthropic-format provider writing one SSE event per chunk. CPU is read from the
 // workerd process's scheduler statistics (every thread, nanoseconds) around each turn; the
@@ -66,6 +68,18 @@ async function passThrough() {
   return worker;
 }
 
+async function floor() {
+  const worker = await start({ config: path.join(ROOT, "benches/workers/floor.toml"), migrations: path.join(ROOT, "migrations") });
+  let n = 0;
+  worker.complete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
+  worker.turn = () => fetch(worker.url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ id: `floor-${Date.now()}-${n++}`, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
+  });
+  return worker;
+}
+
 async function aiSdk() {
   const main = await bundle(path.join(ROOT, "benches/workers/aisdk.js"), path.join(ROOT, "target/bench/aisdk.js"));
   const worker = await start({ config: path.join(ROOT, "benches/workers/aisdk.toml"), main });
@@ -125,7 +139,7 @@ async function measure(worker, answer) {
 
 const fmt = (n, w = 7) => n.toFixed(1).padStart(w);
 const rows = [];
-for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker", edgeAgent], ["AI SDK streamText", aiSdk]]) {
+for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker", edgeAgent], ["AI SDK streamText", aiSdk], ["platform floor (JS)", floor]]) {
   const worker = await make();
   try {
     const long = await measure(worker, { text: LONG, writes: "event" });
@@ -139,7 +153,7 @@ for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker"
 }
 await anthropic.close();
 
-const [base, ours, sdk] = rows;
+const [base, ours, sdk, least] = rows;
 console.log(`workerd per turn, medians of ${TURNS} after ${WARMUP} warm-up turns (each Worker alone in one workerd, served by Miniflare):`);
 for (const [label, key] of [["1,000-token answer, one SSE event per write", "long"], ["the same answer in one write", "oneWrite"], ['short answer ("hi")', "short"]]) {
   console.log(`  ${label}:`);
@@ -152,4 +166,5 @@ for (const [label, key] of [["1,000-token answer, one SSE event per write", "lon
 console.log(`  this Worker, "hi" as a later message of one conversation (its history grows to ${2 * (WARMUP + TURNS)} messages): CPU ${fmt(ours.later.cpu)} ms, TTFB ${fmt(ours.later.ttfb)} ms, total ${fmt(ours.later.total)} ms`);
 console.log(`  this Worker, D1 round trips per turn (none in the Worker; in the object: the history with the new message and a new chat's row, then the answer): first message ${ours.short.d1}, later message ${ours.later.d1}, 1,000-token answer ${ours.long.d1}; object requests 1 (the hand-over) + ${ours.long.objectRequests} during the turn`);
 console.log(`  RSS MB after ~${3 * (WARMUP + TURNS)} turns: ${rows.map((r) => `${r.name} ${r.short.rss.toFixed(0)}`).join(", ")}`);
+console.log(`  "hi" in a new conversation: this Worker ${fmt(ours.short.cpu, 0)} ms of CPU, the platform floor ${fmt(least.short.cpu, 0)} ms (a Durable Object and two D1 round trips, in plain JavaScript), the AI SDK ${fmt(sdk.short.cpu, 0)} ms (stores nothing)`);
 console.log(`  1,000-token turn: this Worker ${(ours.long.cpu / base.long.cpu).toFixed(1)}x the pass-through's CPU; the AI SDK ${(sdk.long.cpu / ours.long.cpu).toFixed(1)}x this Worker's`);
