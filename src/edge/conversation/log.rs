@@ -94,11 +94,17 @@ impl ChunkLog {
             return None;
         }
         let (tx, rx) = unbounded();
-        let mut backlog = match self.storage.chunks() {
-            Ok(logged) => logged,
-            Err(e) => {
-                worker::console_error!("reading the chunk log: {e}");
-                return None;
+        // Storage holds only what this log wrote (`new` pruned the rest): nothing to read when
+        // it wrote nothing, as for the POST that starts the turn.
+        let mut backlog = if self.logged.get() == 0 {
+            String::new()
+        } else {
+            match self.storage.chunks() {
+                Ok(logged) => logged,
+                Err(e) => {
+                    worker::console_error!("reading the chunk log: {e}");
+                    return None;
+                }
             }
         };
         backlog.push_str(&self.pending.borrow());

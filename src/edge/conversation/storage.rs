@@ -178,8 +178,8 @@ impl ObjectStorage {
 
     /// The turn ended: forget it, and remember what a pause waits for.
     pub fn end_turn(&self, paused: Option<(PauseKind, &[ToolDef])>) -> Result<()> {
-        self.sql.exec("DELETE FROM turn", None)?;
-        self.sql.exec("DELETE FROM chunks", None)?;
+        self.sql
+            .exec("DELETE FROM turn; DELETE FROM chunks", None)?;
         if let Some((kind, tools)) = paused {
             let tools = serde_json::to_string(tools).unwrap_or_else(|_| "[]".into());
             self.sql.exec(
