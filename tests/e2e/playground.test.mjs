@@ -241,7 +241,8 @@ test("an artifact appears in the panel and updates as new versions arrive", asyn
         return { text: "Adding one more step now. ".repeat(4), gapMs: 8, tools: [{ id: "toolu_a2", name: "update_artifact", input: { id: artifactId, content: "# Trip plan\n\n- book the train\n- pack the bags" } }] };
       }
       if (result.tool_use_id === "toolu_a2") {
-        return { tools: [{ id: "toolu_a3", name: "create_artifact", input: { title: "Card", kind: "html", content: "<h1>Boarding pass</h1><script>parent.pwned = 1</script>" } }] };
+        // Slowly too: the second version stays on screen until the next artifact replaces it.
+        return { text: "Now a boarding pass. ".repeat(4), gapMs: 3, tools: [{ id: "toolu_a3", name: "create_artifact", input: { title: "Card", kind: "html", content: "<h1>Boarding pass</h1><script>parent.pwned = 1</script>" } }] };
       }
       return { text: "The plan has two steps, and your boarding pass is ready." };
     };
