@@ -411,8 +411,9 @@ describe("streaming", () => {
     const fast = deltas.slice(0, 50);
     const held = fast.filter((d) => d.at - fast[0].at >= 75);
     assert.ok(held.length <= 4, `${held.length} fast pieces were held back; ${arrivals}`);
-    assert.ok(fast.every((d) => d.at - fast[0].at < 2.5 * 150), arrivals);
-    // The slow ones are passed on as they come.
-    assert.ok(moments(deltas.slice(50), 75) >= 7, arrivals);
+    assert.ok(fast.every((d) => d.at - fast[0].at < 3 * 150), arrivals);
+    // The slow ones are passed on as they come, but for one hold-back of less than 256 bytes
+    // (two pieces waiting for a third) right after the burst.
+    assert.ok(moments(deltas.slice(50), 75) >= 6, arrivals);
   });
 });
