@@ -22,6 +22,16 @@ const LONG = "Stream me. ".repeat(546).slice(0, 6000);
 const anthropic = await anthropicLoopback();
 const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" };
 
+/** A UI message stream that ended as `useChat` expects: a `finish` chunk, then `[DONE]`. */
+const uiStreamComplete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
+
+/** One user message in chat `id`, as `useChat` sends it. */
+const chatMessage = (url, id, text) => fetch(url, {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ id, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text }] }] }),
+});
+
 async function start({ config = path.join(ROOT, "wrangler.toml"), ...options }) {
   return startMiniflare({ config, persistDir: freshPersistDir(), vars, ...options });
 }
@@ -30,20 +40,12 @@ async function edgeAgent() {
   // As the e2e harness runs it: anonymous callers, no per-user message limit.
   const worker = await start({ migrations: path.join(ROOT, "migrations"), vars: { ...vars, ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
   let n = 0;
-  worker.complete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
-  worker.turn = () => fetch(`${worker.url}/v1/chat`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id: `bench-${Date.now()}-${n++}`, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
-  });
+  worker.complete = uiStreamComplete;
+  worker.turn = () => chatMessage(`${worker.url}/v1/chat`, `bench-${Date.now()}-${n++}`, "Say something long.");
   // A later message of one chat, as `useChat` sends it (the object keeps the conversation:
   // no D1 read in the Worker, none in the object before the history's).
   const later = `bench-later-${Date.now()}`;
-  worker.laterTurn = () => fetch(`${worker.url}/v1/chat`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id: later, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something." }] }] }),
-  });
+  worker.laterTurn = () => chatMessage(`${worker.url}/v1/chat`, later, "Say something.");
   // The object's log line for the turn (found by the request's id): its D1 round trips and requests.
   worker.traffic = async (requestId) => {
     const deadline = Date.now() + 5_000;
@@ -71,24 +73,16 @@ async function passThrough() {
 async function floor() {
   const worker = await start({ config: path.join(ROOT, "benches/workers/floor.toml"), migrations: path.join(ROOT, "migrations") });
   let n = 0;
-  worker.complete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
-  worker.turn = () => fetch(worker.url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id: `floor-${Date.now()}-${n++}`, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
-  });
+  worker.complete = uiStreamComplete;
+  worker.turn = () => chatMessage(worker.url, `floor-${Date.now()}-${n++}`, "Say something long.");
   return worker;
 }
 
 async function aiSdk() {
   const main = await bundle(path.join(ROOT, "benches/workers/aisdk.js"), path.join(ROOT, "target/bench/aisdk.js"));
   const worker = await start({ config: path.join(ROOT, "benches/workers/aisdk.toml"), main });
-  worker.complete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
-  worker.turn = () => fetch(worker.url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id: "bench", trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
-  });
+  worker.complete = uiStreamComplete;
+  worker.turn = () => chatMessage(worker.url, "bench", "Say something long.");
   return worker;
 }
 
