@@ -5,9 +5,10 @@
 //! the Worker relays as it is.
 
 use serde::{Deserialize, Serialize};
-use worker::{Env, Headers, Method, Request, RequestInit, Response, Stub};
+use worker::{Env, Headers, Method, Request, Response, Stub};
 
 use super::error::ApiError;
+use super::fetch::new_request;
 use crate::agent::AgentMessage;
 use crate::llm::ToolDef;
 
@@ -222,18 +223,20 @@ impl Coordinator {
         route: &str,
         body: Option<&B>,
     ) -> Result<Response, ApiError> {
-        let mut init = RequestInit::new();
-        init.with_method(method);
+        let headers = Headers::new();
         if let Some(request_id) = &self.request_id {
-            let headers = Headers::new();
             headers.set(super::REQUEST_ID, request_id)?;
-            init.with_headers(headers);
         }
-        if let Some(body) = body {
-            init.with_body(Some(serde_json::to_string(body)?.into()));
-        }
-        let request = Request::new_with_init(&format!("https://conversation/{route}"), &init)?;
-        Ok(self.stub.fetch_with_request(request).await?)
+        let body = body.map(serde_json::to_string).transpose()?;
+        let request = new_request(
+            method.as_ref(),
+            &format!("https://conversation/{route}"),
+            &headers,
+            body.as_deref(),
+            None,
+        )
+        .map_err(ApiError::Internal)?;
+        Ok(self.stub.fetch_with_request(Request::from(request)).await?)
     }
 }
 

@@ -13,7 +13,7 @@ use wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::closure::Closure;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{js_sys, wasm_bindgen_futures, web_sys};
-use worker::{AbortSignal, Delay, Fetch, Headers, Method, Request, RequestInit, ResponseBody};
+use worker::{AbortSignal, Delay, Headers, Response, ResponseBody};
 
 use crate::llm::{idle_timeout, ApiRequest, ByteStream, HttpRequest, HttpResponse, HttpTransport};
 
@@ -29,24 +29,19 @@ pub struct FetchTransport {
 #[async_trait(?Send)]
 impl HttpTransport for FetchTransport {
     async fn post(&self, request: HttpRequest) -> Result<HttpResponse, String> {
-        let sent = send(Method::Post, request, self.signal.as_ref());
+        let sent = send("POST", request, self.signal.as_ref());
         self.watched(sent).await
     }
 
     async fn get(&self, request: HttpRequest) -> Result<HttpResponse, String> {
-        let sent = send(Method::Get, request, self.signal.as_ref());
+        let sent = send("GET", request, self.signal.as_ref());
         self.watched(sent).await
     }
 
     async fn send(&self, request: ApiRequest) -> Result<HttpResponse, String> {
-        let method = match request.method {
-            "GET" => Method::Get,
-            "POST" => Method::Post,
-            "PUT" => Method::Put,
-            "PATCH" => Method::Patch,
-            "DELETE" => Method::Delete,
-            other => return Err(format!("unsupported method {other}")),
-        };
+        if !matches!(request.method, "GET" | "POST" | "PUT" | "PATCH" | "DELETE") {
+            return Err(format!("unsupported method {}", request.method));
+        }
         let headers = Headers::new();
         for (name, value) in &request.headers {
             // The value may hold a secret: name the header only.
@@ -54,11 +49,14 @@ impl HttpTransport for FetchTransport {
                 .set(name, value)
                 .map_err(|_| format!("header `{name}` is not valid"))?;
         }
-        let mut init = RequestInit::new();
-        init.with_method(method)
-            .with_headers(headers)
-            .with_body(request.body.as_deref().map(JsValue::from_str));
-        respond(&request.url, &init, self.signal.as_ref()).await
+        let outgoing = new_request(
+            request.method,
+            &request.url,
+            &headers,
+            request.body.as_deref(),
+            self.signal.as_ref(),
+        )?;
+        respond(outgoing).await
     }
 }
 
@@ -128,7 +126,7 @@ fn now() -> f64 {
 }
 
 async fn send(
-    method: Method,
+    method: &str,
     request: HttpRequest,
     signal: Option<&AbortSignal>,
 ) -> Result<HttpResponse, String> {
@@ -136,28 +134,44 @@ async fn send(
     for (name, value) in &request.headers {
         headers.set(name, value).map_err(|e| e.to_string())?;
     }
-    let mut init = RequestInit::new();
-    let body = (method == Method::Post).then(|| JsValue::from_str(&request.body));
-    init.with_method(method)
-        .with_headers(headers)
-        .with_body(body);
-    respond(&request.url, &init, signal).await
+    let body = (method == "POST").then_some(request.body.as_str());
+    respond(new_request(method, &request.url, &headers, body, signal)?).await
 }
 
-async fn respond(
+/// A request for `fetch` or a Durable Object stub, made with the platform's own `RequestInit`:
+/// workers-rs's `Request::new_with_init` carries the whole `cf` options type (image resizing
+/// and more) into the wasm, 12 KB, for options we never set.
+pub(crate) fn new_request(
+    method: &str,
     url: &str,
-    init: &RequestInit,
+    headers: &Headers,
+    body: Option<&str>,
     signal: Option<&AbortSignal>,
-) -> Result<HttpResponse, String> {
-    let outgoing = Request::new_with_init(url, init).map_err(|e| e.to_string())?;
-    let fetch = Fetch::Request(outgoing);
-    let sent = match signal {
-        Some(signal) => fetch.send_with_signal(signal).await,
-        None => fetch.send().await,
-    };
-    // Not the URL: this text can reach a user (a tool's error result), and a deployment's URLs
-    // are its configuration.
-    let response = sent.map_err(|e| e.to_string())?;
+) -> Result<web_sys::Request, String> {
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    init.set_headers(headers.as_ref());
+    if let Some(body) = body {
+        init.set_body(&JsValue::from_str(body));
+    }
+    if let Some(signal) = signal {
+        init.set_signal(Some(signal));
+    }
+    // Not the URL in the error: this text can reach a user (a tool's error result), and a
+    // deployment's URLs are its configuration.
+    web_sys::Request::new_with_str_and_init(url, &init).map_err(|e| {
+        e.as_string()
+            .unwrap_or_else(|| "invalid URL or options for Request".into())
+    })
+}
+
+async fn respond(outgoing: web_sys::Request) -> Result<HttpResponse, String> {
+    let sent = global().fetch_with_request(&outgoing);
+    let response: web_sys::Response = wasm_bindgen_futures::JsFuture::from(sent)
+        .await
+        .map_err(|e| worker::Error::from(e).to_string())?
+        .unchecked_into();
+    let response = Response::from(response);
     let status = response.status_code();
     let headers = response.headers().entries().collect();
     let body: ByteStream = match response.body() {
