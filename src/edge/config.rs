@@ -2,6 +2,7 @@
 //! Parsing is separate from `Env` so it is tested natively; every error names its variable.
 
 use crate::agent::remote::{parse_http_tools, parse_mcp_servers, HttpToolSpec, McpServerSpec};
+use crate::llm::error::decimal;
 use crate::llm::models::Registry;
 use crate::llm::ModelRef;
 
@@ -138,8 +139,8 @@ impl Config {
             allow_private_tool_hosts: flag(&get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
             rate_limit_per_minute: number(&get, "RATE_LIMIT_PER_MINUTE", 30, 0..=1_000_000)?,
             user_budget_usd: get("USER_BUDGET_USD")
-                .map(|v| match v.trim().parse::<f64>() {
-                    Ok(usd) if usd.is_finite() && usd >= 0.0 => Ok(usd),
+                .map(|v| match decimal(&v) {
+                    Some(usd) => Ok(usd),
                     _ => Err(ApiError::config(
                         "USER_BUDGET_USD",
                         "must be a number of US dollars, 0 or more",
@@ -288,8 +289,8 @@ fn ratio(get: &impl Fn(&str) -> Option<String>, name: &str, default: f64) -> Res
     let Some(raw) = get(name) else {
         return Ok(default);
     };
-    match raw.trim().parse::<f64>() {
-        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+    match decimal(&raw) {
+        Some(r) if r > 0.0 && r <= 1.0 => Ok(r),
         _ => Err(ApiError::config(
             name,
             format!("`{raw}` is not a number above 0 and at most 1"),

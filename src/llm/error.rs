@@ -262,10 +262,10 @@ pub fn retry_after_ms<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Option<u6
 }
 
 fn retry_after_ms_at<'a>(header: impl Fn(&str) -> Option<&'a str>, now_ms: i64) -> Option<u64> {
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+    if let Some(ms) = header("retry-after-ms").and_then(decimal) {
         return Some(ms.max(0.0) as u64);
     }
-    if let Some(s) = header("retry-after").and_then(|v| v.trim().parse::<f64>().ok()) {
+    if let Some(s) = header("retry-after").and_then(decimal) {
         return Some((s.max(0.0) * 1000.0) as u64);
     }
     let openai = ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
@@ -298,7 +298,7 @@ fn parse_rfc3339_ms(text: &str) -> Option<i64> {
     let mut hms = time.splitn(3, ':');
     let h: i64 = hms.next()?.parse().ok()?;
     let min: i64 = hms.next()?.parse().ok()?;
-    let sec: f64 = hms.next()?.parse().ok()?;
+    let sec = decimal(hms.next()?)?;
     let offset_min = match zone.chars().next() {
         None | Some('Z' | 'z') => 0,
         Some(sign) => {
@@ -322,6 +322,26 @@ fn parse_rfc3339_ms(text: &str) -> Option<i64> {
     Some(secs * 1000 + (sec * 1000.0).round() as i64)
 }
 
+/// `12`, `0.5`, `05.250`, `7.` (surrounding spaces allowed): the plain decimals that headers and
+/// settings carry. Not `str::parse::<f64>`: `core`'s float parser (exponents, `inf`, correct
+/// rounding of any length) costs 16 KB of wasm for numbers these never hold. Exact for up to 15
+/// digits after the point.
+pub fn decimal(text: &str) -> Option<f64> {
+    let (whole, fraction) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+    let digits = whole.len() + fraction.len();
+    if digits == 0
+        || digits > 30
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let value = |s: &str| s.bytes().fold(0.0, |n, b| n * 10.0 + f64::from(b - b'0'));
+    Some(value(whole) + value(fraction) / 10f64.powi(fraction.len() as i32))
+}
+
 /// `1h2m3.5s`, `6m0s`, `20ms`, `0.5s` → milliseconds.
 fn parse_duration_ms(text: &str) -> Option<u64> {
     let mut total = 0.0;
@@ -333,7 +353,7 @@ fn parse_duration_ms(text: &str) -> Option<u64> {
         let digits = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
-        let value: f64 = rest[..digits].parse().ok()?;
+        let value = decimal(&rest[..digits])?;
         rest = &rest[digits..];
         let (factor, unit_len) = if rest.starts_with("ms") {
             (1.0, 2)
@@ -430,5 +450,27 @@ mod tests {
             None
         );
         assert_eq!(from(&[]), None);
+    }
+
+    #[test]
+    fn decimals_as_headers_and_settings_write_them() {
+        assert_eq!(decimal("7"), Some(7.0));
+        assert_eq!(decimal(" 0.8 "), Some(0.8));
+        assert_eq!(decimal("05.250"), Some(5.25));
+        assert_eq!(decimal(".5"), Some(0.5));
+        assert_eq!(decimal("12."), Some(12.0));
+        assert_eq!(decimal("0.1"), Some(0.1));
+        for bad in ["", ".", "-1", "1e3", "inf", "NaN", "1.2.3", "1,5", "+2"] {
+            assert_eq!(decimal(bad), None, "{bad}");
+        }
+        // An instant with fractional seconds: Anthropic's reset headers.
+        assert_eq!(
+            retry_after_ms_at(
+                |name| (name == "anthropic-ratelimit-tokens-reset")
+                    .then_some("2026-11-21T06:10:05.250Z"),
+                parse_rfc3339_ms("2026-11-21T06:10:00Z").unwrap_or_default(),
+            ),
+            Some(5250)
+        );
     }
 }
