@@ -18,6 +18,8 @@ const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = 3;
 // About 1,000 tokens: the loopback sends six characters per text delta, one event per write.
 const LONG = "Stream me. ".repeat(546).slice(0, 6000);
+// The loopback's pause between events in the first-token measurement.
+const PAUSE_MS = 30;
 
 const anthropic = await anthropicLoopback();
 const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" };
@@ -88,11 +90,13 @@ async function aiSdk() {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
-/** Runs turns, each answered by `answer`; returns median CPU ms, TTFB ms, total ms, D1 round
- * trips and object requests (this Worker), and RSS after. */
+/** Runs turns, each answered by `answer`; returns median CPU ms, TTFB ms, time to the first
+ * token (the first text delta that says something), total ms, D1 round trips and object
+ * requests (this Worker), and RSS after. */
 async function measure(worker, answer) {
   const cpu = [];
   const ttfb = [];
+  const firstToken = [];
   const total = [];
   const d1 = [];
   const objectRequests = [];
@@ -105,12 +109,19 @@ async function measure(worker, answer) {
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     let first = true;
+    let spoke = false;
     let body = "";
     for (;;) {
       const { done, value } = await reader.read();
       if (first) { ttfb.push(performance.now() - started); first = false; }
       if (done) break;
+      const seen = body.length;
       body += decoder.decode(value, { stream: true });
+      // A UI `text-delta`, or the provider's own `text_delta` (the pass-through).
+      if (!spoke && /"(?:delta|text)": ?"[^"]/.test(body.slice(Math.max(0, seen - 16)))) {
+        firstToken.push(performance.now() - started);
+        spoke = true;
+      }
     }
     total.push(performance.now() - started);
     // Only whole answers count: every delta arrived and the stream closed properly.
@@ -126,7 +137,7 @@ async function measure(worker, answer) {
     }
   }
   return {
-    cpu: median(cpu), ttfb: median(ttfb.slice(WARMUP)), total: median(total.slice(WARMUP)), rss: rssMb(worker.pid),
+    cpu: median(cpu), ttfb: median(ttfb.slice(WARMUP)), firstToken: median(firstToken.slice(WARMUP)), total: median(total.slice(WARMUP)), rss: rssMb(worker.pid),
     d1: d1.length ? median(d1) : undefined, objectRequests: objectRequests.length ? median(objectRequests) : undefined,
   };
 }
@@ -140,7 +151,10 @@ for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker"
     const oneWrite = await measure(worker, { text: LONG, writes: "one" });
     const short = await measure(worker, { text: "hi", writes: "event" });
     const later = worker.laterTurn && (await measure({ ...worker, turn: worker.laterTurn }, { text: "hi", writes: "event" }));
-    rows.push({ name, long, oneWrite, short, later });
+    // A model that pauses before each event after the first, as a real one does before its
+    // first token: what the client waits for is then the runtime's own delay.
+    const paused = await measure(worker, { text: "hi", writes: "event", burst: 1, gapMs: PAUSE_MS });
+    rows.push({ name, long, oneWrite, short, later, paused });
   } finally {
     await worker.stop();
   }
@@ -159,6 +173,7 @@ for (const [label, key] of [["1,000-token answer, one SSE event per write", "lon
 }
 console.log(`  this Worker, "hi" as a later message of one conversation (its history grows to ${2 * (WARMUP + TURNS)} messages): CPU ${fmt(ours.later.cpu)} ms, TTFB ${fmt(ours.later.ttfb)} ms, total ${fmt(ours.later.total)} ms`);
 console.log(`  this Worker, D1 round trips per turn (none in the Worker; in the object: the history with the new message and a new chat's row, then the answer): first message ${ours.short.d1}, later message ${ours.later.d1}, 1,000-token answer ${ours.long.d1}; object requests 1 (the hand-over) + ${ours.long.objectRequests} during the turn`);
+console.log(`  first token, "hi" from a provider that pauses ${PAUSE_MS} ms before each event after its first (median ms from the request): ${rows.map((r) => `${r.name} ${r.paused.firstToken.toFixed(1)}`).join(", ")}`);
 console.log(`  RSS MB after ~${3 * (WARMUP + TURNS)} turns: ${rows.map((r) => `${r.name} ${r.short.rss.toFixed(0)}`).join(", ")}`);
 console.log(`  "hi" in a new conversation: this Worker ${fmt(ours.short.cpu, 0)} ms of CPU, the platform floor ${fmt(least.short.cpu, 0)} ms (a Durable Object and two D1 round trips, in plain JavaScript), the AI SDK ${fmt(sdk.short.cpu, 0)} ms (stores nothing)`);
 console.log(`  1,000-token turn: this Worker ${(ours.long.cpu / base.long.cpu).toFixed(1)}x the pass-through's CPU; the AI SDK ${(sdk.long.cpu / ours.long.cpu).toFixed(1)}x this Worker's`);

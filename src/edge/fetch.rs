@@ -186,18 +186,16 @@ async fn respond(outgoing: web_sys::Request) -> Result<HttpResponse, String> {
     })
 }
 
-/// After bytes arrive, how long the body waits for more before waking its reader.
-const GATHER_MS: i32 = 3;
-/// The first reads wake the reader at once: a stream's opening and its first token must not
-/// wait.
-const EAGER_READS: u32 = 2;
+/// Bytes that follow a wake of the reader within this window wait for the window's end, so a
+/// burst wakes the reader once per window; bytes after a quieter spell wake it at once, so a
+/// stream's opening, its first token after the model's pause, and a trickle never wait.
+const GATHER_MS: f64 = 3.0;
 
 /// A response body read for us by `pump.js`, which joins the chunks that arrive together into
 /// one read (see there) and hands each read to `write`, which only appends the bytes to a
-/// buffer; the reader is woken once per [`GATHER_MS`] window and takes everything that arrived
-/// in it. Reading chunk by chunk from wasm cost, per chunk, a `read()` promise, a crossing into
-/// wasm and a wake and poll of the turn's task: profiled under workerd, about ten times the
-/// decoding.
+/// buffer and wakes the reader as [`GATHER_MS`] says. Reading chunk by chunk from wasm cost, per
+/// chunk, a `read()` promise, a crossing into wasm and a wake and poll of the turn's task:
+/// profiled under workerd, about ten times the decoding.
 pub(crate) struct Piped {
     inbox: Rc<RefCell<Inbox>>,
     _write: Closure<dyn FnMut(JsValue)>,
@@ -207,7 +205,8 @@ pub(crate) struct Piped {
 #[derive(Default)]
 struct Inbox {
     bytes: Vec<u8>,
-    reads: u32,
+    /// When the reader was last woken for bytes (`Date.now()`; 0 before the first).
+    woken_at: f64,
     /// The pending window's timer, if one runs.
     timer: Option<i32>,
     ended: bool,
@@ -240,6 +239,7 @@ impl Piped {
         let gathered = Closure::<dyn FnMut()>::new(move || {
             let mut inbox = window.borrow_mut();
             inbox.timer = None;
+            inbox.woken_at = now();
             inbox.wake();
         });
         let gathered_fn: js_sys::Function = gathered.as_ref().clone().unchecked_into();
@@ -251,16 +251,23 @@ impl Piped {
             let start = inbox.bytes.len();
             inbox.bytes.resize(start + chunk.length() as usize, 0);
             chunk.copy_to(&mut inbox.bytes[start..]);
-            inbox.reads = inbox.reads.saturating_add(1);
-            if inbox.reads <= EAGER_READS {
+            if inbox.timer.is_some() {
+                return;
+            }
+            // The clock only moves on I/O: bytes that came in the same instant as the last wake
+            // are part of a burst.
+            let at = now();
+            if at - inbox.woken_at >= GATHER_MS {
+                inbox.woken_at = at;
                 inbox.wake();
-            } else if inbox.timer.is_none() {
-                inbox.timer = global()
-                    .set_timeout_with_callback_and_timeout_and_arguments_0(&gathered_fn, GATHER_MS)
-                    .ok();
-                if inbox.timer.is_none() {
-                    inbox.wake();
-                }
+                return;
+            }
+            let wait = (inbox.woken_at + GATHER_MS - at).ceil() as i32;
+            inbox.timer = global()
+                .set_timeout_with_callback_and_timeout_and_arguments_0(&gathered_fn, wait)
+                .ok();
+            if inbox.timer.is_none() {
+                inbox.wake();
             }
         });
         let piped = pump(body, write.as_ref().unchecked_ref());

@@ -147,7 +147,7 @@ function loopback(name, render, errorBody) {
     let body = "";
     for await (const chunk of req) body += chunk;
     const parsed = JSON.parse(body);
-    requests.push({ path: req.url, headers: req.headers, body: parsed });
+    requests.push({ path: req.url, headers: req.headers, body: parsed, at: performance.now() });
     const turn = script.shift() ?? api.respond?.(parsed);
     if (!turn) {
       res.writeHead(500, { "content-type": "application/json" });

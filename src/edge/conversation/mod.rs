@@ -832,21 +832,23 @@ fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: 
     worker::console_log!("{line}");
 }
 
-/// A reader's writes gather the chunks that arrive within this window (after the first write,
-/// which goes out at once), so a trickle of tokens costs one write per window, not one each.
-const WRITE_WINDOW_MS: u64 = 4;
+/// A write that follows the last one within this window waits for the window's end and takes
+/// every chunk that arrived by then, so a burst of tokens costs one write per window, not one
+/// each; a write after a quieter spell (the `start` chunk, the first token after the model's
+/// pause, a trickle) goes out at once.
+const WRITE_WINDOW_MS: f64 = 4.0;
 /// ...or until this many bytes wait.
 const WRITE_MAX_BYTES: usize = 16 << 10;
 
 /// A reader's stream as the UI message stream response. Each write is a crossing out of wasm, so
-/// chunks are coalesced: whatever waits when the runtime pulls, plus what arrives within
-/// [`WRITE_WINDOW_MS`]. The first write (the message's `start`) does not wait.
+/// chunks are coalesced: whatever waits when the runtime pulls, plus, right after another write,
+/// what arrives within [`WRITE_WINDOW_MS`] of it.
 fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response, ApiError> {
     let headers = worker::Headers::new();
     for (name, value) in HEADERS {
         headers.set(name, value)?;
     }
-    let writes = futures::stream::unfold((reader, true), |(mut reader, first)| async move {
+    let writes = futures::stream::unfold((reader, 0.0), |(mut reader, written_at)| async move {
         let mut write = reader.next().await?;
         let mut open = true;
         while let Some(ready) = futures::FutureExt::now_or_never(reader.next()) {
@@ -858,10 +860,12 @@ fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response
                 }
             }
         }
-        if open && !first {
-            let mut window = Box::pin(worker::Delay::from(std::time::Duration::from_millis(
-                WRITE_WINDOW_MS,
-            )));
+        // The clock only moves on I/O: a chunk in the same instant as the last write is part
+        // of a burst.
+        let since = now_ms() as f64 - written_at;
+        if open && since < WRITE_WINDOW_MS {
+            let rest = (WRITE_WINDOW_MS - since).ceil() as u64;
+            let mut window = Box::pin(worker::Delay::from(std::time::Duration::from_millis(rest)));
             while write.len() < WRITE_MAX_BYTES {
                 match futures::future::select(reader.next(), &mut window).await {
                     futures::future::Either::Left((Some(chunk), _)) => {
@@ -871,7 +875,10 @@ fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response
                 }
             }
         }
-        Some((Ok::<Vec<u8>, worker::Error>(write), (reader, false)))
+        Some((
+            Ok::<Vec<u8>, worker::Error>(write),
+            (reader, now_ms() as f64),
+        ))
     });
     Ok(Response::from_stream(writes)?.with_headers(headers))
 }
