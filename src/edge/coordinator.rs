@@ -223,15 +223,12 @@ impl Coordinator {
         route: &str,
         body: Option<&B>,
     ) -> Result<Response, ApiError> {
-        let headers = Headers::new();
-        if let Some(request_id) = &self.request_id {
-            headers.set(super::REQUEST_ID, request_id)?;
-        }
+        let request_id = self.request_id.as_deref().map(|id| (super::REQUEST_ID, id));
         let body = body.map(serde_json::to_string).transpose()?;
         let request = new_request(
             method.as_ref(),
             &format!("https://conversation/{route}"),
-            &headers,
+            request_id.as_slice(),
             body.as_deref(),
             None,
         )

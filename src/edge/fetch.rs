@@ -42,17 +42,10 @@ impl HttpTransport for FetchTransport {
         if !matches!(request.method, "GET" | "POST" | "PUT" | "PATCH" | "DELETE") {
             return Err(format!("unsupported method {}", request.method));
         }
-        let headers = Headers::new();
-        for (name, value) in &request.headers {
-            // The value may hold a secret: name the header only.
-            headers
-                .set(name, value)
-                .map_err(|_| format!("header `{name}` is not valid"))?;
-        }
         let outgoing = new_request(
             request.method,
             &request.url,
-            &headers,
+            &request.headers,
             request.body.as_deref(),
             self.signal.as_ref(),
         )?;
@@ -130,27 +123,37 @@ async fn send(
     request: HttpRequest,
     signal: Option<&AbortSignal>,
 ) -> Result<HttpResponse, String> {
-    let headers = Headers::new();
-    for (name, value) in &request.headers {
-        headers.set(name, value).map_err(|e| e.to_string())?;
-    }
     let body = (method == "POST").then_some(request.body.as_str());
-    respond(new_request(method, &request.url, &headers, body, signal)?).await
+    respond(new_request(
+        method,
+        &request.url,
+        &request.headers,
+        body,
+        signal,
+    )?)
+    .await
 }
 
 /// A request for `fetch` or a Durable Object stub, made with the platform's own `RequestInit`:
 /// workers-rs's `Request::new_with_init` carries the whole `cf` options type (image resizing
 /// and more) into the wasm, 12 KB, for options we never set.
-pub(crate) fn new_request(
+pub(crate) fn new_request<N: AsRef<str>, V: AsRef<str>>(
     method: &str,
     url: &str,
-    headers: &Headers,
+    headers: &[(N, V)],
     body: Option<&str>,
     signal: Option<&AbortSignal>,
 ) -> Result<web_sys::Request, String> {
+    let set = Headers::new();
+    for (name, value) in headers {
+        let name = name.as_ref();
+        // The value may hold a secret: name the header only.
+        set.set(name, value.as_ref())
+            .map_err(|_| format!("header `{name}` is not valid"))?;
+    }
     let init = web_sys::RequestInit::new();
     init.set_method(method);
-    init.set_headers(headers.as_ref());
+    init.set_headers(set.as_ref());
     if let Some(body) = body {
         init.set_body(&JsValue::from_str(body));
     }
