@@ -327,7 +327,8 @@ fn parse_rfc3339_ms(text: &str) -> Option<i64> {
 /// rounding of any length) costs 16 KB of wasm for numbers these never hold. Exact for up to 15
 /// digits after the point.
 pub fn decimal(text: &str) -> Option<f64> {
-    let (whole, fraction) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+    let text = text.trim();
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let digits = whole.len() + fraction.len();
     if digits == 0
         || digits > 30
