@@ -48,7 +48,8 @@ async function edgeAgent() {
   // no D1 read in the Worker, none in the object before the history's).
   const later = `bench-later-${Date.now()}`;
   worker.laterTurn = () => chatMessage(`${worker.url}/v1/chat`, later, "Say something.");
-  // The object's log line for the turn (found by the request's id): its D1 round trips and requests.
+  // The object's log line for the turn (found by the request's id): its D1 round trips,
+  // requests and SQL statements.
   worker.traffic = async (requestId) => {
     const deadline = Date.now() + 5_000;
     for (;;) {
@@ -100,6 +101,7 @@ async function measure(worker, answer) {
   const total = [];
   const d1 = [];
   const objectRequests = [];
+  const sql = [];
   for (let i = 0; i < WARMUP + TURNS; i++) {
     anthropic.script(answer);
     const before = cpuMs(worker.pid);
@@ -134,11 +136,13 @@ async function measure(worker, answer) {
       const line = await worker.traffic(response.headers.get("x-request-id"));
       d1.push(line.d1_round_trips);
       objectRequests.push(line.object_requests);
+      sql.push(line.sql_statements);
     }
   }
   return {
     cpu: median(cpu), ttfb: median(ttfb.slice(WARMUP)), firstToken: median(firstToken.slice(WARMUP)), total: median(total.slice(WARMUP)), rss: rssMb(worker.pid),
     d1: d1.length ? median(d1) : undefined, objectRequests: objectRequests.length ? median(objectRequests) : undefined,
+    sql: sql.length ? median(sql) : undefined,
   };
 }
 
@@ -173,6 +177,7 @@ for (const [label, key] of [["1,000-token answer, one SSE event per write", "lon
 }
 console.log(`  this Worker, "hi" as a later message of one conversation (its history grows to ${2 * (WARMUP + TURNS)} messages): CPU ${fmt(ours.later.cpu)} ms, TTFB ${fmt(ours.later.ttfb)} ms, total ${fmt(ours.later.total)} ms`);
 console.log(`  this Worker, D1 round trips per turn (none in the Worker; in the object: the history with the new message and a new chat's row, then the answer): first message ${ours.short.d1}, later message ${ours.later.d1}, 1,000-token answer ${ours.long.d1}; object requests 1 (the hand-over) + ${ours.long.objectRequests} during the turn`);
+console.log(`  this Worker, SQL statements in the object's own storage per turn, from the hand-over: first message ${ours.short.sql} (+1 creating a new object's tables; the floor makes 6 with it), later message ${ours.later.sql}, 1,000-token answer ${ours.long.sql}`);
 console.log(`  first token, "hi" from a provider that pauses ${PAUSE_MS} ms before each event after its first (median ms from the request): ${rows.map((r) => `${r.name} ${r.paused.firstToken.toFixed(1)}`).join(", ")}`);
 console.log(`  RSS MB after ~${3 * (WARMUP + TURNS)} turns: ${rows.map((r) => `${r.name} ${r.short.rss.toFixed(0)}`).join(", ")}`);
 console.log(`  "hi" in a new conversation: this Worker ${fmt(ours.short.cpu, 0)} ms of CPU, the platform floor ${fmt(least.short.cpu, 0)} ms (a Durable Object and two D1 round trips, in plain JavaScript), the AI SDK ${fmt(sdk.short.cpu, 0)} ms (stores nothing)`);

@@ -395,6 +395,11 @@ pub struct TurnSummary {
 }
 
 impl Prepared {
+    /// The conversation the turn is of.
+    pub fn conversation(&self) -> &TurnConversation {
+        &self.conversation
+    }
+
     /// Runs the turn, streaming it into `log`; `cancel` stops it.
     pub async fn run(
         self,

@@ -131,6 +131,21 @@ test("every turn writes one JSON log line: who, which models, how it ended, what
   assert.doesNotMatch(JSON.stringify(await logLines("request_id", requestId)), /hummingbird|Fine, thanks|sk-ant-loopback/);
 });
 
+test("a later message's turn reads nothing from the conversation object's storage: it records the turn and ends it", async () => {
+  anthropic.script({ text: "One." }, { text: "Two." });
+  const { id } = await turn("first");
+  const response = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "second" });
+  const requestId = response.headers.get("x-request-id");
+  const { chunks } = await readUiStream(response);
+  assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Two.");
+  const [line] = (await logLines("request_id", requestId)).filter((l) => l.event === "turn");
+  // The object knows its conversation, that nothing waits in its queue and that nothing is
+  // paused: two SQL statements (the turn recorded, then forgotten), where reading each of
+  // those made eleven.
+  assert.equal(line.sql_statements, 2, JSON.stringify(line));
+  assert.equal(line.d1_round_trips, 2, JSON.stringify(line));
+});
+
 test("errors are one JSON shape, carry the request id, and are logged with it", async () => {
   const response = await api(worker.url, "POST", "/v1/conversations/nope/messages", { message: "hi" });
   assert.equal(response.status, 404);

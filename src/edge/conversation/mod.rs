@@ -126,9 +126,13 @@ struct Live {
 struct Claimed {
     turn_id: String,
     started_at: i64,
-    /// The object's request and D1 round-trip counts when the turn began.
+    /// The object's request, D1 round-trip and SQL statement counts when the turn began (for
+    /// a message, when its hand-over came).
     requests_before: u32,
     d1_before: u32,
+    sql_before: u32,
+    /// The SQL statement count once the turn was ended (before a queued message's turn).
+    sql_ended: Cell<Option<u32>>,
     cancel: CancelToken,
     signal: AbortSignal,
     log: Rc<ChunkLog>,
@@ -218,7 +222,7 @@ impl Object {
 
     fn activity(&self) -> std::result::Result<Activity, ApiError> {
         Ok(machine::activity(
-            self.storage.turn()?.is_some(),
+            self.storage.has_turn()?,
             self.live.borrow().is_some(),
         ))
     }
@@ -239,6 +243,7 @@ impl Object {
             toolsets: narrowed,
             chat,
         } = send;
+        let sql_before = self.storage.statements();
         // D1 round trips made for this request before its turn claims the conversation.
         let mut resolving = 0;
         // A chat id that cannot name a conversation names the caller's scoped one, whose D1 row
@@ -357,6 +362,7 @@ impl Object {
         };
         let mut claimed = self.claim(0, &client_tools, message_id, Some(request_id))?;
         claimed.d1_before = claimed.d1_before.wrapping_sub(resolving);
+        claimed.sql_before = sql_before;
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {
@@ -479,6 +485,7 @@ impl Object {
         message_id: Option<String>,
         request_id: Option<&str>,
     ) -> std::result::Result<Claimed, ApiError> {
+        let sql_before = self.storage.statements();
         let turn_id = new_id()?;
         self.storage
             .begin_turn(&turn_id, now_ms(), recoveries, client_tools)?;
@@ -498,6 +505,8 @@ impl Object {
             started_at: now_ms(),
             requests_before: self.requests.get(),
             d1_before: self.turn_env()?.store.round_trips(),
+            sql_before,
+            sql_ended: Cell::new(None),
             cancel,
             signal,
             log,
@@ -519,6 +528,8 @@ impl Object {
             console_error!("clearing the pause: {e}");
         }
         let object = self.clone();
+        let of = prepared.conversation();
+        let who = (of.id.clone(), of.owner.clone());
         self.state.wait_until(async move {
             let result = prepared
                 .run(
@@ -529,8 +540,8 @@ impl Object {
                     claimed.reference(),
                 )
                 .await;
-            log_turn(&claimed, &result, &object, &turn_env);
             object.finish(&claimed, &result.outcome, &result.client_tools);
+            log_turn(&claimed, &result, &object, &turn_env, &who);
             if let Some(tx) = summary {
                 let _ = tx.send(result);
             }
@@ -629,6 +640,7 @@ impl Object {
         if let Err(e) = ended {
             console_error!("ending turn {}: {e}", claimed.turn_id);
         }
+        claimed.sql_ended.set(Some(self.storage.statements()));
         if matches!(next, AfterTurn::Idle { .. }) {
             self.drop_alarm();
         }
@@ -772,7 +784,14 @@ impl Object {
 /// One structured log line per turn, with no message content and no secret: who, which models,
 /// how it ended, how long the first token took, what it cost, and the requests to this object
 /// and D1 round trips it took (the Worker adds one of each per request).
-fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: &TurnEnv) {
+/// The turn's log line; `who`: its conversation and user.
+fn log_turn(
+    claimed: &Claimed,
+    result: &TurnSummary,
+    object: &Object,
+    turn_env: &TurnEnv,
+    (conversation_id, user): &(String, String),
+) {
     let outcome = match &result.outcome {
         TurnOutcome::Completed => "completed",
         TurnOutcome::Stopped => "stopped",
@@ -782,7 +801,6 @@ fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: 
         TurnOutcome::Failed { .. } => "failed",
         TurnOutcome::Cancelled => "cancelled",
     };
-    let conversation = object.storage.conversation().ok().flatten();
     let stats = &result.stats;
     let mut cost: Option<f64> = None;
     let calls: Vec<serde_json::Value> = stats
@@ -811,8 +829,8 @@ fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: 
         "level": "info",
         "request_id": claimed.request_id,
         "turn_id": claimed.turn_id,
-        "conversation_id": conversation.as_ref().map(|c| &c.id),
-        "user": conversation.as_ref().map(|c| &c.owner),
+        "conversation_id": conversation_id,
+        "user": user,
         "outcome": outcome,
         "calls": calls,
         "first_token_ms": stats.first_token_ms,
@@ -828,6 +846,11 @@ fn log_turn(claimed: &Claimed, result: &TurnSummary, object: &Object, turn_env: 
         "messages": result.messages.len(),
         "object_requests": object.requests.get().wrapping_sub(claimed.requests_before),
         "d1_round_trips": turn_env.store.round_trips().wrapping_sub(claimed.d1_before),
+        "sql_statements": claimed
+            .sql_ended
+            .get()
+            .unwrap_or_else(|| object.storage.statements())
+            .wrapping_sub(claimed.sql_before),
     });
     worker::console_log!("{line}");
 }

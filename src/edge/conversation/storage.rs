@@ -8,6 +8,13 @@
 //! - `inbox`: messages waiting for a turn, with the ids their D1 rows will have
 //! - `paused`: what the last turn waits for, and the client tools it offered
 //! - `chunks`: the running turn's UI stream, in batches, for readers that re-attach
+//!
+//! The object is its storage's only writer, so what it has read or written stays true until it
+//! writes again: [`Known`] remembers it, and a read of something known costs no SQL. Opening
+//! reads it all in the statement that creates the tables, so a turn of an idle conversation
+//! makes only its writes (recording and ending the turn, saving the conversation's row).
+
+use std::cell::{Cell, RefCell};
 
 use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
@@ -21,6 +28,25 @@ use crate::edge::rows;
 
 pub struct ObjectStorage {
     sql: SqlStorage,
+    known: Known,
+    /// SQL statements run since the object opened (for each turn's log line).
+    statements: Cell<u32>,
+}
+
+/// What the tables hold, as far as this instance knows (`None`: not known; read it). A write
+/// that fails forgets everything, since it may or may not have happened.
+#[derive(Default)]
+struct Known {
+    /// The conversation's row (`Some(None)`: none).
+    conversation: RefCell<Option<Option<TurnConversation>>>,
+    /// Whether a turn is recorded.
+    turn: Cell<Option<bool>>,
+    /// Whether a pause is recorded.
+    paused: Cell<Option<bool>>,
+    /// How many messages are queued.
+    queued: Cell<Option<i64>>,
+    /// Whether any chunk is logged.
+    chunks: Cell<Option<bool>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -44,6 +70,17 @@ pub struct QueuedRow {
     pub id: String,
     pub delivery: String,
     pub message: String,
+}
+
+/// What opening reads: whether a legacy queue is there, and what [`Known`] starts from.
+#[derive(Deserialize)]
+struct Opened {
+    legacy: i64,
+    conversation: Option<String>,
+    turns: i64,
+    paused: i64,
+    queued: i64,
+    chunks: i64,
 }
 
 #[derive(Deserialize)]
@@ -87,17 +124,39 @@ impl ObjectStorage {
               id INTEGER PRIMARY KEY CHECK (id = 1), kind TEXT NOT NULL, client_tools TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS chunks (
               seq INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT NOT NULL);
-            SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'queue'";
+            SELECT
+              (SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'queue') AS legacy,
+              (SELECT row FROM conversation WHERE id = 1) AS conversation,
+              (SELECT COUNT(*) FROM turn) AS turns,
+              (SELECT COUNT(*) FROM paused) AS paused,
+              (SELECT COUNT(*) FROM inbox) AS queued,
+              (SELECT COUNT(*) FROM chunks) AS chunks";
+        let known = Known::default();
         // Objects created before turns moved here kept a lease and a queue without ids: keep
         // the queued messages, drop the rest.
-        let legacy = match sql.exec(OPEN, None).and_then(rows::cursor::<Count>) {
-            Ok(rows) => rows.first().is_some_and(|c| c.n > 0),
+        let legacy = match sql.exec(OPEN, None).and_then(rows::cursor::<Opened>) {
+            Ok(rows) => match rows.into_iter().next() {
+                Some(opened) => {
+                    let row = opened
+                        .conversation
+                        .and_then(|r| serde_json::from_str(&r).ok());
+                    *known.conversation.borrow_mut() = Some(row);
+                    known.turn.set(Some(opened.turns > 0));
+                    known.paused.set(Some(opened.paused > 0));
+                    known.queued.set(Some(opened.queued));
+                    known.chunks.set(Some(opened.chunks > 0));
+                    opened.legacy > 0
+                }
+                None => false,
+            },
             Err(e) => {
                 worker::console_error!("conversation object schema: {e}");
                 false
             }
         };
         if legacy {
+            // The queue moved into the inbox: count it when asked.
+            known.queued.set(None);
             for statement in [
                 "INSERT INTO inbox (id, delivery, message, queued_at)
                  SELECT lower(hex(randomblob(16))), delivery, message, queued_at FROM queue ORDER BY seq",
@@ -110,32 +169,84 @@ impl ObjectStorage {
                 }
             }
         }
-        Self { sql }
+        Self {
+            sql,
+            known,
+            statements: Cell::new(1),
+        }
+    }
+
+    fn exec(
+        &self,
+        query: &str,
+        bindings: impl Into<Option<Vec<SqlStorageValue>>>,
+    ) -> Result<worker::SqlCursor> {
+        self.statements.set(self.statements.get().wrapping_add(1));
+        self.sql.exec(query, bindings)
+    }
+
+    /// SQL statements run since the object opened (opening is one).
+    pub fn statements(&self) -> u32 {
+        self.statements.get()
+    }
+
+    /// Runs a statement that changes the tables; if it fails, nothing is known any more.
+    fn write(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<worker::SqlCursor> {
+        let written = self.exec(query, bindings);
+        if written.is_err() {
+            self.forget();
+        }
+        written
+    }
+
+    fn forget(&self) {
+        self.known.conversation.borrow_mut().take();
+        self.known.turn.set(None);
+        self.known.paused.set(None);
+        self.known.queued.set(None);
+        self.known.chunks.set(None);
     }
 
     pub fn conversation(&self) -> Result<Option<TurnConversation>> {
-        let rows: Vec<Text> = rows::cursor(
-            self.sql
-                .exec("SELECT row AS t FROM conversation WHERE id = 1", None)?,
-        )?;
-        Ok(rows.first().and_then(|r| serde_json::from_str(&r.t).ok()))
+        if let Some(known) = self.known.conversation.borrow().as_ref() {
+            return Ok(known.clone());
+        }
+        let rows: Vec<Text> =
+            rows::cursor(self.exec("SELECT row AS t FROM conversation WHERE id = 1", None)?)?;
+        let row: Option<TurnConversation> =
+            rows.first().and_then(|r| serde_json::from_str(&r.t).ok());
+        *self.known.conversation.borrow_mut() = Some(row.clone());
+        Ok(row)
     }
 
     pub fn set_conversation(&self, conversation: &TurnConversation) -> Result<()> {
         let row =
             serde_json::to_string(conversation).map_err(|e| worker::Error::from(e.to_string()))?;
-        self.sql.exec(
+        self.write(
             "INSERT INTO conversation (id, row) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET row = excluded.row",
             vec![row.into()],
         )?;
+        *self.known.conversation.borrow_mut() = Some(Some(conversation.clone()));
         Ok(())
     }
 
+    /// Whether a turn is recorded (running, or interrupted and not yet recovered).
+    pub fn has_turn(&self) -> Result<bool> {
+        match self.known.turn.get() {
+            Some(known) => Ok(known),
+            None => Ok(self.turn()?.is_some()),
+        }
+    }
+
     pub fn turn(&self) -> Result<Option<TurnRow>> {
-        let rows: Vec<TurnRow> = rows::cursor(self.sql.exec(
+        if self.known.turn.get() == Some(false) {
+            return Ok(None);
+        }
+        let rows: Vec<TurnRow> = rows::cursor(self.exec(
             "SELECT turn_id, recoveries, client_tools, partial FROM turn WHERE id = 1",
             None,
         )?)?;
+        self.known.turn.set(Some(!rows.is_empty()));
         Ok(rows.into_iter().next())
     }
 
@@ -148,7 +259,7 @@ impl ObjectStorage {
         client_tools: &[ToolDef],
     ) -> Result<()> {
         let tools = serde_json::to_string(client_tools).unwrap_or_else(|_| "[]".into());
-        self.sql.exec(
+        self.write(
             "INSERT INTO turn (id, turn_id, started_at, recoveries, client_tools, partial)
              VALUES (1, ?, ?, ?, ?, NULL)
              ON CONFLICT (id) DO UPDATE SET turn_id = excluded.turn_id, started_at = excluded.started_at,
@@ -160,43 +271,50 @@ impl ObjectStorage {
                 tools.into(),
             ],
         )?;
+        self.known.turn.set(Some(true));
         Ok(())
     }
 
     /// A turn runs: the pause it answers (or moves on from) is over.
     pub fn clear_paused(&self) -> Result<()> {
-        self.sql.exec("DELETE FROM paused", None)?;
+        if self.known.paused.get() != Some(false) {
+            self.write("DELETE FROM paused", vec![])?;
+            self.known.paused.set(Some(false));
+        }
         Ok(())
     }
 
     pub fn set_partial(&self, partial: Option<&str>) -> Result<()> {
         let value: SqlStorageValue = partial.map(str::to_string).into();
-        self.sql
-            .exec("UPDATE turn SET partial = ? WHERE id = 1", vec![value])?;
+        self.write("UPDATE turn SET partial = ? WHERE id = 1", vec![value])?;
         Ok(())
     }
 
     /// The turn ended: forget it, and remember what a pause waits for.
     pub fn end_turn(&self, paused: Option<(PauseKind, &[ToolDef])>) -> Result<()> {
-        self.sql
-            .exec("DELETE FROM turn; DELETE FROM chunks", None)?;
+        self.write("DELETE FROM turn; DELETE FROM chunks", vec![])?;
+        self.known.turn.set(Some(false));
+        self.known.chunks.set(Some(false));
         if let Some((kind, tools)) = paused {
             let tools = serde_json::to_string(tools).unwrap_or_else(|_| "[]".into());
-            self.sql.exec(
+            self.write(
                 "INSERT INTO paused (id, kind, client_tools) VALUES (1, ?, ?)
                  ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, client_tools = excluded.client_tools",
                 vec![kind.as_str().into(), tools.into()],
             )?;
+            self.known.paused.set(Some(true));
         }
         Ok(())
     }
 
     /// What the last turn paused for, and the client tools it had offered.
     pub fn paused(&self) -> Result<Option<(PauseKind, Vec<ToolDef>)>> {
-        let rows: Vec<PausedRow> = rows::cursor(
-            self.sql
-                .exec("SELECT kind, client_tools FROM paused WHERE id = 1", None)?,
-        )?;
+        if self.known.paused.get() == Some(false) {
+            return Ok(None);
+        }
+        let rows: Vec<PausedRow> =
+            rows::cursor(self.exec("SELECT kind, client_tools FROM paused WHERE id = 1", None)?)?;
+        self.known.paused.set(Some(!rows.is_empty()));
         Ok(rows.into_iter().next().and_then(|r| {
             let kind = PauseKind::parse(&r.kind)?;
             Some((
@@ -208,26 +326,39 @@ impl ObjectStorage {
 
     /// Queues a message; returns its position in the queue.
     pub fn enqueue(&self, id: &str, delivery: Delivery, message: &str, now: i64) -> Result<i64> {
-        self.sql.exec(
-            "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)",
-            vec![
-                id.into(),
-                delivery.as_str().into(),
-                message.into(),
-                now.into(),
-            ],
-        )?;
+        // RETURNING says whether it was added: a repeated id was queued before and is not again.
+        let added = self
+            .write(
+                "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
+                 RETURNING seq",
+                vec![
+                    id.into(),
+                    delivery.as_str().into(),
+                    message.into(),
+                    now.into(),
+                ],
+            )
+            .map(rows_returned)?;
+        let known = self.known.queued.get();
+        self.known.queued.set(known.zip(added).map(|(n, a)| n + a));
         self.queue_len(None)
     }
 
     /// Queued messages of one delivery (or all), oldest first. They stay queued until
     /// [`ObjectStorage::dequeue`], which comes only once they are in D1.
     pub fn queued(&self, only: Option<Delivery>) -> Result<Vec<QueuedRow>> {
+        if self.known.queued.get() == Some(0) {
+            return Ok(Vec::new());
+        }
         let kind = only.map_or("%", |d| d.as_str());
-        rows::cursor(self.sql.exec(
+        let rows: Vec<QueuedRow> = rows::cursor(self.exec(
             "SELECT seq, id, delivery, message FROM inbox WHERE delivery LIKE ? ORDER BY seq",
             vec![kind.into()],
-        )?)
+        )?)?;
+        if only.is_none() {
+            self.known.queued.set(i64::try_from(rows.len()).ok());
+        }
+        Ok(rows)
     }
 
     /// The message a queued row holds. A row no turn could ever read is dropped from the queue
@@ -246,45 +377,81 @@ impl ObjectStorage {
     }
 
     pub fn dequeue(&self, seq: i64) -> Result<()> {
-        self.sql
-            .exec("DELETE FROM inbox WHERE seq = ?", vec![seq.into()])?;
+        let removed = self
+            .write(
+                "DELETE FROM inbox WHERE seq = ? RETURNING seq",
+                vec![seq.into()],
+            )
+            .map(rows_returned)?;
+        let known = self.known.queued.get();
+        self.known
+            .queued
+            .set(known.zip(removed).map(|(n, r)| n - r));
         Ok(())
     }
 
     pub fn queue_len(&self, only: Option<Delivery>) -> Result<i64> {
+        match (self.known.queued.get(), only) {
+            (Some(n), None) => return Ok(n),
+            (Some(0), Some(_)) => return Ok(0),
+            _ => {}
+        }
         let kind = only.map_or("%", |d| d.as_str());
-        let rows: Vec<Count> = rows::cursor(self.sql.exec(
+        let rows: Vec<Count> = rows::cursor(self.exec(
             "SELECT COUNT(*) AS n FROM inbox WHERE delivery LIKE ?",
             vec![kind.into()],
         )?)?;
-        Ok(rows.first().map_or(0, |c| c.n))
+        let n = rows.first().map_or(0, |c| c.n);
+        if only.is_none() {
+            self.known.queued.set(Some(n));
+        }
+        Ok(n)
     }
 
     pub fn append_chunks(&self, data: &str) -> Result<()> {
-        self.sql
-            .exec("INSERT INTO chunks (data) VALUES (?)", vec![data.into()])?;
+        self.write("INSERT INTO chunks (data) VALUES (?)", vec![data.into()])?;
+        self.known.chunks.set(Some(true));
         Ok(())
     }
 
     /// The logged stream, in order, as one string.
     pub fn chunks(&self) -> Result<String> {
-        let rows: Vec<Text> = rows::cursor(
-            self.sql
-                .exec("SELECT data AS t FROM chunks ORDER BY seq", None)?,
-        )?;
+        if self.known.chunks.get() == Some(false) {
+            return Ok(String::new());
+        }
+        let rows: Vec<Text> =
+            rows::cursor(self.exec("SELECT data AS t FROM chunks ORDER BY seq", None)?)?;
         Ok(rows.into_iter().map(|r| r.t).collect())
     }
 
     pub fn clear_chunks(&self) -> Result<()> {
-        self.sql.exec("DELETE FROM chunks", None)?;
+        if self.known.chunks.get() != Some(false) {
+            self.write("DELETE FROM chunks", vec![])?;
+            self.known.chunks.set(Some(false));
+        }
         Ok(())
     }
 
     /// Everything (the conversation is being deleted).
     pub fn clear(&self) -> Result<()> {
         for table in ["turn", "inbox", "paused", "chunks", "conversation"] {
-            self.sql.exec(&format!("DELETE FROM {table}"), None)?;
+            self.write(&format!("DELETE FROM {table}"), vec![])?;
         }
+        *self.known.conversation.borrow_mut() = Some(None);
+        self.known.turn.set(Some(false));
+        self.known.paused.set(Some(false));
+        self.known.queued.set(Some(0));
+        self.known.chunks.set(Some(false));
         Ok(())
     }
+}
+
+/// How many rows a statement returned (`None` if reading them failed).
+fn rows_returned(cursor: worker::SqlCursor) -> Option<i64> {
+    let mut n = 0;
+    for row in cursor {
+        row.ok()?;
+        n += 1;
+    }
+    Some(n)
 }
