@@ -781,10 +781,10 @@ impl Object {
     }
 }
 
-/// One structured log line per turn, with no message content and no secret: who, which models,
-/// how it ended, how long the first token took, what it cost, and the requests to this object
-/// and D1 round trips it took (the Worker adds one of each per request).
-/// The turn's log line; `who`: its conversation and user.
+/// One structured log line per turn, with no message content and no secret: who (`who`: its
+/// conversation and user), which models, how it ended, how long the first token took, what it
+/// cost, and the requests to this object, D1 round trips and SQL statements it took (the
+/// Worker adds one request and, for a conversation it resolves, one round trip).
 fn log_turn(
     claimed: &Claimed,
     result: &TurnSummary,
