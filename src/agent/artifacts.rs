@@ -526,10 +526,9 @@ impl ServerTool for ArtifactTool {
                         return Err("a `json` artifact is patched with `patch` (JSON Patch)".into())
                     }
                     (_, _, Some(edits)) => {
-                        let edits: Vec<Edit> =
-                            serde_json::from_value(edits.clone()).map_err(|e| {
-                                format!("`edits` must be a list of {{find, replace}}: {e}")
-                            })?;
+                        let edits: Vec<Edit> = crate::llm::from_value(edits).map_err(|e| {
+                            format!("`edits` must be a list of {{find, replace}}: {e}")
+                        })?;
                         apply_edits(&previous.content, &edits)?
                     }
                     (kind, _, None) => {

@@ -67,7 +67,7 @@ fn parse_items(input: &Value) -> Result<Vec<PlanItem>, String> {
     let items = input
         .get("items")
         .ok_or("`items` is required: the whole plan, in order")?;
-    serde_json::from_value(items.clone())
+    crate::llm::from_value(items)
         .map_err(|e| format!("`items` is not a list of {{title, done}}: {e}"))
 }
 

@@ -133,11 +133,17 @@ impl Budget {
 
 /// `$1.25`, or four decimals below a cent (`$0.0003`).
 pub fn usd(amount: f64) -> String {
-    if amount != 0.0 && amount.abs() < 0.01 {
-        format!("${amount:.4}")
+    // Whole hundredths (or ten-thousandths) in integers: `{:.2}` on a float would ship core's
+    // exact float formatting (14 KB of wasm) for this one line.
+    let places: usize = if amount != 0.0 && amount.abs() < 0.01 {
+        4
     } else {
-        format!("${amount:.2}")
-    }
+        2
+    };
+    let scale: u64 = if places == 4 { 10_000 } else { 100 };
+    let units = (amount.abs() * scale as f64).round() as u64;
+    let sign = if amount < 0.0 && units != 0 { "-" } else { "" };
+    format!("${sign}{}.{:0places$}", units / scale, units % scale)
 }
 
 /// `2026-12-01T00:00:00Z`.
@@ -204,8 +210,8 @@ impl ProviderResolver for BudgetResolver {
                 self.store
                     .note(AgentMessage::SystemEvent {
                         text: format!(
-                            "{:.0}% of the budget is spent ({} of {} per {}); it resets at {}",
-                            WARN_AT * 100.0,
+                            "{}% of the budget is spent ({} of {} per {}); it resets at {}",
+                            (WARN_AT * 100.0).round() as u32,
                             usd(budget.spent_usd),
                             usd(budget.limit_usd),
                             budget.period.as_str(),
@@ -282,5 +288,8 @@ mod tests {
             .contains("$1.00 per day is spent ($1.20); it resets at 1970-01-01T00:00:00Z"));
         assert_eq!(usd(0.0003), "$0.0003");
         assert_eq!(usd(0.0), "$0.00");
+        assert_eq!(usd(12.345_6), "$12.35");
+        assert_eq!(usd(0.009_99), "$0.0100");
+        assert_eq!(usd(-1.5), "$-1.50");
     }
 }

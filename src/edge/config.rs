@@ -78,6 +78,8 @@ impl Config {
     /// Builds the configuration from a variable lookup (empty values count as unset).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ApiError> {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        // One lookup function, not one copy of every helper per caller's closure.
+        let get: Lookup = &get;
         let default_model = match get("DEFAULT_MODEL") {
             Some(id) => ModelRef::parse(&id).map_err(|e| ApiError::config("DEFAULT_MODEL", e))?,
             None => {
@@ -96,7 +98,7 @@ impl Config {
             })
             .transpose()?
             .unwrap_or_default();
-        let (http_tools, mcp_servers, tool_secrets) = remote_tools(&get)?;
+        let (http_tools, mcp_servers, tool_secrets) = remote_tools(get)?;
         Ok(Self {
             default_model,
             fallback_models,
@@ -110,34 +112,34 @@ impl Config {
                 })
                 .unwrap_or_default(),
             anthropic_api_key: get("ANTHROPIC_API_KEY"),
-            anthropic_base_url: url(&get, "ANTHROPIC_BASE_URL")?,
+            anthropic_base_url: url(get, "ANTHROPIC_BASE_URL")?,
             openai_api_key: get("OPENAI_API_KEY"),
-            openai_base_url: url(&get, "OPENAI_BASE_URL")?,
+            openai_base_url: url(get, "OPENAI_BASE_URL")?,
             gemini_api_key: get("GEMINI_API_KEY"),
-            gemini_base_url: url(&get, "GEMINI_BASE_URL")?,
-            ollama_base_url: url(&get, "OLLAMA_BASE_URL")?,
-            max_llm_calls: number(&get, "MAX_LLM_CALLS", 10, 1..=100)?,
-            max_tool_calls: number(&get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
-            tool_timeout_ms: number(&get, "TOOL_TIMEOUT_MS", 30_000, 100..=900_000)?,
-            turn_deadline_ms: number(&get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
+            gemini_base_url: url(get, "GEMINI_BASE_URL")?,
+            ollama_base_url: url(get, "OLLAMA_BASE_URL")?,
+            max_llm_calls: number(get, "MAX_LLM_CALLS", 10, 1..=100)?,
+            max_tool_calls: number(get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
+            tool_timeout_ms: number(get, "TOOL_TIMEOUT_MS", 30_000, 100..=900_000)?,
+            turn_deadline_ms: number(get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
             provider_idle_timeout_ms: number(
-                &get,
+                get,
                 "PROVIDER_IDLE_TIMEOUT_MS",
                 60_000,
                 100..=3_600_000,
             )?,
-            max_tokens: number(&get, "MAX_OUTPUT_TOKENS", 4096, 1..=200_000)?,
+            max_tokens: number(get, "MAX_OUTPUT_TOKENS", 4096, 1..=200_000)?,
             models: get("MODELS")
                 .map(|json| Registry::parse(&json).map_err(|e| ApiError::config("MODELS", e)))
                 .transpose()?
                 .unwrap_or_default(),
-            compact_threshold: ratio(&get, "COMPACT_THRESHOLD", 0.8)?,
-            auth: auth(&get)?,
+            compact_threshold: ratio(get, "COMPACT_THRESHOLD", 0.8)?,
+            auth: auth(get)?,
             cors: get("CORS_ORIGINS")
                 .map(|v| CorsOrigins::parse(&v))
                 .unwrap_or_default(),
-            allow_private_tool_hosts: flag(&get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
-            rate_limit_per_minute: number(&get, "RATE_LIMIT_PER_MINUTE", 30, 0..=1_000_000)?,
+            allow_private_tool_hosts: flag(get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
+            rate_limit_per_minute: number(get, "RATE_LIMIT_PER_MINUTE", 30, 0..=1_000_000)?,
             user_budget_usd: get("USER_BUDGET_USD")
                 .map(|v| match decimal(&v) {
                     Some(usd) => Ok(usd),
@@ -163,13 +165,16 @@ impl Config {
     }
 }
 
+/// Reads one variable; empty values count as unset.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// Who may call, read alone: a configuration that fails elsewhere is reported only to callers
 /// who authenticate.
 pub fn auth_from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<AuthConfig, ApiError> {
     auth(&|name: &str| get(name).filter(|v| !v.trim().is_empty()))
 }
 
-fn auth(get: &impl Fn(&str) -> Option<String>) -> Result<AuthConfig, ApiError> {
+fn auth(get: Lookup) -> Result<AuthConfig, ApiError> {
     Ok(AuthConfig {
         jwt_secret: get("JWT_SECRET"),
         api_keys: get("API_KEYS")
@@ -218,7 +223,7 @@ impl Config {
 /// `HTTP_TOOLS` and `MCP_SERVERS`, and the secrets their headers name.
 type RemoteTools = (Vec<HttpToolSpec>, Vec<McpServerSpec>, Vec<(String, String)>);
 
-fn remote_tools(get: &impl Fn(&str) -> Option<String>) -> Result<RemoteTools, ApiError> {
+fn remote_tools(get: Lookup) -> Result<RemoteTools, ApiError> {
     let http = get("HTTP_TOOLS")
         .map(|json| parse_http_tools(&json).map_err(|e| ApiError::config("HTTP_TOOLS", e)))
         .transpose()?
@@ -262,7 +267,7 @@ fn remote_tools(get: &impl Fn(&str) -> Option<String>) -> Result<RemoteTools, Ap
     Ok((http, mcp, secrets))
 }
 
-fn url(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<String>, ApiError> {
+fn url(get: Lookup, name: &str) -> Result<Option<String>, ApiError> {
     match get(name) {
         Some(v) if v.starts_with("http://") || v.starts_with("https://") => Ok(Some(v)),
         Some(v) => Err(ApiError::config(
@@ -273,7 +278,7 @@ fn url(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<Strin
     }
 }
 
-fn flag(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<bool, ApiError> {
+fn flag(get: Lookup, name: &str) -> Result<bool, ApiError> {
     match get(name).as_deref().map(str::trim) {
         None => Ok(false),
         Some("true" | "1" | "yes") => Ok(true),
@@ -285,7 +290,7 @@ fn flag(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<bool, ApiEr
     }
 }
 
-fn ratio(get: &impl Fn(&str) -> Option<String>, name: &str, default: f64) -> Result<f64, ApiError> {
+fn ratio(get: Lookup, name: &str, default: f64) -> Result<f64, ApiError> {
     let Some(raw) = get(name) else {
         return Ok(default);
     };
@@ -299,7 +304,7 @@ fn ratio(get: &impl Fn(&str) -> Option<String>, name: &str, default: f64) -> Res
 }
 
 fn number(
-    get: &impl Fn(&str) -> Option<String>,
+    get: Lookup,
     name: &str,
     default: u32,
     range: std::ops::RangeInclusive<u32>,

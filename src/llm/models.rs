@@ -298,7 +298,7 @@ impl Registry {
         let mut custom = Vec::with_capacity(values.len());
         for (i, value) in values.into_iter().enumerate() {
             let entry: CustomModel =
-                serde_json::from_value(value).map_err(|e| format!("entry {i}: {e}"))?;
+                super::from_value(&value).map_err(|e| format!("entry {i}: {e}"))?;
             ModelRef::parse(&entry.id).map_err(|e| format!("entry {i}: {e}"))?;
             if entry.context_window < 256 || entry.max_output_tokens == 0 {
                 return Err(format!(

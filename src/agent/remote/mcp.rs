@@ -357,8 +357,9 @@ impl McpClient {
             let _ = decoder.finish(&mut on_frame);
             found
         } else {
-            serde_json::from_slice::<Value>(&body)
+            std::str::from_utf8(&body)
                 .ok()
+                .and_then(|text| serde_json::from_str::<Value>(text).ok())
                 .filter(|reply| reply.get("id") == Some(&id))
         };
         let reply = reply.ok_or_else(|| {

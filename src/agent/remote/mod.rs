@@ -117,7 +117,7 @@ pub fn parse_entries<T: DeserializeOwned>(
             .unwrap_or("?")
             .to_string();
         let at = |message: String| format!("entry {i} (`{name}`): {message}");
-        let item: T = serde_json::from_value(entry).map_err(|e| at(e.to_string()))?;
+        let item: T = crate::llm::from_value(&entry).map_err(|e| at(e.to_string()))?;
         check(&item).map_err(at)?;
         if parsed.iter().any(|p| name_of(p) == name_of(&item)) {
             return Err(at("another entry has this `name`".into()));
