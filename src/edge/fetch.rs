@@ -15,6 +15,7 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{js_sys, wasm_bindgen_futures, web_sys};
 use worker::{AbortSignal, Delay, Headers, Response, ResponseBody};
 
+use super::now_ms;
 use crate::llm::{idle_timeout, ApiRequest, ByteStream, HttpRequest, HttpResponse, HttpTransport};
 
 /// Sends with the turn's abort signal, so cancelling a turn stops its provider call at once.
@@ -72,7 +73,7 @@ impl FetchTransport {
             body: response.body,
             idle_ms,
             timer: Box::pin(Delay::from(Duration::from_millis(idle_ms))),
-            last_bytes_at: now(),
+            last_bytes_at: now_ms(),
             done: false,
         });
         Ok(response)
@@ -86,7 +87,7 @@ struct IdleWatch {
     body: ByteStream,
     idle_ms: u64,
     timer: Pin<Box<Delay>>,
-    last_bytes_at: f64,
+    last_bytes_at: i64,
     done: bool,
 }
 
@@ -98,11 +99,11 @@ impl Stream for IdleWatch {
             return Poll::Ready(None);
         }
         if let Poll::Ready(item) = self.body.poll_next_unpin(cx) {
-            self.last_bytes_at = now();
+            self.last_bytes_at = now_ms();
             return Poll::Ready(item);
         }
         while self.timer.as_mut().poll(cx).is_ready() {
-            let quiet = (now() - self.last_bytes_at).max(0.0) as u64;
+            let quiet = (now_ms() - self.last_bytes_at).max(0) as u64;
             if quiet >= self.idle_ms {
                 self.done = true;
                 return Poll::Ready(Some(Err(idle_timeout(self.idle_ms))));
@@ -112,10 +113,6 @@ impl Stream for IdleWatch {
         }
         Poll::Pending
     }
-}
-
-fn now() -> f64 {
-    worker::js_sys::Date::now()
 }
 
 async fn send(
@@ -192,7 +189,7 @@ async fn respond(outgoing: web_sys::Request) -> Result<HttpResponse, String> {
 /// Bytes that follow a wake of the reader within this window wait for the window's end, so a
 /// burst wakes the reader once per window; bytes after a quieter spell wake it at once, so a
 /// stream's opening, its first token after the model's pause, and a trickle never wait.
-const GATHER_MS: f64 = 3.0;
+const GATHER_MS: i64 = 3;
 
 /// A response body read for us by `pump.js`, which joins the chunks that arrive together into
 /// one read (see there) and hands each read to `write`, which only appends the bytes to a
@@ -208,8 +205,8 @@ pub(crate) struct Piped {
 #[derive(Default)]
 struct Inbox {
     bytes: Vec<u8>,
-    /// When the reader was last woken for bytes (`Date.now()`; 0 before the first).
-    woken_at: f64,
+    /// When the reader was last woken for bytes (`now_ms()`; 0 before the first).
+    woken_at: i64,
     /// The pending window's timer, if one runs.
     timer: Option<i32>,
     ended: bool,
@@ -242,7 +239,7 @@ impl Piped {
         let gathered = Closure::<dyn FnMut()>::new(move || {
             let mut inbox = window.borrow_mut();
             inbox.timer = None;
-            inbox.woken_at = now();
+            inbox.woken_at = now_ms();
             inbox.wake();
         });
         let gathered_fn: js_sys::Function = gathered.as_ref().clone().unchecked_into();
@@ -259,13 +256,13 @@ impl Piped {
             }
             // The clock only moves on I/O: bytes that came in the same instant as the last wake
             // are part of a burst.
-            let at = now();
+            let at = now_ms();
             if at - inbox.woken_at >= GATHER_MS {
                 inbox.woken_at = at;
                 inbox.wake();
                 return;
             }
-            let wait = (inbox.woken_at + GATHER_MS - at).ceil() as i32;
+            let wait = (inbox.woken_at + GATHER_MS - at) as i32;
             inbox.timer = global()
                 .set_timeout_with_callback_and_timeout_and_arguments_0(&gathered_fn, wait)
                 .ok();

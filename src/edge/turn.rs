@@ -505,7 +505,7 @@ impl Prepared {
         let mut partial = PartialAnswer::default();
         let storage = turn_env.storage.clone();
         let send = |out: &mut String, partial: &mut PartialAnswer| {
-            if log.push(out, worker::js_sys::Date::now()) {
+            if log.push(out, now_ms()) {
                 partial.save(&storage);
             }
             out.clear();

@@ -18,14 +18,14 @@ pub const MAX_LOG_BYTES: usize = 4 << 20;
 /// A batch is written once it is this large...
 const FLUSH_BYTES: usize = 16 << 10;
 /// ...or this old (so a crash loses little of a slow answer).
-const FLUSH_MS: f64 = 1_000.0;
+const FLUSH_MS: i64 = 1_000;
 
 pub struct ChunkLog {
     storage: Rc<ObjectStorage>,
     readers: RefCell<Vec<UnboundedSender<Vec<u8>>>>,
     /// Chunks not yet written to storage.
     pending: RefCell<String>,
-    pending_since: Cell<Option<f64>>,
+    pending_since: Cell<Option<i64>>,
     logged: Cell<usize>,
     overflowed: Cell<bool>,
     closed: Cell<bool>,
@@ -49,7 +49,7 @@ impl ChunkLog {
     }
 
     /// Sends `chunk` to every reader and logs it. `true` when this wrote a batch to storage.
-    pub fn push(&self, chunk: &str, now_ms: f64) -> bool {
+    pub fn push(&self, chunk: &str, now_ms: i64) -> bool {
         if chunk.is_empty() {
             return false;
         }

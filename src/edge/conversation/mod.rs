@@ -155,7 +155,7 @@ impl Claimed {
         if !self.announced.replace(true) {
             let mut out = String::new();
             ui_stream::start(self.message_id.as_deref(), &mut out);
-            self.log.push(&out, now_ms() as f64);
+            self.log.push(&out, now_ms());
         }
     }
 }
@@ -611,7 +611,7 @@ impl Object {
                 claimed.announce();
                 let mut out = String::new();
                 ui_stream::failed_to_start(&e.public_message(claimed.reference()), &mut out);
-                claimed.log.push(&out, now_ms() as f64);
+                claimed.log.push(&out, now_ms());
                 self.abandon(&claimed);
             }
         }
@@ -859,7 +859,7 @@ fn log_turn(
 /// every chunk that arrived by then, so a burst of tokens costs one write per window, not one
 /// each; a write after a quieter spell (the `start` chunk, the first token after the model's
 /// pause, a trickle) goes out at once.
-const WRITE_WINDOW_MS: f64 = 4.0;
+const WRITE_WINDOW_MS: i64 = 4;
 /// ...or until this many bytes wait.
 const WRITE_MAX_BYTES: usize = 16 << 10;
 
@@ -871,7 +871,7 @@ fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response
     for (name, value) in HEADERS {
         headers.set(name, value)?;
     }
-    let writes = futures::stream::unfold((reader, 0.0), |(mut reader, written_at)| async move {
+    let writes = futures::stream::unfold((reader, 0i64), |(mut reader, written_at)| async move {
         let mut write = reader.next().await?;
         let mut open = true;
         while let Some(ready) = futures::FutureExt::now_or_never(reader.next()) {
@@ -885,9 +885,9 @@ fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response
         }
         // The clock only moves on I/O: a chunk in the same instant as the last write is part
         // of a burst.
-        let since = now_ms() as f64 - written_at;
+        let since = now_ms() - written_at;
         if open && since < WRITE_WINDOW_MS {
-            let rest = (WRITE_WINDOW_MS - since).ceil() as u64;
+            let rest = (WRITE_WINDOW_MS - since) as u64;
             let mut window = Box::pin(worker::Delay::from(std::time::Duration::from_millis(rest)));
             while write.len() < WRITE_MAX_BYTES {
                 match futures::future::select(reader.next(), &mut window).await {
@@ -898,10 +898,7 @@ fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response
                 }
             }
         }
-        Some((
-            Ok::<Vec<u8>, worker::Error>(write),
-            (reader, now_ms() as f64),
-        ))
+        Some((Ok::<Vec<u8>, worker::Error>(write), (reader, now_ms())))
     });
     Ok(Response::from_stream(writes)?.with_headers(headers))
 }
