@@ -181,7 +181,7 @@ pub struct BudgetResolver {
     pub turn_spent: Rc<Cell<f64>>,
     /// Times the turn moved to the economy model.
     pub switches: Rc<Cell<u32>>,
-    /// The budget as read at the turn's first call.
+    /// The budget as read with the turn's history (else at its first call).
     pub read: RefCell<Option<Option<Budget>>>,
 }
 

@@ -50,6 +50,15 @@ pub struct TurnHistory {
     pub seqs: Vec<Option<i64>>,
     pub messages: Vec<AgentMessage>,
     pub artifacts: Vec<ArtifactSummary>,
+    /// The owner's budget, when the turn asked for it (`Some(None)`: they have none).
+    pub budget: Option<Option<Budget>>,
+}
+
+/// Whose budget a turn reads in its history's round trip, and the deployment's default
+/// (`USER_BUDGET_USD`, `USER_BUDGET_PERIOD`).
+pub struct BudgetRead<'a> {
+    pub owner: &'a str,
+    pub default: (f64, Period),
 }
 
 /// A stored message: the `AgentMessage` plus where it sits.
@@ -450,16 +459,17 @@ impl Store {
     /// conversation's artifacts (for the system prompt's index). `create` (the conversation's
     /// row, unless it exists) and `incoming` (id, message) are stored first in the same round
     /// trip, so the messages come back at the end of the history: a new message costs no round
-    /// trip of its own before the model is called.
+    /// trip of its own before the model is called, nor does reading the owner's `budget`.
     pub async fn turn_history(
         &self,
         conversation_id: &str,
         create: Option<&Conversation>,
         incoming: &[(&str, &AgentMessage)],
+        budget: Option<BudgetRead<'_>>,
         now_ms: i64,
     ) -> Result<TurnHistory, ApiError> {
         self.tick(1);
-        let mut batch = Vec::with_capacity(incoming.len() + 4);
+        let mut batch = Vec::with_capacity(incoming.len() + 6);
         if let Some(c) = create {
             batch.push(self.insert_conversation(c, "ON CONFLICT (id) DO NOTHING")?);
         }
@@ -480,10 +490,21 @@ impl Store {
                 .bind(&[conversation_id.into()])?,
         );
         batch.push(self.artifacts_statement(conversation_id)?);
+        if let Some(read) = &budget {
+            batch.extend(self.budget_statements(read.owner, now_ms)?);
+        }
         let results = rows::batch(&self.db, &batch).await?;
         let (Some(history), Some(artifacts)) = (results.get(stored), results.get(stored + 1))
         else {
             return Err(ApiError::Internal("a D1 batch answered short".into()));
+        };
+        let budget = match budget {
+            Some(read) => Some(budget_from(
+                results.get(stored + 2..).unwrap_or_default(),
+                Some(read.default),
+                now_ms,
+            )?),
+            None => None,
         };
         let history = rows::results::<MessageRow>(history)?;
         let mut seqs = Vec::with_capacity(history.len());
@@ -499,6 +520,7 @@ impl Store {
             seqs,
             messages,
             artifacts: summaries(rows::results::<ArtifactRow>(artifacts)?)?,
+            budget,
         })
     }
 
@@ -581,64 +603,36 @@ impl Store {
         default: Option<(f64, Period)>,
         now_ms: i64,
     ) -> Result<Option<Budget>, ApiError> {
-        #[derive(Deserialize)]
-        struct Row {
-            limit_usd: Option<f64>,
-            period: Option<String>,
-            warned_period: Option<i64>,
-        }
-        #[derive(Deserialize)]
-        struct Spent {
-            day_usd: Option<f64>,
-            month_usd: Option<f64>,
-        }
         self.tick(1);
+        let results = rows::batch(&self.db, &self.budget_statements(owner, now_ms)?).await?;
+        budget_from(&results, default, now_ms)
+    }
+
+    /// The two reads a budget is made of (the user's row, what they spent this day and month),
+    /// for a batch of their own or a turn's history batch; [`budget_from`] reads their results.
+    fn budget_statements(
+        &self,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<[worker::D1PreparedStatement; 2], ApiError> {
         let (day_start, _) = Period::Day.bounds(now_ms);
         let (month_start, _) = Period::Month.bounds(now_ms);
-        let results = rows::batch(
-            &self.db,
-            &[
-                self.db
-                    .prepare("SELECT limit_usd, period, warned_period FROM budgets WHERE user = ?1")
-                    .bind(&[owner.into()])?,
-                self.db
-                    .prepare(
-                        "SELECT SUM(CASE WHEN created_at >= ?2 THEN cost_usd ELSE 0 END) AS day_usd,
-                                SUM(cost_usd) AS month_usd
-                         FROM usage_ledger WHERE owner = ?1 AND created_at >= ?3",
-                    )
-                    .bind(&[owner.into(), (day_start as f64).into(), (month_start as f64).into()])?,
-            ],
-        )
-        .await?;
-        let row = match results.first() {
-            Some(r) => rows::results::<Row>(r)?.into_iter().next(),
-            None => None,
-        };
-        let spent = match results.get(1) {
-            Some(r) => rows::results::<Spent>(r)?.into_iter().next(),
-            None => None,
-        };
-        let own = row
-            .as_ref()
-            .and_then(|r| Some((r.limit_usd?, Period::parse(r.period.as_deref()?)?)));
-        let Some((limit_usd, period)) = own.or(default) else {
-            return Ok(None);
-        };
-        let (start, resets_at) = period.bounds(now_ms);
-        let spent_usd = spent
-            .and_then(|s| match period {
-                Period::Day => s.day_usd,
-                Period::Month => s.month_usd,
-            })
-            .unwrap_or(0.0);
-        Ok(Some(Budget {
-            limit_usd,
-            period,
-            spent_usd,
-            resets_at,
-            warned: row.and_then(|r| r.warned_period) == Some(start),
-        }))
+        Ok([
+            self.db
+                .prepare("SELECT limit_usd, period, warned_period FROM budgets WHERE user = ?1")
+                .bind(&[owner.into()])?,
+            self.db
+                .prepare(
+                    "SELECT SUM(CASE WHEN created_at >= ?2 THEN cost_usd ELSE 0 END) AS day_usd,
+                            SUM(cost_usd) AS month_usd
+                     FROM usage_ledger WHERE owner = ?1 AND created_at >= ?3",
+                )
+                .bind(&[
+                    owner.into(),
+                    (day_start as f64).into(),
+                    (month_start as f64).into(),
+                ])?,
+        ])
     }
 
     /// Remembers that `owner` was warned in the period starting at `period_start`.
@@ -710,6 +704,50 @@ impl Store {
         )
         .await
     }
+}
+
+/// The budget from the results of [`Store::budget_statements`], in order.
+fn budget_from(
+    results: &[JsValue],
+    default: Option<(f64, Period)>,
+    now_ms: i64,
+) -> Result<Option<Budget>, ApiError> {
+    #[derive(Deserialize)]
+    struct Row {
+        limit_usd: Option<f64>,
+        period: Option<String>,
+        warned_period: Option<i64>,
+    }
+    #[derive(Deserialize)]
+    struct Spent {
+        day_usd: Option<f64>,
+        month_usd: Option<f64>,
+    }
+    let (Some(row), Some(spent)) = (results.first(), results.get(1)) else {
+        return Err(ApiError::Internal("a D1 batch answered short".into()));
+    };
+    let row = rows::results::<Row>(row)?.into_iter().next();
+    let spent = rows::results::<Spent>(spent)?.into_iter().next();
+    let own = row
+        .as_ref()
+        .and_then(|r| Some((r.limit_usd?, Period::parse(r.period.as_deref()?)?)));
+    let Some((limit_usd, period)) = own.or(default) else {
+        return Ok(None);
+    };
+    let (start, resets_at) = period.bounds(now_ms);
+    let spent_usd = spent
+        .and_then(|s| match period {
+            Period::Day => s.day_usd,
+            Period::Month => s.month_usd,
+        })
+        .unwrap_or(0.0);
+    Ok(Some(Budget {
+        limit_usd,
+        period,
+        spent_usd,
+        resets_at,
+        warned: row.and_then(|r| r.warned_period) == Some(start),
+    }))
 }
 
 /// The id of `owner`'s conversation for an id that is not one of theirs (a `/v1/chat` id

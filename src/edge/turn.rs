@@ -20,7 +20,7 @@ use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::fetch::FetchTransport;
 use super::remote_tools;
-use super::store::{Conversation, Store, TurnHistory, UsageRow};
+use super::store::{BudgetRead, Conversation, Store, TurnHistory, UsageRow};
 use super::ui_stream::UiStream;
 use super::{new_id, now_ms};
 use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
@@ -155,6 +155,8 @@ pub struct Prepared {
     client_tools: Vec<ToolDef>,
     /// The conversation's artifacts when the turn began, for the system prompt's index.
     artifacts: Vec<ArtifactSummary>,
+    /// The owner's budget, read with the history (`None` when budgets are off).
+    budget: Option<Option<Budget>>,
     /// The toolsets the turn may use (`None`: all).
     toolsets: Option<Vec<String>>,
 }
@@ -240,12 +242,18 @@ pub async fn prepare(
     } else {
         Vec::new()
     };
+    // With budgets on, the owner's is read in the same round trip as the history.
+    let budget_read = turn_env.config.user_budget_usd.map(|limit| BudgetRead {
+        owner: &conversation.owner,
+        default: (limit, turn_env.config.budget_period),
+    });
     let TurnHistory {
         mut seqs,
         messages: mut history,
         artifacts,
+        budget,
     } = store
-        .turn_history(id, create.as_ref(), &stored_first, now_ms())
+        .turn_history(id, create.as_ref(), &stored_first, budget_read, now_ms())
         .await?;
     drop(stored_first);
     if together {
@@ -329,6 +337,7 @@ pub async fn prepare(
         answers,
         client_tools,
         artifacts,
+        budget,
         toolsets: narrowed.or_else(|| conversation.toolsets.clone()),
     })))
 }
@@ -418,6 +427,7 @@ impl Prepared {
             answers,
             client_tools,
             artifacts: listed,
+            budget,
             toolsets,
         } = self;
         let config = &turn_env.config;
@@ -529,7 +539,7 @@ impl Prepared {
                 }),
                 turn_spent: turn_spent.clone(),
                 switches: budget_switches.clone(),
-                read: RefCell::default(),
+                read: RefCell::new(budget),
             }),
             None => Box::new(FixedProvider(provider)),
         };
