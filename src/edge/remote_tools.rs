@@ -35,20 +35,49 @@ thread_local! {
     static SERVERS: RefCell<HashMap<String, KnownServer>> = RefCell::default();
 }
 
-/// Registers the deployment's HTTP tools and MCP servers' tools.
-pub async fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal) {
-    let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport {
+/// What each of `MCP_SERVERS` offers a turn (in the configuration's order): its client and
+/// tools, or nothing when it cannot say. Listed by [`list`] while the turn's history loads.
+pub struct Listed(Vec<Option<(Rc<McpClient>, Vec<McpToolInfo>)>>);
+
+/// The tools of the MCP servers: the isolate's lists while fresh, else listed now, all at once.
+pub async fn list(config: &Config, signal: &AbortSignal) -> Listed {
+    if config.mcp_servers.is_empty() {
+        return Listed(Vec::new());
+    }
+    let transport = transport(signal);
+    let breakers = BREAKERS.with(Rc::clone);
+    let secret = |name: &str| secret(config, name);
+    Listed(
+        join_all(
+            config
+                .mcp_servers
+                .iter()
+                .map(|spec| server_tools(spec, &secret, transport.as_ref(), &breakers, config)),
+        )
+        .await,
+    )
+}
+
+fn transport(signal: &AbortSignal) -> Rc<dyn HttpTransport> {
+    Rc::new(FetchTransport {
         signal: Some(signal.clone()),
         idle_timeout_ms: None,
-    });
+    })
+}
+
+fn secret(config: &Config, name: &str) -> Option<String> {
+    config
+        .tool_secrets
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+}
+
+/// Registers the deployment's HTTP tools and the MCP servers' tools `listed`.
+pub fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal, listed: Listed) {
+    let transport = transport(signal);
     let breakers = BREAKERS.with(Rc::clone);
-    let secret = |name: &str| {
-        config
-            .tool_secrets
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    };
+    let secret = |name: &str| secret(config, name);
     for spec in &config.http_tools {
         let toolset = spec.toolset.clone().unwrap_or_else(|| "http".into());
         match HttpTool::new(
@@ -65,14 +94,7 @@ pub async fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortS
             Err(e) => console_warn!("HTTP_TOOLS: {e}"),
         }
     }
-    let listed = join_all(
-        config
-            .mcp_servers
-            .iter()
-            .map(|spec| server_tools(spec, &secret, transport.as_ref(), &breakers, config)),
-    )
-    .await;
-    for (spec, listed) in config.mcp_servers.iter().zip(listed) {
+    for (spec, listed) in config.mcp_servers.iter().zip(listed.0) {
         let Some((client, infos)) = listed else {
             continue;
         };

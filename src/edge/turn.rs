@@ -157,6 +157,8 @@ pub struct Prepared {
     artifacts: Vec<ArtifactSummary>,
     /// The owner's budget, read with the history (`None` when budgets are off).
     budget: Option<Option<Budget>>,
+    /// The MCP servers' tools, listed with the history.
+    mcp: remote_tools::Listed,
     /// The toolsets the turn may use (`None`: all).
     toolsets: Option<Vec<String>>,
 }
@@ -199,13 +201,14 @@ pub fn choose_model(
 }
 
 /// Loads what the model will see (once), applies the kickoff and moves the queued messages and
-/// the turn's own into D1.
+/// the turn's own into D1. `signal` is the turn's: it stops the MCP servers' listing too.
 pub async fn prepare(
     turn_env: &TurnEnv,
     conversation: &TurnConversation,
     start: Start,
     client_tools: Vec<ToolDef>,
     (model, provider): (ModelRef, Rc<dyn Provider>),
+    signal: &AbortSignal,
 ) -> Result<Ready, ApiError> {
     let Start {
         kickoff,
@@ -247,14 +250,19 @@ pub async fn prepare(
         owner: &conversation.owner,
         default: (limit, turn_env.config.budget_period),
     });
+    // The MCP servers' tools are listed (when the isolate's lists are stale) while the history
+    // loads, not after it.
+    let (history, mcp) = futures::future::join(
+        store.turn_history(id, create.as_ref(), &stored_first, budget_read, now_ms()),
+        remote_tools::list(&turn_env.config, signal),
+    )
+    .await;
     let TurnHistory {
         mut seqs,
         messages: mut history,
         artifacts,
         budget,
-    } = store
-        .turn_history(id, create.as_ref(), &stored_first, budget_read, now_ms())
-        .await?;
+    } = history?;
     drop(stored_first);
     if together {
         for (_, _, queue_seq) in incoming.drain(..) {
@@ -338,6 +346,7 @@ pub async fn prepare(
         client_tools,
         artifacts,
         budget,
+        mcp,
         toolsets: narrowed.or_else(|| conversation.toolsets.clone()),
     })))
 }
@@ -428,6 +437,7 @@ impl Prepared {
             client_tools,
             artifacts: listed,
             budget,
+            mcp,
             toolsets,
         } = self;
         let config = &turn_env.config;
@@ -471,7 +481,7 @@ impl Prepared {
             exists: Default::default(),
         });
         artifacts::register(&mut tools, artifact_context.clone());
-        remote_tools::register(&mut tools, config, &signal).await;
+        remote_tools::register(&mut tools, config, &signal, mcp);
         if let Some(allowed) = toolsets {
             // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
             let has_artifacts = artifact_context.clone();

@@ -399,7 +399,15 @@ impl Object {
                 reader.ok_or_else(|| ApiError::Internal("the turn's log is full".into()))?;
             return sse(reader);
         }
-        let ready = prepare(&turn_env, &conversation, start, client_tools, chosen).await;
+        let ready = prepare(
+            &turn_env,
+            &conversation,
+            start,
+            client_tools,
+            chosen,
+            &claimed.signal,
+        )
+        .await;
         let prepared = match ready {
             Ok(Ready::Run(prepared)) => prepared,
             Ok(Ready::Nothing) => {
@@ -596,7 +604,16 @@ impl Object {
         client_tools: Vec<ToolDef>,
         chosen: (ModelRef, Rc<dyn Provider>),
     ) {
-        match prepare(&turn_env, &conversation, start, client_tools, chosen).await {
+        let prepared = prepare(
+            &turn_env,
+            &conversation,
+            start,
+            client_tools,
+            chosen,
+            &claimed.signal,
+        )
+        .await;
+        match prepared {
             Ok(Ready::Run(prepared)) => {
                 claimed.announce();
                 self.run(turn_env, claimed, *prepared, None)
