@@ -50,7 +50,8 @@ pub struct TurnHistory {
     pub seqs: Vec<Option<i64>>,
     pub messages: Vec<AgentMessage>,
     pub artifacts: Vec<ArtifactSummary>,
-    /// The owner's budget, when the turn asked for it (`Some(None)`: they have none).
+    /// The owner's budget, when the turn asked for it and it could be read (`Some(None)`: they
+    /// have none).
     pub budget: Option<Option<Budget>>,
 }
 
@@ -498,14 +499,16 @@ impl Store {
         else {
             return Err(ApiError::Internal("a D1 batch answered short".into()));
         };
-        let budget = match budget {
-            Some(read) => Some(budget_from(
+        // A budget that cannot be read here is left unread: the turn's resolver reads it again
+        // at the first LLM call and says why it cannot, as it did before it rode along.
+        let budget = budget.and_then(|read| {
+            budget_from(
                 results.get(stored + 2..).unwrap_or_default(),
                 Some(read.default),
                 now_ms,
-            )?),
-            None => None,
-        };
+            )
+            .ok()
+        });
         let history = rows::results::<MessageRow>(history)?;
         let mut seqs = Vec::with_capacity(history.len());
         let mut messages = Vec::with_capacity(history.len());
