@@ -25,7 +25,13 @@ build_web
 export WASM_OPT_BIN="$PWD/node_modules/.bin/wasm-opt"
 mode=--release
 [ "${1:-}" = "--dev" ] && mode=--dev
-echo "==> worker-build $mode (the first build compiles std for wasm32: about 2 minutes)" >&2
+# With std rebuilt (.tools/wasm-env), a release build's panics trap at once, without formatting a
+# message (the isolate restarts either way; a trap's stack names `wasm-function[N]`, which
+# `node scripts/wasm-function.mjs N` turns into the function's name), and carry no source locations.
+if [ "$mode" = --release ] && [ -n "${CARGO_UNSTABLE_BUILD_STD:-}" ]; then
+  export RUSTFLAGS="${RUSTFLAGS:-} -Zunstable-options -Cpanic=immediate-abort -Zlocation-detail=none"
+fi
+echo "==> worker-build $mode (the first build also compiles std for wasm32: about 3 minutes)" >&2
 worker-build "$mode" 2>&1 | awk '/Compiling/ { if (++n % 25 == 0) { printf "    ... %d crates compiled\n", n; fflush() } next } /Download/ { next } { print; fflush() }' >&2
 # The name section (function names, a fifth of the file) is kept for debugging in
 # target/index_bg.debug.wasm and left out of what ships.

@@ -12,23 +12,38 @@ say() { printf '==> %s\n' "$*" >&2; }
 progress() { awk '/Compiling/ { if (++n % 25 == 0) { printf "    ... %d crates compiled\n", n; fflush() } } /Installed|error/ { print; fflush() }' >&2; }
 
 # --- wasm32 toolchain: rustup if it can, else Debian's rustc-web with build-std ---------------
+# Either way std is rebuilt with the Worker where its sources are at hand (build-std): with the
+# release profile's size settings and, in release builds, panics that trap at once
+# (scripts/build.sh), about 25 KB gzipped less than the prebuilt std. It needs RUSTC_BOOTSTRAP;
+# without the sources the build uses the prebuilt std and is just larger.
 # EDGE_AGENT_WASM_TOOLCHAIN=debian forces the fallback (to test it where rustup works).
+build_std_env='export RUSTC_BOOTSTRAP=1
+export CARGO_UNSTABLE_BUILD_STD=std,panic_abort
+export CARGO_UNSTABLE_BUILD_STD_FEATURES=optimize_for_size'
+rustup_std_env() {
+  if rustup component list --installed 2>/dev/null | grep -q '^rust-src' ||
+     { say "adding rust-src with rustup (60 s limit), to rebuild std smaller"; timeout 60 rustup component add rust-src >/dev/null 2>&1; }; then
+    printf '%s\n' "$build_std_env" > .tools/wasm-env
+  else
+    say "no rust-src: the Worker is built with the prebuilt std (about 25 KB gzipped larger)"
+    : > .tools/wasm-env
+  fi
+}
 if [ "${EDGE_AGENT_WASM_TOOLCHAIN:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
-  : > .tools/wasm-env
+  rustup_std_env
 elif [ "${EDGE_AGENT_WASM_TOOLCHAIN:-}" != debian ] && say "adding the wasm32 target with rustup (20 s limit)" &&
      timeout 20 rustup target add wasm32-unknown-unknown >/dev/null 2>&1; then
-  : > .tools/wasm-env
+  rustup_std_env
 else
   if [ ! -x /usr/bin/rustc ] || [ ! -d /usr/lib/rustlib/src/rust ] || ! command -v wasm-ld-22 >/dev/null; then
     say "rustup cannot download here; installing Debian's rustc-web, rust-web-src and lld-22"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rustc-web rust-web-src lld-22 >/dev/null
   fi
-  cat > .tools/wasm-env <<'ENV'
+  cat > .tools/wasm-env <<ENV
 export RUSTC=/usr/bin/rustc
-export RUSTC_BOOTSTRAP=1
-export CARGO_UNSTABLE_BUILD_STD=std,panic_abort
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=wasm-ld-22
+$build_std_env
 ENV
 fi
 
