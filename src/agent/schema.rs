@@ -209,10 +209,10 @@ mod tests {
             [
                 "$: missing required property `city`",
                 "$.days: expected integer, got number",
-                "$: unexpected property `extra`",
+                "$.units: must be one of [\"c\",\"f\"]",
                 "$.tags: must be at most 2 items",
                 "$.tags[1]: expected string, got number",
-                "$.units: must be one of [\"c\",\"f\"]",
+                "$: unexpected property `extra`",
             ]
         );
         assert_eq!(

@@ -540,7 +540,8 @@ mod tests {
             json!({"id": 7})
         );
         let sent = api.sent.borrow()[0].clone();
-        assert_eq!(sent.body.as_deref(), Some(r#"{"priority":2,"title":"t"}"#));
+        // The arguments in the order the model wrote them.
+        assert_eq!(sent.body.as_deref(), Some(r#"{"title":"t","priority":2}"#));
         assert!(sent
             .headers
             .contains(&("content-type".into(), "application/json".into())));
