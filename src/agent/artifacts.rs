@@ -148,7 +148,7 @@ pub fn check(kind: ArtifactKind, title: &str, content: &str) -> Result<(), Strin
         ));
     }
     if kind == ArtifactKind::Json {
-        serde_json::from_str::<Value>(content)
+        crate::llm::json::from_str::<Value>(content)
             .map_err(|e| format!("a `json` artifact must hold valid JSON: {e}"))?;
     }
     Ok(())
@@ -162,7 +162,7 @@ pub fn apply_json_patch(content: &str, operations: &Value) -> Result<String, Str
         AddOperation, CopyOperation, MoveOperation, PatchOperation, RemoveOperation,
         ReplaceOperation, TestOperation,
     };
-    let mut doc: Value = serde_json::from_str(content)
+    let mut doc: Value = crate::llm::json::from_str(content)
         .map_err(|e| format!("the artifact's content is not valid JSON: {e}"))?;
     let Value::Array(operations) = operations else {
         return Err("`patch` must be a list of JSON Patch operations".into());
@@ -396,7 +396,7 @@ impl Op {
         ToolDef {
             name: name.into(),
             description: description.into(),
-            input_schema: serde_json::from_str(schema).unwrap_or(Value::Null),
+            input_schema: crate::llm::json::from_str(schema).unwrap_or(Value::Null),
         }
     }
 }
@@ -673,7 +673,7 @@ mod tests {
             );
             let latest = store.get("art1", None).await.unwrap().unwrap();
             assert_eq!(latest.version, 2);
-            let doc: Value = serde_json::from_str(&latest.content).unwrap();
+            let doc: Value = crate::llm::json::from_str(&latest.content).unwrap();
             assert_eq!(doc, json!({"steps": ["a", "b"]}));
             let first = call(&tools, "read_artifact", json!({"id": "art1", "version": 1}))
                 .await
@@ -717,7 +717,7 @@ mod tests {
             ]),
         )
         .unwrap();
-        let value: Value = serde_json::from_str(&ok).unwrap();
+        let value: Value = crate::llm::json::from_str(&ok).unwrap();
         assert_eq!(
             value,
             json!({"a": {}, "c": 1, "list": [1, 2], "copy": [1, 2]})

@@ -236,24 +236,29 @@ mod tests {
     fn stored_form_round_trips_every_kind() {
         for m in all_kinds() {
             let json = serde_json::to_string(&m).unwrap();
-            let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let value: serde_json::Value = crate::llm::json::from_str(&json).unwrap();
             assert_eq!(value["kind"], m.kind());
-            assert_eq!(serde_json::from_str::<AgentMessage>(&json).unwrap(), m);
+            assert_eq!(
+                crate::llm::json::from_str::<AgentMessage>(&json).unwrap(),
+                m
+            );
         }
     }
 
     #[test]
     fn reads_the_stored_form_with_kind_anywhere_and_names_what_is_missing() {
-        let m: AgentMessage =
-            serde_json::from_str(r#"{"content":[{"text":"hi","type":"text"}],"kind":"user"}"#)
-                .unwrap();
+        let m: AgentMessage = crate::llm::json::from_str(
+            r#"{"content":[{"text":"hi","type":"text"}],"kind":"user"}"#,
+        )
+        .unwrap();
         assert_eq!(m, AgentMessage::user_text("hi"));
-        let missing = serde_json::from_str::<AgentMessage>(r#"{"kind":"assistant","content":[]}"#);
+        let missing =
+            crate::llm::json::from_str::<AgentMessage>(r#"{"kind":"assistant","content":[]}"#);
         assert!(missing.unwrap_err().to_string().contains("stop_reason"));
-        let unknown = serde_json::from_str::<AgentMessage>(r#"{"kind":"poem","text":"x"}"#);
+        let unknown = crate::llm::json::from_str::<AgentMessage>(r#"{"kind":"poem","text":"x"}"#);
         assert!(unknown.unwrap_err().to_string().contains("poem"));
         let text_for_blocks =
-            serde_json::from_str::<AgentMessage>(r#"{"kind":"user","content":"hi"}"#);
+            crate::llm::json::from_str::<AgentMessage>(r#"{"kind":"user","content":"hi"}"#);
         assert!(text_for_blocks.is_err());
     }
 

@@ -164,7 +164,7 @@ where
         definition: ToolDef {
             name: name.to_string(),
             description: description.to_string(),
-            input_schema: serde_json::from_str(schema)
+            input_schema: crate::llm::json::from_str(schema)
                 .unwrap_or_else(|_| json!({"type": "object", "properties": {}})),
         },
         run,

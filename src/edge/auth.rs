@@ -195,7 +195,7 @@ fn verify_jwt(
     let header: Header = decode(header)
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| serde_json::from_str(&s).ok())
+        .and_then(|s| crate::llm::json::from_str(&s).ok())
         .ok_or_else(|| invalid("unreadable header"))?;
     if header.alg != "HS256" {
         return Err(invalid(&format!(
@@ -212,7 +212,7 @@ fn verify_jwt(
     let claims: Claims = decode(payload)
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| serde_json::from_str(&s).ok())
+        .and_then(|s| crate::llm::json::from_str(&s).ok())
         .ok_or_else(|| invalid("unreadable claims"))?;
     // A token without an expiry would be good forever once leaked.
     let exp = claims.exp.ok_or_else(|| invalid("no `exp` claim"))?;

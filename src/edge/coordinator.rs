@@ -214,7 +214,7 @@ impl Coordinator {
                 response.status_code()
             )));
         }
-        Ok(response.json().await?)
+        Ok(crate::llm::json::from_str(&response.text().await?)?)
     }
 
     async fn call<B: Serialize>(

@@ -281,7 +281,7 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     let text = std::str::from_utf8(&bytes)
         .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {e}")))?;
     let text = if text.trim().is_empty() { "{}" } else { text };
-    serde_json::from_str(text).map_err(|e| {
+    crate::llm::json::from_str(text).map_err(|e| {
         ApiError::BadRequest(format!("the body is not valid JSON for this request: {e}"))
     })
 }

@@ -81,7 +81,7 @@ fn gather(cursor: SqlCursor) -> worker::Result<JsValue> {
 }
 
 fn parse<T: DeserializeOwned>(value: &JsValue) -> Result<T, ApiError> {
-    serde_json::from_str(&stringify(value)?)
+    crate::llm::json::from_str(&stringify(value)?)
         .map_err(|e| ApiError::Internal(format!("an unexpected row from storage: {e}")))
 }
 

@@ -513,7 +513,7 @@ impl Store {
         let mut seqs = Vec::with_capacity(history.len());
         let mut messages = Vec::with_capacity(history.len());
         for row in history {
-            let message = serde_json::from_str(&row.body).map_err(|e| {
+            let message = crate::llm::json::from_str(&row.body).map_err(|e| {
                 ApiError::Internal(format!("stored message {} is unreadable: {e}", row.id))
             })?;
             seqs.push(Some(row.seq));
@@ -544,7 +544,7 @@ impl Store {
         };
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let mut value: Value = serde_json::from_str(&row.body)?;
+            let mut value: Value = crate::llm::json::from_str(&row.body)?;
             if let Value::Object(map) = &mut value {
                 map.insert("id".into(), row.id.into());
                 map.insert("seq".into(), row.seq.into());
@@ -783,12 +783,12 @@ fn opt(v: &Option<String>) -> JsValue {
 
 fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     let text: Option<String> = Option::deserialize(d)?;
-    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+    Ok(text.and_then(|t| crate::llm::json::from_str(&t).ok()))
 }
 
 fn json_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
     let text: Option<String> = Option::deserialize(d)?;
-    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+    Ok(text.and_then(|t| crate::llm::json::from_str(&t).ok()))
 }
 
 fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {

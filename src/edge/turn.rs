@@ -898,7 +898,7 @@ impl TurnSummary {
         let events: Vec<serde_json::Value> = stream
             .split("\n\n")
             .filter_map(|frame| frame.strip_prefix("data: "))
-            .filter_map(|data| serde_json::from_str(data).ok())
+            .filter_map(|data| crate::llm::json::from_str(data).ok())
             .collect();
         let finish_reason = events
             .iter()

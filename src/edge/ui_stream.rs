@@ -477,7 +477,7 @@ mod tests {
         assert!(out.ends_with("data: [DONE]\n\n"));
         out.split("\n\n")
             .filter(|c| !c.is_empty() && *c != "data: [DONE]")
-            .map(|c| serde_json::from_str(c.strip_prefix("data: ").unwrap()).unwrap())
+            .map(|c| crate::llm::json::from_str(c.strip_prefix("data: ").unwrap()).unwrap())
             .collect()
     }
 

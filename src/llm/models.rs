@@ -294,7 +294,7 @@ impl Registry {
     /// Parses `MODELS`: a JSON array of [`CustomModel`]s. The error says which entry is wrong.
     pub fn parse(json: &str) -> Result<Self, String> {
         let values: Vec<serde_json::Value> =
-            serde_json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
+            crate::llm::json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
         let mut custom = Vec::with_capacity(values.len());
         for (i, value) in values.into_iter().enumerate() {
             let entry: CustomModel =

@@ -263,7 +263,7 @@ pub(crate) fn error_message(body: &str) -> String {
     struct Body {
         error: serde_json::Value,
     }
-    if let Ok(Body { error }) = serde_json::from_str::<Body>(body) {
+    if let Ok(Body { error }) = crate::llm::json::from_str::<Body>(body) {
         if let Some(m) = error.get("message").and_then(|m| m.as_str()) {
             return m.to_string();
         }

@@ -9,9 +9,9 @@ use serde_json::Value;
 
 /// Parses `raw` strictly, else after repair. `None` if even the repaired text is not JSON.
 pub fn parse_lenient(raw: &str) -> Option<Value> {
-    serde_json::from_str(raw)
+    crate::llm::json::from_str(raw)
         .ok()
-        .or_else(|| serde_json::from_str(&repair(raw)).ok())
+        .or_else(|| crate::llm::json::from_str(&repair(raw)).ok())
 }
 
 /// The repaired text (which may still be invalid).

@@ -219,7 +219,7 @@ impl HttpTool {
     /// The model's view of a successful response.
     fn result(&self, body: &[u8], cut: bool) -> Value {
         let text = String::from_utf8_lossy(body);
-        let parsed: Option<Value> = serde_json::from_str(&text).ok();
+        let parsed: Option<Value> = crate::llm::json::from_str(&text).ok();
         let spec = self.spec.result.as_ref();
         let picked = match (parsed, spec.and_then(|r| r.pointer.as_deref())) {
             (Some(json), Some(pointer)) => json.pointer(pointer).cloned(),
@@ -496,7 +496,7 @@ mod tests {
                 .borrow_mut()
                 .extend([Ok((500, "x")), Ok((502, "x")), Err("reset")]);
             let e = call(&t, json!({"city": "A"})).unwrap_err();
-            let e: Value = serde_json::from_str(&e).unwrap();
+            let e: Value = crate::llm::json::from_str(&e).unwrap();
             assert_eq!(e["status"], "error");
             assert!(e["message"].as_str().unwrap().contains("after 3 attempts"));
         }

@@ -346,7 +346,7 @@ impl McpClient {
             let mut found = None;
             let mut decoder = SseDecoder::new();
             let mut on_frame = |_: &str, data: &str| -> Result<(), ()> {
-                if let Ok(value) = serde_json::from_str::<Value>(data) {
+                if let Ok(value) = crate::llm::json::from_str::<Value>(data) {
                     if value.get("id") == Some(&id) && found.is_none() {
                         found = Some(value);
                     }
@@ -359,7 +359,7 @@ impl McpClient {
         } else {
             std::str::from_utf8(&body)
                 .ok()
-                .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                .and_then(|text| crate::llm::json::from_str::<Value>(text).ok())
                 .filter(|reply| reply.get("id") == Some(&id))
         };
         let reply = reply.ok_or_else(|| {
@@ -463,7 +463,9 @@ pub fn tool_result(result: &Value) -> Result<Value, String> {
     // Servers repeat structured content as serialized JSON text for older clients: once is
     // enough for the model.
     let text = match structured {
-        Some(s) if serde_json::from_str::<Value>(&text).is_ok_and(|t| t == *s) => String::new(),
+        Some(s) if crate::llm::json::from_str::<Value>(&text).is_ok_and(|t| t == *s) => {
+            String::new()
+        }
         _ => text,
     };
     if text.is_empty() && structured.is_none() {
@@ -600,7 +602,7 @@ mod tests {
                 .map(|(_, v)| v.clone())
         }
         fn body(&self, i: usize) -> Value {
-            serde_json::from_str(self.seen.borrow()[i].body.as_deref().unwrap()).unwrap()
+            crate::llm::json::from_str(self.seen.borrow()[i].body.as_deref().unwrap()).unwrap()
         }
     }
 
@@ -613,7 +615,7 @@ mod tests {
             unreachable!()
         }
         async fn send(&self, request: ApiRequest) -> Result<HttpResponse, String> {
-            let id = serde_json::from_str::<Value>(request.body.as_deref().unwrap_or("{}"))
+            let id = crate::llm::json::from_str::<Value>(request.body.as_deref().unwrap_or("{}"))
                 .ok()
                 .and_then(|m| m.get("id").cloned())
                 .map(|id| id.to_string())
@@ -743,7 +745,7 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert_eq!(
-            serde_json::from_str::<Value>(&failed).unwrap(),
+            crate::llm::json::from_str::<Value>(&failed).unwrap(),
             json!({"status": "error", "message": "boom"})
         );
         let n = server.seen.borrow().len();

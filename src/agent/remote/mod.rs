@@ -108,7 +108,7 @@ pub fn parse_entries<T: DeserializeOwned>(
     check: fn(&T) -> Result<(), String>,
 ) -> Result<Vec<T>, String> {
     let entries: Vec<Value> =
-        serde_json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
+        crate::llm::json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
     let mut parsed: Vec<T> = Vec::with_capacity(entries.len());
     for (i, entry) in entries.into_iter().enumerate() {
         let name = entry

@@ -171,7 +171,7 @@ impl Object {
             (Method::Post, "/send") => {
                 // serde_json over the text, not `Request::json` (JS `JSON.parse` read back
                 // through serde_wasm_bindgen: slower, and a second copy of every reader).
-                let send: Send = serde_json::from_str(&req.text().await?)
+                let send: Send = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
                 self.send(send, request_id).await
             }
@@ -701,7 +701,7 @@ impl Object {
         let partial = row
             .partial
             .as_deref()
-            .and_then(|p| serde_json::from_str(p).ok());
+            .and_then(|p| crate::llm::json::from_str(p).ok());
         let recoveries = u32::try_from(row.recoveries).unwrap_or(u32::MAX);
         match machine::orphan(recoveries) {
             Orphan::Recover { attempt } => {

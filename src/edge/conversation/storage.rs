@@ -60,7 +60,7 @@ pub struct TurnRow {
 
 impl TurnRow {
     pub fn client_tools(&self) -> Vec<ToolDef> {
-        serde_json::from_str(&self.client_tools).unwrap_or_default()
+        crate::llm::json::from_str(&self.client_tools).unwrap_or_default()
     }
 }
 
@@ -139,7 +139,7 @@ impl ObjectStorage {
                 Some(opened) => {
                     let row = opened
                         .conversation
-                        .and_then(|r| serde_json::from_str(&r).ok());
+                        .and_then(|r| crate::llm::json::from_str(&r).ok());
                     *known.conversation.borrow_mut() = Some(row);
                     known.turn.set(Some(opened.turns > 0));
                     known.paused.set(Some(opened.paused > 0));
@@ -213,8 +213,9 @@ impl ObjectStorage {
         }
         let rows: Vec<Text> =
             rows::cursor(self.exec("SELECT row AS t FROM conversation WHERE id = 1", None)?)?;
-        let row: Option<TurnConversation> =
-            rows.first().and_then(|r| serde_json::from_str(&r.t).ok());
+        let row: Option<TurnConversation> = rows
+            .first()
+            .and_then(|r| crate::llm::json::from_str(&r.t).ok());
         *self.known.conversation.borrow_mut() = Some(row.clone());
         Ok(row)
     }
@@ -319,7 +320,7 @@ impl ObjectStorage {
             let kind = PauseKind::parse(&r.kind)?;
             Some((
                 kind,
-                serde_json::from_str(&r.client_tools).unwrap_or_default(),
+                crate::llm::json::from_str(&r.client_tools).unwrap_or_default(),
             ))
         }))
     }
@@ -364,7 +365,7 @@ impl ObjectStorage {
     /// The message a queued row holds. A row no turn could ever read is dropped from the queue
     /// (and logged) rather than left to block it.
     pub fn read(&self, row: &QueuedRow) -> Option<AgentMessage> {
-        match serde_json::from_str(&row.message) {
+        match crate::llm::json::from_str(&row.message) {
             Ok(message) => Some(message),
             Err(e) => {
                 worker::console_error!("dropping an unreadable queued message {}: {e}", row.id);

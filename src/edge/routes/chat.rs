@@ -128,7 +128,7 @@ pub async fn post(
     if answer.status_code() != ELSEWHERE {
         return Ok(answer);
     }
-    let resolved: TurnConversation = answer.json().await?;
+    let resolved: TurnConversation = crate::llm::json::from_str(&answer.text().await?)?;
     send.chat = None;
     let id = resolved.id.clone();
     send.conversation = Some(checked_turn(env, resolved, config)?);

@@ -48,7 +48,7 @@ mod tests {
     }
 
     fn documented() -> BTreeSet<(String, String)> {
-        let doc: serde_json::Value = serde_json::from_str(super::DOCUMENT).unwrap();
+        let doc: serde_json::Value = crate::llm::json::from_str(super::DOCUMENT).unwrap();
         let mut routes = BTreeSet::new();
         for (path, item) in doc["paths"].as_object().unwrap() {
             // Parameter names differ from the router's bindings; the shape is what matters.
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn the_document_is_openapi_3_1_with_one_error_shape() {
-        let doc: serde_json::Value = serde_json::from_str(super::DOCUMENT).unwrap();
+        let doc: serde_json::Value = crate::llm::json::from_str(super::DOCUMENT).unwrap();
         assert_eq!(doc["openapi"], "3.1.0");
         let error = &doc["components"]["schemas"]["Error"];
         assert_eq!(error["required"], serde_json::json!(["error"]));

@@ -231,7 +231,7 @@ impl Decode for Decoder {
         message: &mut PartialMessage,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
-        let event: wire::Event<'_> = serde_json::from_str(data)
+        let event: wire::Event<'_> = crate::llm::json::from_str(data)
             .map_err(|e| decode_error(format!("{e} in {}", truncate(data))))?;
         match &*event.kind {
             "message_start" => {
@@ -654,7 +654,7 @@ mod tests {
             temperature: None,
         };
         let body: serde_json::Value =
-            serde_json::from_str(&provider.http_request(&request).unwrap().body).unwrap();
+            crate::llm::json::from_str(&provider.http_request(&request).unwrap().body).unwrap();
         assert_eq!(
             body["messages"][1]["content"][0],
             json!({"type": "redacted_thinking", "data": redacted[0]})
@@ -800,7 +800,7 @@ mod tests {
         assert!(http
             .headers
             .contains(&("anthropic-version", "2023-06-01".to_string())));
-        let body: serde_json::Value = serde_json::from_str(&http.body).unwrap();
+        let body: serde_json::Value = crate::llm::json::from_str(&http.body).unwrap();
         assert_eq!(
             body,
             json!({

@@ -174,7 +174,7 @@ fn encode_contents(messages: &[Message]) -> Vec<wire::Content<'_>> {
                 let key = if r.is_error { "error" } else { "result" };
                 let mut response = Map::new();
                 // A JSON result goes back as JSON; anything else as text.
-                let value = serde_json::from_str(&r.content)
+                let value = crate::llm::json::from_str(&r.content)
                     .unwrap_or_else(|_| Value::String(r.content.clone()));
                 response.insert(key.to_string(), value);
                 (
@@ -260,10 +260,11 @@ impl Decode for Decoder {
         message: &mut PartialMessage,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
-        let chunk: wire::Chunk<'_> = serde_json::from_str(data).map_err(|e| LlmError::Decode {
-            provider: "gemini".to_string(),
-            message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
-        })?;
+        let chunk: wire::Chunk<'_> =
+            crate::llm::json::from_str(data).map_err(|e| LlmError::Decode {
+                provider: "gemini".to_string(),
+                message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
+            })?;
         if let Some(error) = chunk.error {
             return Err(LlmError::from_stream(
                 "gemini",
@@ -669,7 +670,7 @@ mod tests {
         assert!(http
             .headers
             .contains(&("x-goog-api-key", "g-key".to_string())));
-        let body: Value = serde_json::from_str(&http.body).unwrap();
+        let body: Value = crate::llm::json::from_str(&http.body).unwrap();
         assert_eq!(
             body,
             json!({

@@ -175,7 +175,7 @@ fn encode(target: &str, messages: &[Message]) -> Value {
                 .body
         }
     };
-    serde_json::from_str(&body).unwrap()
+    crate::llm::json::from_str(&body).unwrap()
 }
 
 fn request(messages: &[Message]) -> LlmRequest<'_> {
@@ -284,7 +284,7 @@ fn check_openai(body: &Value) -> Result<(), String> {
                     if id.is_empty() || id.len() > 40 {
                         return Err(format!("tool call id {id:?} is not allowed"));
                     }
-                    serde_json::from_str::<Value>(
+                    crate::llm::json::from_str::<Value>(
                         call["function"]["arguments"].as_str().unwrap_or(""),
                     )
                     .map_err(|e| format!("arguments of {id}: {e}"))?;
@@ -389,5 +389,5 @@ fn the_checks_catch_broken_requests() {
     let raw = Anthropic::new(ModelRef::parse("anthropic:x").unwrap(), None, None, t)
         .http_request(&request(&messages))
         .unwrap();
-    assert!(check_anthropic(&serde_json::from_str(&raw.body).unwrap()).is_err());
+    assert!(check_anthropic(&crate::llm::json::from_str(&raw.body).unwrap()).is_err());
 }

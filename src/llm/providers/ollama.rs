@@ -197,10 +197,11 @@ impl Decode for Decoder {
         message: &mut PartialMessage,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
-        let chunk: wire::Chunk<'_> = serde_json::from_str(line).map_err(|e| LlmError::Decode {
-            provider: "ollama".to_string(),
-            message: format!("{e} in {}", line.chars().take(200).collect::<String>()),
-        })?;
+        let chunk: wire::Chunk<'_> =
+            crate::llm::json::from_str(line).map_err(|e| LlmError::Decode {
+                provider: "ollama".to_string(),
+                message: format!("{e} in {}", line.chars().take(200).collect::<String>()),
+            })?;
         if let Some(error) = chunk.error {
             return Err(LlmError::from_stream("ollama", "", error));
         }

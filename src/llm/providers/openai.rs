@@ -233,10 +233,11 @@ impl Decode for Decoder {
         if data.trim() == "[DONE]" {
             return Ok(Flow::Done);
         }
-        let chunk: wire::Chunk<'_> = serde_json::from_str(data).map_err(|e| LlmError::Decode {
-            provider: "openai".to_string(),
-            message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
-        })?;
+        let chunk: wire::Chunk<'_> =
+            crate::llm::json::from_str(data).map_err(|e| LlmError::Decode {
+                provider: "openai".to_string(),
+                message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
+            })?;
         if let Some(error) = chunk.error {
             let kind = error
                 .kind
@@ -660,7 +661,7 @@ mod tests {
         assert!(http
             .headers
             .contains(&("authorization", "Bearer sk-test".to_string())));
-        let body: serde_json::Value = serde_json::from_str(&http.body).unwrap();
+        let body: serde_json::Value = crate::llm::json::from_str(&http.body).unwrap();
         assert_eq!(
             body,
             json!({

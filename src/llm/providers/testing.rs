@@ -24,7 +24,7 @@ pub fn fixture(path: &str) -> Vec<u8> {
     let mut out = String::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         if anthropic {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let v: serde_json::Value = crate::llm::json::from_str(line).unwrap();
             out.push_str(&format!("event: {}\n", v["type"].as_str().unwrap()));
         }
         out.push_str(&format!("data: {line}\n\n"));

@@ -157,10 +157,11 @@ impl Decode for Decoder {
                 .get_or_insert_with(openai::Decoder::default)
                 .frame(event, data, message, out);
         }
-        let chunk: NativeChunk = serde_json::from_str(data).map_err(|e| LlmError::Decode {
-            provider: "workers-ai".to_string(),
-            message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
-        })?;
+        let chunk: NativeChunk =
+            crate::llm::json::from_str(data).map_err(|e| LlmError::Decode {
+                provider: "workers-ai".to_string(),
+                message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
+            })?;
         if let Some(text) = chunk.response.filter(|t| !t.is_empty()) {
             message.continue_text(&mut self.text, &text, out);
         }
@@ -215,9 +216,10 @@ mod tests {
     #[async_trait(?Send)]
     impl AiBinding for FakeBinding {
         async fn run_stream(&self, model: &str, input: &str) -> Result<ByteStream, String> {
-            self.seen
-                .borrow_mut()
-                .push((model.to_string(), serde_json::from_str(input).unwrap()));
+            self.seen.borrow_mut().push((
+                model.to_string(),
+                crate::llm::json::from_str(input).unwrap(),
+            ));
             let body = self.body.clone()?;
             // One byte per read: every chunk boundary at once.
             let chunks: Vec<Result<Vec<u8>, String>> = body.iter().map(|b| Ok(vec![*b])).collect();
