@@ -2,12 +2,13 @@
 // for a pass-through Worker (benches/workers/passthrough.js) that only pipes the provider's
 // bytes, for the AI SDK's `streamText` (benches/workers/aisdk.js), and for the platform floor
 // (benches/workers/floor.js: this design's storage and streaming work in plain JavaScript, a
-// Durable Object per conversation and D1, nothing else). Each Worker runs alone in
-// its own workerd, served by Miniflare directly (benches/miniflare.mjs: no `wrangler dev` proxy;
-// local D1 and Durable Objects, migrations applied), against the same loopback Anthropic-format provider writing one SSE event per chunk. CPU is read from the
-// workerd process's scheduler statistics (every thread, nanoseconds) around each turn; the
-// figures are medians over TURNS turns after a warm-up. Printed, never asserted: they depend on
-// the machine.
+// Durable Object per conversation and D1, nothing else). Each Worker runs in its own workerd,
+// served by Miniflare directly (benches/miniflare.mjs: no `wrangler dev` proxy; local D1 and
+// Durable Objects, migrations applied), against the same loopback Anthropic-format provider
+// writing one SSE event per chunk; their turns are taken in rounds, one at a time. CPU is read
+// from the workerd process's scheduler statistics (every thread, nanoseconds) around each turn;
+// the figures are medians over TURNS turns after a warm-up. Printed, never asserted: they
+// depend on the machine.
 
 import path from "node:path";
 import { bundle, startMiniflare } from "./miniflare.mjs";
@@ -91,82 +92,94 @@ async function aiSdk() {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
-/** Runs turns, each answered by `answer`; returns median CPU ms, TTFB ms, time to the first
- * token (the first text delta that says something), total ms, D1 round trips and object
- * requests (this Worker), and RSS after. */
-async function measure(worker, answer) {
-  const cpu = [];
-  const ttfb = [];
-  const firstToken = [];
-  const total = [];
-  const d1 = [];
-  const objectRequests = [];
-  const sql = [];
-  for (let i = 0; i < WARMUP + TURNS; i++) {
-    anthropic.script(answer);
-    const before = cpuMs(worker.pid);
-    const started = performance.now();
-    const response = await worker.turn();
-    if (response.status !== 200) throw new Error(`turn answered ${response.status}: ${await response.text()}`);
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let first = true;
-    let spoke = false;
-    let body = "";
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (first) { ttfb.push(performance.now() - started); first = false; }
-      if (done) break;
-      const seen = body.length;
-      body += decoder.decode(value, { stream: true });
-      // A UI `text-delta`, or the provider's own `text_delta` (the pass-through).
-      if (!spoke && /"(?:delta|text)": ?"[^"]/.test(body.slice(Math.max(0, seen - 16)))) {
-        firstToken.push(performance.now() - started);
-        spoke = true;
-      }
-    }
-    total.push(performance.now() - started);
-    // Only whole answers count: every delta arrived and the stream closed properly.
-    const said = [...body.matchAll(/"(?:delta|text)":"((?:[^"\\]|\\.)*)"/g)].map((m) => JSON.parse(`"${m[1]}"`)).join("");
-    if (!said.includes(answer.text) || !worker.complete(body)) throw new Error(`turn ${i} was incomplete: ${body.slice(-300)}`);
-    // What the turn does after its stream ends (the last D1 writes) belongs to it too.
-    await new Promise((r) => setTimeout(r, 20));
-    if (i >= WARMUP) cpu.push(cpuMs(worker.pid) - before);
-    if (i >= WARMUP && worker.traffic) {
-      const line = await worker.traffic(response.headers.get("x-request-id"));
-      d1.push(line.d1_round_trips);
-      objectRequests.push(line.object_requests);
-      sql.push(line.sql_statements);
+/** One turn of `worker`, answered by `answer`: its CPU ms, time to first byte, to the first
+ * token (the first text delta that says something) and to the end, and (this Worker) its D1
+ * round trips, object requests and SQL statements from the turn's log line. */
+async function turn(worker, answer, label) {
+  anthropic.script(answer);
+  const before = cpuMs(worker.pid);
+  const started = performance.now();
+  const response = await worker.turn();
+  if (response.status !== 200) throw new Error(`${worker.name}: turn answered ${response.status}: ${await response.text()}`);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let ttfb;
+  let firstToken;
+  let body = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    ttfb ??= performance.now() - started;
+    if (done) break;
+    const seen = body.length;
+    body += decoder.decode(value, { stream: true });
+    // A UI `text-delta`, or the provider's own `text_delta` (the pass-through).
+    if (firstToken === undefined && /"(?:delta|text)": ?"[^"]/.test(body.slice(Math.max(0, seen - 16)))) {
+      firstToken = performance.now() - started;
     }
   }
-  return {
-    cpu: median(cpu), ttfb: median(ttfb.slice(WARMUP)), firstToken: median(firstToken.slice(WARMUP)), total: median(total.slice(WARMUP)), rss: rssMb(worker.pid),
-    d1: d1.length ? median(d1) : undefined, objectRequests: objectRequests.length ? median(objectRequests) : undefined,
-    sql: sql.length ? median(sql) : undefined,
-  };
+  const total = performance.now() - started;
+  // Only whole answers count: every delta arrived and the stream closed properly.
+  const said = [...body.matchAll(/"(?:delta|text)":"((?:[^"\\]|\\.)*)"/g)].map((m) => JSON.parse(`"${m[1]}"`)).join("");
+  if (!said.includes(answer.text) || !worker.complete(body)) throw new Error(`${worker.name}: ${label} turn was incomplete: ${body.slice(-300)}`);
+  // What the turn does after its stream ends (the last D1 writes) belongs to it too.
+  await new Promise((r) => setTimeout(r, 20));
+  const sample = { cpu: cpuMs(worker.pid) - before, ttfb, firstToken, total };
+  if (worker.traffic) {
+    const line = await worker.traffic(response.headers.get("x-request-id"));
+    Object.assign(sample, { d1: line.d1_round_trips, objectRequests: line.object_requests, sql: line.sql_statements });
+  }
+  return sample;
+}
+
+/**
+ * Runs WARMUP + TURNS rounds of one kind of turn; in each round every Worker runs one turn, in
+ * turn, so that what the machine does meanwhile (other load, frequency, the page cache) falls
+ * on all of them alike and the ratios between them hold even when the figures drift. Returns,
+ * per Worker, the medians after the warm-up and its RSS after.
+ */
+async function measure(workers, answer, label, turnOf = (w) => w.turn) {
+  const samples = workers.map(() => []);
+  for (let round = 0; round < WARMUP + TURNS; round++) {
+    for (const [i, worker] of workers.entries()) {
+      const sample = await turn({ ...worker, turn: turnOf(worker) }, answer, label);
+      if (round >= WARMUP) samples[i].push(sample);
+    }
+    if ((round + 1) % 10 === 0) process.stderr.write(`  ${label}: ${round + 1} of ${WARMUP + TURNS} rounds\n`);
+  }
+  return workers.map((worker, i) => {
+    const of = (key) => (samples[i][0][key] === undefined ? undefined : median(samples[i].map((s) => s[key])));
+    return {
+      cpu: of("cpu"), ttfb: of("ttfb"), firstToken: of("firstToken"), total: of("total"), rss: rssMb(worker.pid),
+      d1: of("d1"), objectRequests: of("objectRequests"), sql: of("sql"),
+    };
+  });
 }
 
 const fmt = (n, w = 7) => n.toFixed(1).padStart(w);
-const rows = [];
-for (const [name, make] of [["pass-through Worker", passThrough], ["this Worker", edgeAgent], ["AI SDK streamText", aiSdk], ["platform floor (JS)", floor]]) {
-  const worker = await make();
-  try {
-    const long = await measure(worker, { text: LONG, writes: "event" });
-    const oneWrite = await measure(worker, { text: LONG, writes: "one" });
-    const short = await measure(worker, { text: "hi", writes: "event" });
-    const later = worker.laterTurn && (await measure({ ...worker, turn: worker.laterTurn }, { text: "hi", writes: "event" }));
-    // A model that pauses before each event after the first, as a real one does before its
-    // first token: what the client waits for is then the runtime's own delay.
-    const paused = await measure(worker, { text: "hi", writes: "event", burst: 1, gapMs: PAUSE_MS });
-    rows.push({ name, long, oneWrite, short, later, paused });
-  } finally {
-    await worker.stop();
-  }
+const names = ["pass-through Worker", "this Worker", "AI SDK streamText", "platform floor (JS)"];
+// All four run at once, each in its own workerd (started one after the other: each finds its
+// process as the one new workerd); only one has a turn at a time.
+const workers = [];
+for (const start of [passThrough, edgeAgent, aiSdk, floor]) workers.push(await start());
+workers.forEach((w, i) => { w.name = names[i]; });
+const rows = names.map((name) => ({ name }));
+try {
+  const put = (key, results) => results.forEach((r, i) => { rows[i][key] = r; });
+  put("long", await measure(workers, { text: LONG, writes: "event" }, "1,000-token answer"));
+  put("oneWrite", await measure(workers, { text: LONG, writes: "one" }, "the same in one write"));
+  put("short", await measure(workers, { text: "hi", writes: "event" }, '"hi"'));
+  // A later message of one chat: this Worker only (the others keep no conversation).
+  rows[1].later = (await measure([workers[1]], { text: "hi", writes: "event" }, "later message", (w) => w.laterTurn))[0];
+  // A model that pauses before each event after the first, as a real one does before its
+  // first token: what the client waits for is then the runtime's own delay.
+  put("paused", await measure(workers, { text: "hi", writes: "event", burst: 1, gapMs: PAUSE_MS }, "paused provider"));
+} finally {
+  await Promise.all(workers.map((w) => w.stop()));
 }
 await anthropic.close();
 
 const [base, ours, sdk, least] = rows;
-console.log(`workerd per turn, medians of ${TURNS} after ${WARMUP} warm-up turns (each Worker alone in one workerd, served by Miniflare):`);
+console.log(`workerd per turn, medians of ${TURNS} after ${WARMUP} warm-up turns (each Worker in its own workerd, served by Miniflare; their turns taken in rounds, one Worker at a time):`);
 for (const [label, key] of [["1,000-token answer, one SSE event per write", "long"], ["the same answer in one write", "oneWrite"], ['short answer ("hi")', "short"]]) {
   console.log(`  ${label}:`);
   console.log("                           CPU ms   x pass-through   TTFB ms   total ms");
