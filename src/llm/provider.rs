@@ -143,6 +143,26 @@ pub(crate) const MAX_FRAME_BYTES: usize = 4 << 20;
 /// Most content blocks (text, thinking, tool calls) one answer may have.
 pub(crate) const MAX_CONTENT_BLOCKS: usize = 1024;
 
+/// One event (an SSE frame's data or an NDJSON line) read into a decoder's wire type. What
+/// cannot be read is a [`LlmError::Decode`] quoting the event's first 200 characters.
+pub(crate) fn read_event<'a, T: serde::Deserialize<'a>>(
+    provider: &str,
+    data: &'a str,
+) -> Result<T, LlmError> {
+    super::json::from_str(data).map_err(|e| unreadable_event(provider, &e, data))
+}
+
+fn unreadable_event(provider: &str, error: &serde_json::Error, data: &str) -> LlmError {
+    let start = match data.char_indices().nth(200) {
+        Some((i, _)) => &data[..i],
+        None => data,
+    };
+    LlmError::Decode {
+        provider: provider.to_string(),
+        message: format!("{error} in {start}"),
+    }
+}
+
 fn decode_limit(provider: &str, what: &str) -> LlmError {
     LlmError::Decode {
         provider: provider.to_string(),

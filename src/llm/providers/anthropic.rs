@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{check_health, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -231,8 +231,7 @@ impl Decode for Decoder {
         message: &mut PartialMessage,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
-        let event: wire::Event<'_> = crate::llm::json::from_str(data)
-            .map_err(|e| decode_error(format!("{e} in {}", truncate(data))))?;
+        let event: wire::Event<'_> = read_event("anthropic", data)?;
         match &*event.kind {
             "message_start" => {
                 let mut usage = Usage::default();
@@ -339,13 +338,6 @@ fn decode_error(message: String) -> LlmError {
 /// A field the event's type requires.
 fn required<T>(value: Option<T>, field: &str) -> Result<T, LlmError> {
     value.ok_or_else(|| decode_error(format!("the event has no `{field}`")))
-}
-
-fn truncate(s: &str) -> &str {
-    match s.char_indices().nth(200) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
 }
 
 /// Serde shapes of the wire format; private to this file.

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{check_health, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -260,11 +260,7 @@ impl Decode for Decoder {
         message: &mut PartialMessage,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
-        let chunk: wire::Chunk<'_> =
-            crate::llm::json::from_str(data).map_err(|e| LlmError::Decode {
-                provider: "gemini".to_string(),
-                message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
-            })?;
+        let chunk: wire::Chunk<'_> = read_event("gemini", data)?;
         if let Some(error) = chunk.error {
             return Err(LlmError::from_stream(
                 "gemini",

@@ -59,6 +59,38 @@ fn a_block_index_near_u32_max_is_a_decode_error_not_an_allocation() {
 }
 
 #[test]
+fn an_unreadable_event_is_a_decode_error_quoting_its_first_200_characters() {
+    // Not JSON, and longer than what the error quotes, in characters of two bytes each.
+    let event = format!("{{\"type\": {}", "é".repeat(300));
+    let quoted: String = event.chars().take(200).collect();
+    for (make, provider, body) in [
+        (
+            &anthropic as &dyn Fn(_) -> _,
+            "anthropic",
+            format!("event: message_start\ndata: {event}\n\n"),
+        ),
+        (&openai, "openai", format!("data: {event}\n\n")),
+        (&ollama, "ollama", format!("{event}\n")),
+    ] {
+        let (_, c) = run(make, vec![body.into_bytes()]);
+        match c.error {
+            Some(LlmError::Decode {
+                provider: p,
+                message,
+            }) => {
+                assert_eq!(p, provider);
+                assert!(
+                    message.starts_with("expected value at line 1 column 10 in "),
+                    "{message}"
+                );
+                assert!(message.ends_with(&format!(" in {quoted}")), "{message}");
+            }
+            other => panic!("{provider}: expected a decode error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn a_line_that_never_ends_is_abandoned_past_4_mib() {
     // 64 KiB pieces of one endless `data:` line, 5 MiB in all.
     let mut chunks = vec![b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"".to_vec()];

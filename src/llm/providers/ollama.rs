@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{check_health, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, Usage,
@@ -197,11 +197,7 @@ impl Decode for Decoder {
         message: &mut PartialMessage,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
-        let chunk: wire::Chunk<'_> =
-            crate::llm::json::from_str(line).map_err(|e| LlmError::Decode {
-                provider: "ollama".to_string(),
-                message: format!("{e} in {}", line.chars().take(200).collect::<String>()),
-            })?;
+        let chunk: wire::Chunk<'_> = read_event("ollama", line)?;
         if let Some(error) = chunk.error {
             return Err(LlmError::from_stream("ollama", "", error));
         }

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::join_url;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{check_health, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
     ModelRef, Provider, StopReason, ToolDef, Usage,
@@ -233,11 +233,7 @@ impl Decode for Decoder {
         if data.trim() == "[DONE]" {
             return Ok(Flow::Done);
         }
-        let chunk: wire::Chunk<'_> =
-            crate::llm::json::from_str(data).map_err(|e| LlmError::Decode {
-                provider: "openai".to_string(),
-                message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
-            })?;
+        let chunk: wire::Chunk<'_> = read_event("openai", data)?;
         if let Some(error) = chunk.error {
             let kind = error
                 .kind

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::openai;
 use crate::llm::partial::PartialMessage;
-use crate::llm::provider::{decode_body, failed, Decode, Flow, Framing};
+use crate::llm::provider::{decode_body, failed, read_event, Decode, Flow, Framing};
 use crate::llm::{
     ByteStream, Completion, LlmError, LlmEvent, LlmRequest, ModelRef, Provider, Usage,
 };
@@ -157,11 +157,7 @@ impl Decode for Decoder {
                 .get_or_insert_with(openai::Decoder::default)
                 .frame(event, data, message, out);
         }
-        let chunk: NativeChunk =
-            crate::llm::json::from_str(data).map_err(|e| LlmError::Decode {
-                provider: "workers-ai".to_string(),
-                message: format!("{e} in {}", data.chars().take(200).collect::<String>()),
-            })?;
+        let chunk: NativeChunk = read_event("workers-ai", data)?;
         if let Some(text) = chunk.response.filter(|t| !t.is_empty()) {
             message.continue_text(&mut self.text, &text, out);
         }
