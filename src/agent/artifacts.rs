@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::tools::{ServerTool, ToolRegistry};
+use crate::llm::fields::{self, Fields};
 use crate::llm::ToolDef;
 
 /// The toolset the artifact tools belong to.
@@ -226,10 +227,20 @@ pub fn apply_json_patch(content: &str, operations: &Value) -> Result<String, Str
 }
 
 /// One find-and-replace edit of a text artifact.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Edit {
     pub find: String,
     pub replace: String,
+}
+
+fn read_edits(edits: Value) -> Result<Vec<Edit>, String> {
+    fields::list(edits, "it", |edit| {
+        let mut f = Fields::any(edit)?;
+        Ok(Edit {
+            find: f.required("find", fields::STRING)?,
+            replace: f.required("replace", fields::STRING)?,
+        })
+    })
 }
 
 /// Applies exact find-and-replace edits in order; each `find` must match exactly once in the
@@ -526,7 +537,7 @@ impl ServerTool for ArtifactTool {
                         return Err("a `json` artifact is patched with `patch` (JSON Patch)".into())
                     }
                     (_, _, Some(edits)) => {
-                        let edits: Vec<Edit> = crate::llm::from_value(edits).map_err(|e| {
+                        let edits = read_edits(edits.clone()).map_err(|e| {
                             format!("`edits` must be a list of {{find, replace}}: {e}")
                         })?;
                         apply_edits(&previous.content, &edits)?

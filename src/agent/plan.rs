@@ -8,18 +8,19 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::{AgentMessage, ServerTool};
+use crate::llm::fields::{self, Fields};
 use crate::llm::{ContentBlock, Message, ToolDef};
 
 pub const UPDATE_PLAN: &str = "update_plan";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanItem {
     pub title: String,
-    #[serde(default)]
+    /// `false` when left out.
     pub done: bool,
 }
 
@@ -67,7 +68,14 @@ fn parse_items(input: &Value) -> Result<Vec<PlanItem>, String> {
     let items = input
         .get("items")
         .ok_or("`items` is required: the whole plan, in order")?;
-    crate::llm::from_value(items)
+    let read = |item: Value| {
+        let mut f = Fields::any(item)?;
+        Ok(PlanItem {
+            title: f.required("title", fields::STRING)?,
+            done: f.optional("done", fields::BOOL)?.unwrap_or(false),
+        })
+    };
+    fields::list(items.clone(), "it", read)
         .map_err(|e| format!("`items` is not a list of {{title, done}}: {e}"))
 }
 

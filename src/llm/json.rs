@@ -11,8 +11,8 @@
 //! `serde_json::from_str` directly would be compiled twice.
 
 use serde::de::{
-    self, Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess, MapAccess,
-    SeqAccess, VariantAccess, Visitor,
+    self, Deserialize, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess,
+    VariantAccess, Visitor,
 };
 
 /// `serde_json::from_str`, reading structs only from objects.
@@ -21,21 +21,6 @@ pub fn from_str<'a, T: Deserialize<'a>>(text: &'a str) -> serde_json::Result<T> 
     let value = T::deserialize(Strict(&mut reader))?;
     reader.end()?;
     Ok(value)
-}
-
-/// `serde_json::from_value` through text, so that the wasm carries one JSON reader (text's)
-/// instead of two; what goes through here is small and rare (tool arguments, configuration
-/// entries), so printing it again costs nothing that matters. The error leaves out the line
-/// and column, which would point into the reprinted text rather than anything the user wrote.
-pub fn from_value<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, String> {
-    from_str(&value.to_string()).map_err(|e| {
-        let message = e.to_string();
-        let position = format!(" at line {} column {}", e.line(), e.column());
-        match message.strip_suffix(&position) {
-            Some(bare) => bare.to_string(),
-            None => message,
-        }
-    })
 }
 
 /// A deserializer that hands everything to the one it wraps, wrapping whatever that gives back
@@ -343,13 +328,5 @@ mod tests {
             "invalid type: integer `3`, expected a string at line 2 column 10"
         );
         assert!(super::from_str::<Inner>(r#"{"n": 1} x"#).is_err());
-    }
-
-    #[test]
-    fn from_value_errors_say_what_is_wrong_without_a_position() {
-        let e = super::from_value::<Entry>(&json!({"nmae": "x"})).unwrap_err();
-        assert_eq!(e, "missing field `name`");
-        let e = super::from_value::<Entry>(&json!({"name": 3})).unwrap_err();
-        assert_eq!(e, "invalid type: integer `3`, expected a string");
     }
 }

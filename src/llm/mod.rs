@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod event;
+pub mod fields;
 pub mod json;
 pub mod models;
 pub mod ndjson;
@@ -21,7 +22,6 @@ pub mod types;
 
 pub use error::LlmError;
 pub use event::LlmEvent;
-pub use json::from_value;
 pub use models::ModelRef;
 pub use provider::{Completion, Provider};
 pub use retry::{Resilient, RetryPolicy, Sleeper};

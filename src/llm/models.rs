@@ -4,7 +4,9 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use super::fields::{self, Fields};
 
 use super::{LlmError, Usage};
 
@@ -42,8 +44,7 @@ impl fmt::Display for ModelRef {
 }
 
 /// US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Price {
     pub input: f64,
     pub output: f64,
@@ -51,8 +52,7 @@ pub struct Price {
     pub cache_write: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Capabilities {
     pub tools: bool,
     pub thinking: bool,
@@ -271,17 +271,56 @@ impl Default for Capabilities {
 
 /// A registry entry a deployment adds or overrides (`MODELS`), for self-hosted and fine-tuned
 /// models whose limits and prices the built-in table cannot know.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CustomModel {
     /// `provider:model`; like built-in ids it also matches dated variants that start with it.
     pub id: String,
     pub context_window: u32,
     pub max_output_tokens: u32,
-    #[serde(default)]
     pub price: Option<Price>,
-    #[serde(default)]
+    /// Each left out is the unknown model's ([`Capabilities::default`]).
     pub capabilities: Capabilities,
+}
+
+impl CustomModel {
+    fn read(value: serde_json::Value) -> Result<Self, String> {
+        let known = [
+            "id",
+            "context_window",
+            "max_output_tokens",
+            "price",
+            "capabilities",
+        ];
+        let mut f = Fields::of(value, &known)?;
+        let price = match f.object("price", &["input", "output", "cache_read", "cache_write"])? {
+            Some(mut p) => Some(Price {
+                input: p.required("input", fields::NUMBER)?,
+                output: p.required("output", fields::NUMBER)?,
+                cache_read: p.required("cache_read", fields::NUMBER)?,
+                cache_write: p.required("cache_write", fields::NUMBER)?,
+            }),
+            None => None,
+        };
+        let mut capabilities = Capabilities::default();
+        if let Some(mut c) = f.object("capabilities", &["tools", "thinking", "vision"])? {
+            for (name, flag) in [
+                ("tools", &mut capabilities.tools),
+                ("thinking", &mut capabilities.thinking),
+                ("vision", &mut capabilities.vision),
+            ] {
+                if let Some(on) = c.optional(name, fields::BOOL)? {
+                    *flag = on;
+                }
+            }
+        }
+        Ok(Self {
+            id: f.required("id", fields::STRING)?,
+            context_window: f.required("context_window", fields::U32)?,
+            max_output_tokens: f.required("max_output_tokens", fields::U32)?,
+            price,
+            capabilities,
+        })
+    }
 }
 
 /// The built-in table with a deployment's own entries in front of it.
@@ -297,8 +336,7 @@ impl Registry {
             crate::llm::json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
         let mut custom = Vec::with_capacity(values.len());
         for (i, value) in values.into_iter().enumerate() {
-            let entry: CustomModel =
-                super::from_value(&value).map_err(|e| format!("entry {i}: {e}"))?;
+            let entry = CustomModel::read(value).map_err(|e| format!("entry {i}: {e}"))?;
             ModelRef::parse(&entry.id).map_err(|e| format!("entry {i}: {e}"))?;
             if entry.context_window < 256 || entry.max_output_tokens == 0 {
                 return Err(format!(
@@ -392,6 +430,22 @@ mod tests {
                 .context_window,
             1_000_000
         );
+        // Capabilities left out are an unknown model's.
+        let seeing = Registry::parse(
+            r#"[{"id": "ollama:llava", "context_window": 4096, "max_output_tokens": 512,
+                 "capabilities": {"vision": true}}]"#,
+        )
+        .unwrap()
+        .info(&ModelRef::parse("ollama:llava").unwrap())
+        .capabilities;
+        assert_eq!(
+            seeing,
+            Capabilities {
+                vision: true,
+                ..Capabilities::default()
+            }
+        );
+        assert!(seeing.tools && !seeing.thinking);
         // Untouched entries still come from the table.
         assert_eq!(
             registry.info(&ModelRef::parse("anthropic:claude-haiku-4-5").unwrap()),
@@ -428,6 +482,18 @@ mod tests {
             (
                 r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "colour": 1}]"#,
                 "colour",
+            ),
+            (
+                r#"[{"id": "a:b", "context_window": "big", "max_output_tokens": 1}]"#,
+                "entry 0: `context_window` must be a whole number",
+            ),
+            (
+                r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "price": {"input": 1}}]"#,
+                "entry 0: missing field `price.output`",
+            ),
+            (
+                r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "capabilities": {"vision": "yes"}}]"#,
+                "`capabilities.vision` must be true or false",
             ),
         ] {
             let message = Registry::parse(json).unwrap_err();

@@ -8,7 +8,6 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::template::{encode, fill, fill_json, placeholders};
@@ -17,6 +16,7 @@ use super::{
     Attempt, Breakers,
 };
 use crate::agent::tools::ServerTool;
+use crate::llm::fields::{self, Fields};
 use crate::llm::{ApiRequest, HttpTransport, Sleeper, ToolDef};
 
 /// Most of a response read, in bytes.
@@ -25,22 +25,19 @@ const MAX_READ_BYTES: usize = 1 << 20;
 const DEFAULT_RESULT_BYTES: usize = 16 * 1024;
 
 /// One entry of `HTTP_TOOLS`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HttpToolSpec {
     pub name: String,
     pub description: String,
     pub input_schema: Value,
-    #[serde(default = "get")]
+    /// `GET` unless declared.
     pub method: String,
     pub url: String,
     /// Query parameters: name → template.
-    #[serde(default)]
     pub query: BTreeMap<String, String>,
     /// A JSON body template (for POST, PUT, PATCH).
     pub body: Option<Value>,
     /// Header name → value, or `secret:NAME`.
-    #[serde(default)]
     pub headers: BTreeMap<String, String>,
     pub result: Option<ResultSpec>,
     /// At most the deployment's `TOOL_TIMEOUT_MS`, which bounds every tool call.
@@ -49,12 +46,7 @@ pub struct HttpToolSpec {
     pub toolset: Option<String>,
 }
 
-fn get() -> String {
-    "GET".into()
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResultSpec {
     /// A JSON Pointer into the response (`/data/items`).
     pub pointer: Option<String>,
@@ -64,7 +56,47 @@ pub struct ResultSpec {
 
 /// Parses and checks `HTTP_TOOLS`. Errors name the entry, the tool and the field.
 pub fn parse_http_tools(json: &str) -> Result<Vec<HttpToolSpec>, String> {
-    parse_entries(json, |t: &HttpToolSpec| &t.name, check_spec)
+    let known = [
+        "name",
+        "description",
+        "input_schema",
+        "method",
+        "url",
+        "query",
+        "body",
+        "headers",
+        "result",
+        "timeout_ms",
+        "toolset",
+    ];
+    parse_entries(json, &known, read_spec, |t| &t.name, check_spec)
+}
+
+fn read_spec(f: &mut Fields) -> Result<HttpToolSpec, String> {
+    let result = match f.object("result", &["pointer", "max_bytes"])? {
+        Some(mut r) => Some(ResultSpec {
+            pointer: r.optional("pointer", fields::STRING)?,
+            max_bytes: r.optional("max_bytes", fields::USIZE)?,
+        }),
+        None => None,
+    };
+    Ok(HttpToolSpec {
+        name: f.required("name", fields::STRING)?,
+        description: f.required("description", fields::STRING)?,
+        input_schema: f.required("input_schema", fields::JSON)?,
+        method: f
+            .optional("method", fields::STRING)?
+            .unwrap_or_else(|| "GET".into()),
+        url: f.required("url", fields::STRING)?,
+        query: f.optional("query", fields::STRING_MAP)?.unwrap_or_default(),
+        body: f.value("body"),
+        headers: f
+            .optional("headers", fields::STRING_MAP)?
+            .unwrap_or_default(),
+        result,
+        timeout_ms: f.optional("timeout_ms", fields::U32)?,
+        toolset: f.optional("toolset", fields::STRING)?,
+    })
 }
 
 fn check_spec(spec: &HttpToolSpec) -> Result<(), String> {
@@ -608,6 +640,28 @@ mod tests {
             r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}, "url": "https://x/", "retries": 3}]"#,
         );
         assert!(e.contains("unknown field `retries`"), "{e}");
+        // A value of the wrong kind is named by its field, nested ones by their path.
+        let e = err(
+            r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}, "url": "https://x/", "timeout_ms": "soon"}]"#,
+        );
+        assert!(
+            e.contains("entry 0 (`w`): `timeout_ms` must be a whole number"),
+            "{e}"
+        );
+        let e = err(
+            r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}, "url": "https://x/", "result": {"max_bytes": -1}}]"#,
+        );
+        assert!(
+            e.contains("`result.max_bytes` must be a whole number"),
+            "{e}"
+        );
+        let e = err(
+            r#"[{"name": "w", "description": "d", "input_schema": {"type": "object"}, "url": "https://x/", "headers": {"x-key": 1}}]"#,
+        );
+        assert!(
+            e.contains("`headers` must be an object whose values are strings"),
+            "{e}"
+        );
         let missing_secret = HttpTool::new(
             parse_http_tools(WEATHER).unwrap().remove(0),
             &|_| None,

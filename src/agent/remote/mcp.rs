@@ -13,7 +13,6 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
@@ -22,6 +21,7 @@ use super::{
     Attempt, Breakers,
 };
 use crate::agent::tools::ServerTool;
+use crate::llm::fields::{self, Fields};
 use crate::llm::sse::SseDecoder;
 use crate::llm::{ApiRequest, HttpTransport, Sleeper, ToolDef};
 
@@ -36,18 +36,15 @@ const MAX_PAGES: usize = 20;
 const MAX_TOOL_NAME: usize = 64;
 
 /// One entry of `MCP_SERVERS`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct McpServerSpec {
     pub name: String,
     pub url: String,
     /// Header name → value, or `secret:NAME`.
-    #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Only these of the server's tools are offered (default: all).
     pub tools: Option<Vec<String>>,
     /// Tools whose calls wait for a person's approval.
-    #[serde(default)]
     pub approval: Vec<String>,
     /// The toolset the server's tools join (default: the server's name).
     pub toolset: Option<String>,
@@ -55,7 +52,21 @@ pub struct McpServerSpec {
 
 /// Parses and checks `MCP_SERVERS`. Errors name the entry, the server and the field.
 pub fn parse_mcp_servers(json: &str) -> Result<Vec<McpServerSpec>, String> {
-    parse_entries(json, |s: &McpServerSpec| &s.name, check_spec)
+    let known = ["name", "url", "headers", "tools", "approval", "toolset"];
+    parse_entries(json, &known, read_spec, |s| &s.name, check_spec)
+}
+
+fn read_spec(f: &mut Fields) -> Result<McpServerSpec, String> {
+    Ok(McpServerSpec {
+        name: f.required("name", fields::STRING)?,
+        url: f.required("url", fields::STRING)?,
+        headers: f
+            .optional("headers", fields::STRING_MAP)?
+            .unwrap_or_default(),
+        tools: f.optional("tools", fields::STRINGS)?,
+        approval: f.optional("approval", fields::STRINGS)?.unwrap_or_default(),
+        toolset: f.optional("toolset", fields::STRING)?,
+    })
 }
 
 fn check_spec(spec: &McpServerSpec) -> Result<(), String> {

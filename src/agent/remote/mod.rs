@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::net::IpAddr;
 
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+use crate::llm::fields::Fields;
 use crate::llm::Sleeper;
 
 pub use breaker::Breaker;
@@ -101,9 +101,12 @@ pub fn check_url(url: &str, allow_private: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses a JSON array of declarations; errors name the entry, its `name` and what is wrong.
-pub fn parse_entries<T: DeserializeOwned>(
+/// Parses a JSON array of declarations, each an object with the `known` fields taken out by
+/// `read`; errors name the entry, its `name` and what is wrong.
+pub fn parse_entries<T>(
     json: &str,
+    known: &[&str],
+    read: fn(&mut Fields) -> Result<T, String>,
     name_of: fn(&T) -> &str,
     check: fn(&T) -> Result<(), String>,
 ) -> Result<Vec<T>, String> {
@@ -117,7 +120,9 @@ pub fn parse_entries<T: DeserializeOwned>(
             .unwrap_or("?")
             .to_string();
         let at = |message: String| format!("entry {i} (`{name}`): {message}");
-        let item: T = crate::llm::from_value(&entry).map_err(|e| at(e.to_string()))?;
+        let item = Fields::of(entry, known)
+            .and_then(|mut fields| read(&mut fields))
+            .map_err(at)?;
         check(&item).map_err(at)?;
         if parsed.iter().any(|p| name_of(p) == name_of(&item)) {
             return Err(at("another entry has this `name`".into()));
