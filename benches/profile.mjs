@@ -9,6 +9,10 @@ import path from "node:path";
 import { ROOT, anthropicLoopback, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
 
+// Node 22 has a global WebSocket; Node 20 (the system's on some machines) has not, and the `ws`
+// package (installed with Miniflare) speaks the same API.
+const WebSocket = globalThis.WebSocket ?? (await import("ws")).default;
+
 const TURNS = Number(process.env.PROFILE_TURNS ?? 20);
 // PROFILE_ANSWER=short profiles a "hi" turn (the fixed cost per turn) instead.
 const ANSWER = process.env.PROFILE_ANSWER === "short" ? "hi" : "Stream me. ".repeat(546).slice(0, 6000);
