@@ -174,13 +174,14 @@ impl Coordinator {
 
     /// Hands a message, answers or a retry over; the object's answer is the client's.
     pub async fn send(&self, send: &Send) -> Result<Response, ApiError> {
-        let response = self.call(Method::Post, "send", Some(send)).await?;
+        let body = serde_json::to_string(send)?;
+        let response = self.request(Method::Post, "send", Some(body)).await?;
         relay(response)
     }
 
     /// The running turn's stream from its start (200), or 204 when no turn runs.
     pub async fn stream(&self) -> Result<Response, ApiError> {
-        let response = self.call::<()>(Method::Get, "stream", None).await?;
+        let response = self.request(Method::Get, "stream", None).await?;
         relay(response)
     }
 
@@ -206,7 +207,15 @@ impl Coordinator {
         method: Method,
         route: &str,
     ) -> Result<R, ApiError> {
-        let mut response = self.call::<()>(method, route, None).await?;
+        Ok(crate::llm::json::from_str(
+            &self.text(method, route).await?,
+        )?)
+    }
+
+    /// The object's answer to a request without a body, which must be a 200 (not generic: one
+    /// copy of the waiting serves every answer's type).
+    async fn text(&self, method: Method, route: &str) -> Result<String, ApiError> {
+        let mut response = self.request(method, route, None).await?;
         if response.status_code() != 200 {
             let text = response.text().await.unwrap_or_default();
             return Err(ApiError::Internal(format!(
@@ -214,17 +223,16 @@ impl Coordinator {
                 response.status_code()
             )));
         }
-        Ok(crate::llm::json::from_str(&response.text().await?)?)
+        Ok(response.text().await?)
     }
 
-    async fn call<B: Serialize>(
+    async fn request(
         &self,
         method: Method,
         route: &str,
-        body: Option<&B>,
+        body: Option<String>,
     ) -> Result<Response, ApiError> {
         let request_id = self.request_id.as_deref().map(|id| (super::REQUEST_ID, id));
-        let body = body.map(serde_json::to_string).transpose()?;
         let request = new_request(
             method.as_ref(),
             &format!("https://conversation/{route}"),

@@ -251,9 +251,17 @@ fn js_sys_get(target: &JsValue, key: &str) -> Result<JsValue, ApiError> {
 /// Reads a JSON body, with the size limit and a message that says what is wrong. A body past
 /// the limit is refused as soon as it is (by its `content-length`, or while it streams in), not
 /// after it has all been read.
-pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
-    mut req: Request,
-) -> Result<T, ApiError> {
+pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, ApiError> {
+    let text = body_text(req).await?;
+    let text = if text.trim().is_empty() { "{}" } else { &text };
+    crate::llm::json::from_str(text).map_err(|e| {
+        ApiError::BadRequest(format!("the body is not valid JSON for this request: {e}"))
+    })
+}
+
+/// The body as text, within the size limit (not generic: one copy of the reading serves every
+/// body type).
+async fn body_text(mut req: Request) -> Result<String, ApiError> {
     let too_large = |size: String| {
         ApiError::PayloadTooLarge(format!(
             "the body is {size}; the limit is {MAX_BODY_BYTES} bytes"
@@ -277,13 +285,10 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
             bytes.extend_from_slice(&chunk);
         }
     }
-    // `from_str` rather than `from_slice`: each is its own copy of every reader in the wasm.
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {e}")))?;
-    let text = if text.trim().is_empty() { "{}" } else { text };
-    crate::llm::json::from_str(text).map_err(|e| {
-        ApiError::BadRequest(format!("the body is not valid JSON for this request: {e}"))
-    })
+    // Read as text, for `from_str` rather than `from_slice`: each is its own copy of every
+    // reader in the wasm.
+    String::from_utf8(bytes)
+        .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {}", e.utf8_error())))
 }
 
 /// A JSON response with a status.

@@ -11,23 +11,36 @@ use worker::{D1Database, D1PreparedStatement, SqlCursor};
 
 use super::error::ApiError;
 
+// The waiting is done by functions that are not generic, so that one copy of it serves every
+// row type; only the reading of the rows is compiled per type.
+
 /// The rows of a statement.
 pub async fn all<T: DeserializeOwned>(statement: &D1PreparedStatement) -> Result<Vec<T>, ApiError> {
-    let promise = statement.inner().all().map_err(d1_error)?;
-    let result = JsFuture::from(promise).await.map_err(d1_error)?;
-    results(&result)
+    results(&run(statement, false).await?)
 }
 
 /// The first row of a statement, if any.
 pub async fn first<T: DeserializeOwned>(
     statement: &D1PreparedStatement,
 ) -> Result<Option<T>, ApiError> {
-    let promise = statement.inner().first(None).map_err(d1_error)?;
-    let row = JsFuture::from(promise).await.map_err(d1_error)?;
+    let row = run(statement, true).await?;
     if row.is_null() || row.is_undefined() {
         return Ok(None);
     }
     parse(&row).map(Some)
+}
+
+/// D1's answer to `all()`, or to `first()` (its first row, or null).
+async fn run(statement: &D1PreparedStatement, first: bool) -> Result<JsValue, ApiError> {
+    let statement = statement.inner();
+    let promise = if first {
+        statement.first(None)
+    } else {
+        statement.all()
+    };
+    JsFuture::from(promise.map_err(d1_error)?)
+        .await
+        .map_err(d1_error)
 }
 
 /// Runs statements as one batch (one round trip, one transaction); each result's rows as a
