@@ -24,24 +24,22 @@ pub struct Fields {
 impl Fields {
     /// `value` as an object whose fields are all among `known`.
     pub fn of(value: Value, known: &[&str]) -> Result<Self, String> {
-        Self::nested(value, known, String::new())
+        Self::nested(value, Some(known), String::new())
     }
 
     /// `value` as an object, whatever other fields it has (a model's arguments may carry extra
     /// ones, which are ignored).
     pub fn any(value: Value) -> Result<Self, String> {
-        match value {
-            Value::Object(map) => Ok(Self {
-                map,
-                at: String::new(),
-            }),
-            _ => Err(kind_of("") + " must be a JSON object"),
-        }
+        Self::nested(value, None, String::new())
     }
 
-    fn nested(value: Value, known: &[&str], at: String) -> Result<Self, String> {
+    /// `value` as an object named `at` in errors, with only the `known` fields if given.
+    fn nested(value: Value, known: Option<&[&str]>, at: String) -> Result<Self, String> {
         let Value::Object(map) = value else {
             return Err(format!("{} must be a JSON object", kind_of(&at)));
+        };
+        let Some(known) = known else {
+            return Ok(Self { map, at });
         };
         if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
             let expected: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
@@ -78,7 +76,7 @@ impl Fields {
     pub fn object(&mut self, name: &str, known: &[&str]) -> Result<Option<Fields>, String> {
         let at = format!("{}{name}.", self.at);
         self.value(name)
-            .map(|v| Self::nested(v, known, at))
+            .map(|v| Self::nested(v, Some(known), at))
             .transpose()
     }
 }
