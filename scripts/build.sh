@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Worker to wasm into build/ (worker-build; wasm-opt -Oz in release) and the playground
+# Builds the Worker to wasm into build/ (worker-build; wasm-opt in release, flags in Cargo.toml) and the playground
 # page into web/dist/.
 #   scripts/build.sh            release build
 #   scripts/build.sh --dev      unoptimised, faster to build
