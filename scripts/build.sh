@@ -30,6 +30,8 @@ mode=--release
 # `node scripts/wasm-function.mjs N` turns into the function's name), and carry no source locations.
 if [ "$mode" = --release ] && [ -n "${CARGO_UNSTABLE_BUILD_STD:-}" ]; then
   export RUSTFLAGS="${RUSTFLAGS:-} -Zunstable-options -Cpanic=immediate-abort -Zlocation-detail=none"
+elif [ "$mode" = --release ]; then
+  echo "==> note: std is the prebuilt one (scripts/setup.sh found no rust-src): about 27 KB gzipped larger" >&2
 fi
 echo "==> worker-build $mode (the first build also compiles std for wasm32: about 3 minutes)" >&2
 worker-build "$mode" 2>&1 | awk '/Compiling/ { if (++n % 25 == 0) { printf "    ... %d crates compiled\n", n; fflush() } next } /Download/ { next } { print; fflush() }' >&2

@@ -14,7 +14,7 @@ progress() { awk '/Compiling/ { if (++n % 25 == 0) { printf "    ... %d crates c
 # --- wasm32 toolchain: rustup if it can, else Debian's rustc-web with build-std ---------------
 # Either way std is rebuilt with the Worker where its sources are at hand (build-std): with the
 # release profile's size settings and, in release builds, panics that trap at once
-# (scripts/build.sh), about 25 KB gzipped less than the prebuilt std. It needs RUSTC_BOOTSTRAP;
+# (scripts/build.sh), about 27 KB gzipped less than the prebuilt std. It needs RUSTC_BOOTSTRAP;
 # without the sources the build uses the prebuilt std and is just larger.
 # EDGE_AGENT_WASM_TOOLCHAIN=debian forces the fallback (to test it where rustup works).
 build_std_env='export RUSTC_BOOTSTRAP=1
@@ -25,7 +25,7 @@ rustup_std_env() {
      { say "adding rust-src with rustup (60 s limit), to rebuild std smaller"; timeout 60 rustup component add rust-src >/dev/null 2>&1; }; then
     printf '%s\n' "$build_std_env" > .tools/wasm-env
   else
-    say "no rust-src: the Worker is built with the prebuilt std (about 25 KB gzipped larger)"
+    say "no rust-src: the Worker is built with the prebuilt std (about 27 KB gzipped larger)"
     : > .tools/wasm-env
   fi
 }
