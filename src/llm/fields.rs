@@ -136,6 +136,41 @@ pub const STRING_MAP: Reader<BTreeMap<String, String>> = (
     "an object whose values are strings",
 );
 
+/// Reads a setting that is a JSON array of entries (`MODELS`, `HTTP_TOOLS`, `MCP_SERVERS`):
+/// each an object with only the `known` fields, taken out by `read` and checked by `check`, no
+/// two with the same `key` field. Errors name the entry by its index and `key`, then what is
+/// wrong: "entry 1 (`weather`): `url` must be a string".
+pub fn entries<T>(
+    json: &str,
+    known: &[&str],
+    key: &str,
+    read: fn(&mut Fields) -> Result<T, String>,
+    check: fn(&T) -> Result<(), String>,
+) -> Result<Vec<T>, String> {
+    let values: Vec<Value> =
+        crate::llm::json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
+    let mut parsed = Vec::with_capacity(values.len());
+    let mut keys: Vec<String> = Vec::with_capacity(values.len());
+    for (i, value) in values.into_iter().enumerate() {
+        let name = value
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
+        let at = |message: String| format!("entry {i} (`{name}`): {message}");
+        let entry = Fields::of(value, known)
+            .and_then(|mut fields| read(&mut fields))
+            .map_err(at)?;
+        check(&entry).map_err(at)?;
+        if keys.contains(&name) {
+            return Err(at(format!("another entry has this `{key}`")));
+        }
+        keys.push(name);
+        parsed.push(entry);
+    }
+    Ok(parsed)
+}
+
 /// A list of objects, each read by `read` (errors say which item).
 pub fn list<T>(
     value: Value,

@@ -283,15 +283,7 @@ pub struct CustomModel {
 }
 
 impl CustomModel {
-    fn read(value: serde_json::Value) -> Result<Self, String> {
-        let known = [
-            "id",
-            "context_window",
-            "max_output_tokens",
-            "price",
-            "capabilities",
-        ];
-        let mut f = Fields::of(value, &known)?;
+    fn read(f: &mut Fields) -> Result<Self, String> {
         let price = match f.object("price", &["input", "output", "cache_read", "cache_write"])? {
             Some(mut p) => Some(Price {
                 input: p.required("input", fields::NUMBER)?,
@@ -321,6 +313,16 @@ impl CustomModel {
             capabilities,
         })
     }
+
+    fn check(&self) -> Result<(), String> {
+        ModelRef::parse(&self.id).map_err(|e| e.to_string())?;
+        if self.context_window < 256 || self.max_output_tokens == 0 {
+            return Err(
+                "context_window must be at least 256 and max_output_tokens at least 1".into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The built-in table with a deployment's own entries in front of it.
@@ -332,20 +334,14 @@ pub struct Registry {
 impl Registry {
     /// Parses `MODELS`: a JSON array of [`CustomModel`]s. The error says which entry is wrong.
     pub fn parse(json: &str) -> Result<Self, String> {
-        let values: Vec<serde_json::Value> =
-            crate::llm::json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
-        let mut custom = Vec::with_capacity(values.len());
-        for (i, value) in values.into_iter().enumerate() {
-            let entry = CustomModel::read(value).map_err(|e| format!("entry {i}: {e}"))?;
-            ModelRef::parse(&entry.id).map_err(|e| format!("entry {i}: {e}"))?;
-            if entry.context_window < 256 || entry.max_output_tokens == 0 {
-                return Err(format!(
-                    "entry {i} (`{}`): context_window must be at least 256 and max_output_tokens at least 1",
-                    entry.id
-                ));
-            }
-            custom.push(entry);
-        }
+        let known = [
+            "id",
+            "context_window",
+            "max_output_tokens",
+            "price",
+            "capabilities",
+        ];
+        let custom = fields::entries(json, &known, "id", CustomModel::read, CustomModel::check)?;
         Ok(Self { custom })
     }
 
@@ -469,7 +465,12 @@ mod tests {
             ("{}", "not a JSON array"),
             (
                 r#"[{"id": "x", "context_window": 2048, "max_output_tokens": 1}]"#,
-                "entry 0",
+                "entry 0 (`x`)",
+            ),
+            (
+                r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1},
+                    {"id": "a:b", "context_window": 8192, "max_output_tokens": 1}]"#,
+                "entry 1 (`a:b`): another entry has this `id`",
             ),
             (
                 r#"[{"id": "a:b", "context_window": 2048}]"#,
@@ -485,11 +486,11 @@ mod tests {
             ),
             (
                 r#"[{"id": "a:b", "context_window": "big", "max_output_tokens": 1}]"#,
-                "entry 0: `context_window` must be a whole number",
+                "entry 0 (`a:b`): `context_window` must be a whole number",
             ),
             (
                 r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "price": {"input": 1}}]"#,
-                "entry 0: missing field `price.output`",
+                "entry 0 (`a:b`): missing field `price.output`",
             ),
             (
                 r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "capabilities": {"vision": "yes"}}]"#,

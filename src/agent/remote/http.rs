@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use super::template::{encode, fill, fill_json, placeholders};
 use super::{
-    answer, call_service, check_name, check_url, failure, host_of, parse_entries, resolve_headers,
-    Attempt, Breakers,
+    answer, call_service, check_name, check_url, failure, host_of, resolve_headers, Attempt,
+    Breakers,
 };
 use crate::agent::tools::ServerTool;
 use crate::llm::fields::{self, Fields};
@@ -69,7 +69,7 @@ pub fn parse_http_tools(json: &str) -> Result<Vec<HttpToolSpec>, String> {
         "timeout_ms",
         "toolset",
     ];
-    parse_entries(json, &known, read_spec, |t| &t.name, check_spec)
+    fields::entries(json, &known, "name", read_spec, check_spec)
 }
 
 fn read_spec(f: &mut Fields) -> Result<HttpToolSpec, String> {

@@ -17,8 +17,8 @@ use serde_json::{json, Map, Value};
 use thiserror::Error;
 
 use super::{
-    answer, call_service, check_name, check_url, failure, host_of, parse_entries, resolve_headers,
-    Attempt, Breakers,
+    answer, call_service, check_name, check_url, failure, host_of, resolve_headers, Attempt,
+    Breakers,
 };
 use crate::agent::tools::ServerTool;
 use crate::llm::fields::{self, Fields};
@@ -53,7 +53,7 @@ pub struct McpServerSpec {
 /// Parses and checks `MCP_SERVERS`. Errors name the entry, the server and the field.
 pub fn parse_mcp_servers(json: &str) -> Result<Vec<McpServerSpec>, String> {
     let known = ["name", "url", "headers", "tools", "approval", "toolset"];
-    parse_entries(json, &known, read_spec, |s| &s.name, check_spec)
+    fields::entries(json, &known, "name", read_spec, check_spec)
 }
 
 fn read_spec(f: &mut Fields) -> Result<McpServerSpec, String> {

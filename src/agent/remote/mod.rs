@@ -14,7 +14,6 @@ use std::net::IpAddr;
 
 use serde_json::{json, Value};
 
-use crate::llm::fields::Fields;
 use crate::llm::Sleeper;
 
 pub use breaker::Breaker;
@@ -99,37 +98,6 @@ pub fn check_url(url: &str, allow_private: bool) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Parses a JSON array of declarations, each an object with the `known` fields taken out by
-/// `read`; errors name the entry, its `name` and what is wrong.
-pub fn parse_entries<T>(
-    json: &str,
-    known: &[&str],
-    read: fn(&mut Fields) -> Result<T, String>,
-    name_of: fn(&T) -> &str,
-    check: fn(&T) -> Result<(), String>,
-) -> Result<Vec<T>, String> {
-    let entries: Vec<Value> =
-        crate::llm::json::from_str(json).map_err(|e| format!("not a JSON array: {e}"))?;
-    let mut parsed: Vec<T> = Vec::with_capacity(entries.len());
-    for (i, entry) in entries.into_iter().enumerate() {
-        let name = entry
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string();
-        let at = |message: String| format!("entry {i} (`{name}`): {message}");
-        let item = Fields::of(entry, known)
-            .and_then(|mut fields| read(&mut fields))
-            .map_err(at)?;
-        check(&item).map_err(at)?;
-        if parsed.iter().any(|p| name_of(p) == name_of(&item)) {
-            return Err(at("another entry has this `name`".into()));
-        }
-        parsed.push(item);
-    }
-    Ok(parsed)
 }
 
 /// A declared `name`: 1 to `max` letters, digits, `_` or `-` (what tool names may hold).
