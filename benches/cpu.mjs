@@ -8,7 +8,9 @@
 // writing one SSE event per chunk; their turns are taken in rounds, one at a time. CPU is read
 // from the workerd process's scheduler statistics (every thread, nanoseconds) around each turn;
 // the figures are medians over TURNS turns after a warm-up. Printed, never asserted: they
-// depend on the machine.
+// depend on the machine. BENCH_COMPARE=<a build directory> (a copy of build/ made before a
+// change) adds that build of this Worker to the rounds, so that two builds are compared on the
+// same machine at the same moment.
 
 import path from "node:path";
 import { bundle, startMiniflare } from "./miniflare.mjs";
@@ -21,6 +23,7 @@ const WARMUP = 3;
 const LONG = "Stream me. ".repeat(546).slice(0, 6000);
 // The loopback's pause between events in the first-token measurement.
 const PAUSE_MS = 30;
+const COMPARE = process.env.BENCH_COMPARE;
 
 const anthropic = await anthropicLoopback();
 const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" };
@@ -39,9 +42,9 @@ async function start({ config = path.join(ROOT, "wrangler.toml"), ...options }) 
   return startMiniflare({ config, persistDir: freshPersistDir(), vars, ...options });
 }
 
-async function edgeAgent() {
+async function edgeAgent(main) {
   // As the e2e harness runs it: anonymous callers, no per-user message limit.
-  const worker = await start({ migrations: path.join(ROOT, "migrations"), vars: { ...vars, ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
+  const worker = await start({ main, migrations: path.join(ROOT, "migrations"), vars: { ...vars, ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
   let n = 0;
   worker.complete = uiStreamComplete;
   worker.turn = () => chatMessage(`${worker.url}/v1/chat`, `bench-${Date.now()}-${n++}`, "Say something long.");
@@ -157,10 +160,15 @@ async function measure(workers, answer, label, turnOf = (w) => w.turn) {
 
 const fmt = (n, w = 7) => n.toFixed(1).padStart(w);
 const names = ["pass-through Worker", "this Worker", "AI SDK streamText", "platform floor (JS)"];
-// All four run at once, each in its own workerd (started one after the other: each finds its
+const starts = [passThrough, () => edgeAgent(), aiSdk, floor];
+if (COMPARE) {
+  names.push("compared build");
+  starts.push(() => edgeAgent(path.resolve(COMPARE, "index.js")));
+}
+// All run at once, each in its own workerd (started one after the other: each finds its
 // process as the one new workerd); only one has a turn at a time.
 const workers = [];
-for (const start of [passThrough, edgeAgent, aiSdk, floor]) workers.push(await start());
+for (const start of starts) workers.push(await start());
 workers.forEach((w, i) => { w.name = names[i]; });
 const rows = names.map((name) => ({ name }));
 try {
@@ -169,7 +177,9 @@ try {
   put("oneWrite", await measure(workers, { text: LONG, writes: "one" }, "the same in one write"));
   put("short", await measure(workers, { text: "hi", writes: "event" }, '"hi"'));
   // A later message of one chat: this Worker only (the others keep no conversation).
-  rows[1].later = (await measure([workers[1]], { text: "hi", writes: "event" }, "later message", (w) => w.laterTurn))[0];
+  const keeping = COMPARE ? [1, 4] : [1];
+  const later = await measure(keeping.map((i) => workers[i]), { text: "hi", writes: "event" }, "later message", (w) => w.laterTurn);
+  keeping.forEach((i, k) => { rows[i].later = later[k]; });
   // A model that pauses before each event after the first, as a real one does before its
   // first token: what the client waits for is then the runtime's own delay.
   put("paused", await measure(workers, { text: "hi", writes: "event", burst: 1, gapMs: PAUSE_MS }, "paused provider"));
@@ -178,7 +188,7 @@ try {
 }
 await anthropic.close();
 
-const [base, ours, sdk, least] = rows;
+const [base, ours, sdk, least, compared] = rows;
 console.log(`workerd per turn, medians of ${TURNS} after ${WARMUP} warm-up turns (each Worker in its own workerd, served by Miniflare; their turns taken in rounds, one Worker at a time):`);
 for (const [label, key] of [["1,000-token answer, one SSE event per write", "long"], ["the same answer in one write", "oneWrite"], ['short answer ("hi")', "short"]]) {
   console.log(`  ${label}:`);
@@ -195,3 +205,7 @@ console.log(`  first token, "hi" from a provider that pauses ${PAUSE_MS} ms befo
 console.log(`  RSS MB after ~${3 * (WARMUP + TURNS)} turns: ${rows.map((r) => `${r.name} ${r.short.rss.toFixed(0)}`).join(", ")}`);
 console.log(`  "hi" in a new conversation: this Worker ${fmt(ours.short.cpu, 0)} ms of CPU, the platform floor ${fmt(least.short.cpu, 0)} ms (a Durable Object and two D1 round trips, in plain JavaScript), the AI SDK ${fmt(sdk.short.cpu, 0)} ms (stores nothing)`);
 console.log(`  1,000-token turn: this Worker ${(ours.long.cpu / base.long.cpu).toFixed(1)}x the pass-through's CPU; the AI SDK ${(sdk.long.cpu / ours.long.cpu).toFixed(1)}x this Worker's`);
+if (compared) {
+  const versus = (key) => `${fmt(ours[key].cpu, 0)} ms against ${fmt(compared[key].cpu, 0)} ms`;
+  console.log(`  this build against the compared one (${COMPARE}), CPU: "hi" ${versus("short")}, a later message ${versus("later")}, 1,000-token turn ${versus("long")}; RSS ${ours.short.rss.toFixed(0)} against ${compared.short.rss.toFixed(0)} MB`);
+}
