@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Worker to wasm into build/ (worker-build; wasm-opt in release, flags in Cargo.toml) and the playground
-# page into web/dist/.
+# Builds the Worker to wasm into build/ (worker-build; wasm-opt in release, its flags in
+# Cargo.toml) and the playground page into web/dist/.
 #   scripts/build.sh            release build
 #   scripts/build.sh --dev      unoptimised, faster to build
 #   scripts/build.sh --web      only the playground page (web/ → web/dist/, served as static assets)
