@@ -6,13 +6,9 @@ cargo bench --quiet --bench decode
 [ -f build/index_bg.wasm ] || scripts/build.sh
 . scripts/env.sh
 echo
-printf 'Worker size: index_bg.wasm %d bytes (%d gzipped), index.js %d bytes (%d gzipped)\n' \
-  "$(wc -c < build/index_bg.wasm)" "$(gzip -9 -c build/index_bg.wasm | wc -c)" \
-  "$(wc -c < build/index.js)" "$(gzip -9 -c build/index.js | wc -c)"
-if [ -n "${BENCH_COMPARE:-}" ]; then
-  printf 'Compared build: %s/index_bg.wasm %d bytes (%d gzipped)\n' "$BENCH_COMPARE" \
-    "$(wc -c < "$BENCH_COMPARE/index_bg.wasm")" "$(gzip -9 -c "$BENCH_COMPARE/index_bg.wasm" | wc -c)"
-fi
+size() { printf '%s %d bytes (%d gzipped)' "$1" "$(wc -c < "$1")" "$(gzip -9 -c "$1" | wc -c)"; }
+echo "Worker size: $(size build/index_bg.wasm), $(size build/index.js)"
+[ -z "${BENCH_COMPARE:-}" ] || echo "Compared build: $(size "$BENCH_COMPARE/index_bg.wasm")"
 "$NODE" benches/turn_traffic.mjs
 echo
 "$NODE" benches/cpu.mjs
