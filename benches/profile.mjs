@@ -1,19 +1,31 @@
 // `node benches/profile.mjs`: where this Worker's CPU goes on a streamed 1,000-token turn (or,
-// with PROFILE_ANSWER=short, on a "hi"). Serves
-// the build with its symbols (target/index_bg.debug.wasm) through Miniflare with the V8
-// inspector on, records a CPU profile over PROFILE_TURNS turns, and prints the functions with
-// the most self time (JavaScript glue and wasm alike) and the profile file for DevTools.
+// with PROFILE_ANSWER=short, on a "hi"; with PROFILE_WORKER=floor, where the platform floor's
+// goes, benches/workers/floor.js, to set the two side by side). Serves the build with its
+// symbols (target/index_bg.debug.wasm) through Miniflare and profiles PROFILE_TURNS turns after
+// PROFILE_WARMUP, in one of two ways:
+// - by default, the V8 inspector's CPU profile of the isolate: the functions with the most self
+//   time (JavaScript glue and wasm alike), and the profile file for DevTools. With the inspector
+//   on, promise and await machinery costs several times what it does without, so promise-heavy
+//   code looks heavier than it is;
+// - PROFILE_WITH=perf: Linux `perf` samples every thread of the workerd process, inspector off
+//   (V8 names its JIT code through --perf-basic-prof): the time by part of the runtime (wasm
+//   code, the JIT compilers' background threads, V8, workerd, SQLite, the kernel), scaled to the
+//   process's CPU measured over the same turns, and the symbols with the most samples.
 
 import fs from "node:fs";
 import path from "node:path";
+import { execFileSync, spawn } from "node:child_process";
 import { ROOT, anthropicLoopback, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
+import { cpuMs } from "./workerd.mjs";
 
 // Node 22 has a global WebSocket; Node 20 (the system's on some machines) has not, and the `ws`
 // package (installed with Miniflare) speaks the same API.
 const WebSocket = globalThis.WebSocket ?? (await import("ws")).default;
 
 const TURNS = Number(process.env.PROFILE_TURNS ?? 20);
+const WARMUP = Number(process.env.PROFILE_WARMUP ?? 5);
+const PERF = process.env.PROFILE_WITH === "perf";
 // PROFILE_ANSWER=short profiles a "hi" turn (the fixed cost per turn) instead.
 const ANSWER = process.env.PROFILE_ANSWER === "short" ? "hi" : "Stream me. ".repeat(546).slice(0, 6000);
 
@@ -24,11 +36,25 @@ fs.mkdirSync(dir, { recursive: true });
 fs.copyFileSync(path.join(ROOT, "build", "index.js"), path.join(dir, "index.js"));
 fs.copyFileSync(path.join(ROOT, "target", "index_bg.debug.wasm"), path.join(dir, "index_bg.wasm"));
 
+if (PERF) {
+  try {
+    execFileSync("perf", ["--version"], { stdio: "ignore" });
+  } catch {
+    console.error("PROFILE_WITH=perf needs Linux perf on the PATH (Debian: apt-get install linux-perf)");
+    process.exit(2);
+  }
+  // Miniflare passes these to workerd: V8 writes /tmp/perf-<pid>.map, naming its JIT code
+  // (wasm functions by the name section) for perf.
+  process.env.MINIFLARE_WORKERD_V8_FLAGS = "--perf-basic-prof";
+}
+
 const anthropic = await anthropicLoopback();
-const inspectorPort = await freePort();
+const inspectorPort = PERF ? undefined : await freePort();
+// PROFILE_WORKER=floor profiles the platform floor (the same turns in plain JavaScript) instead.
+const FLOOR = process.env.PROFILE_WORKER === "floor";
 const worker = await startMiniflare({
-  config: path.join(ROOT, "wrangler.toml"),
-  main: path.join(dir, "index.js"),
+  config: path.join(ROOT, FLOOR ? "benches/workers/floor.toml" : "wrangler.toml"),
+  main: FLOOR ? undefined : path.join(dir, "index.js"),
   persistDir: freshPersistDir(),
   migrations: path.join(ROOT, "migrations"),
   inspectorPort,
@@ -37,52 +63,113 @@ const worker = await startMiniflare({
 
 async function turn(i) {
   anthropic.script({ text: ANSWER, writes: "event" });
-  const r = await fetch(`${worker.url}/v1/chat`, {
+  const r = await fetch(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ id: `profile-${i}`, messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
   });
   await r.text();
+  // What the turn does after its stream ends (the last D1 writes) belongs to it too.
+  await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
-// Warm up (wasm tiers up), then profile.
-for (let i = 0; i < 5; i++) await turn(`warm-${i}`);
-const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
-const target = targets.find((t) => t.webSocketDebuggerUrl) ?? targets[0];
-const ws = new WebSocket(target.webSocketDebuggerUrl);
-await new Promise((r, e) => { ws.onopen = r; ws.onerror = e; });
-let seq = 0;
-const pending = new Map();
-ws.onmessage = (m) => {
-  const msg = JSON.parse(m.data);
-  if (msg.id && pending.has(msg.id)) { pending.get(msg.id)(msg); pending.delete(msg.id); }
-};
-const send = (method, params = {}) => new Promise((r) => { const id = ++seq; pending.set(id, r); ws.send(JSON.stringify({ id, method, params })); });
-await send("Profiler.enable");
-await send("Profiler.setSamplingInterval", { interval: 100 });
-await send("Profiler.start");
-for (let i = 0; i < TURNS; i++) await turn(i);
-const { result } = await send("Profiler.stop");
-ws.close();
-await worker.stop();
-await anthropic.close();
+// Warm up (the JIT compilers tier hot code up), then profile.
+for (let i = 0; i < WARMUP; i++) await turn(`warm-${i}`);
+const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns of ${FLOOR ? "the platform floor" : "this Worker"}`;
+if (PERF) await withPerf();
+else await withInspector();
 
-const profile = result.profile;
-const out = path.join(ROOT, "target", "worker.cpuprofile");
-fs.writeFileSync(out, JSON.stringify(profile));
-const dt = new Map();
-profile.samples.forEach((node, i) => dt.set(node, (dt.get(node) ?? 0) + (profile.timeDeltas[i] ?? 0)));
-const byName = new Map();
-let total = 0;
-for (const node of profile.nodes) {
-  const us = dt.get(node.id) ?? 0;
-  total += us;
-  const f = node.callFrame;
-  const name = `${f.functionName || "(anonymous)"} ${f.url ? path.basename(f.url) : ""}`.trim();
-  byName.set(name, (byName.get(name) ?? 0) + us);
+async function withInspector() {
+  const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
+  const target = targets.find((t) => t.webSocketDebuggerUrl) ?? targets[0];
+  const ws = new WebSocket(target.webSocketDebuggerUrl);
+  await new Promise((r, e) => { ws.onopen = r; ws.onerror = e; });
+  let seq = 0;
+  const pending = new Map();
+  ws.onmessage = (m) => {
+    const msg = JSON.parse(m.data);
+    if (msg.id && pending.has(msg.id)) { pending.get(msg.id)(msg); pending.delete(msg.id); }
+  };
+  const send = (method, params = {}) => new Promise((r) => { const id = ++seq; pending.set(id, r); ws.send(JSON.stringify({ id, method, params })); });
+  await send("Profiler.enable");
+  await send("Profiler.setSamplingInterval", { interval: 100 });
+  await send("Profiler.start");
+  const before = cpuMs(worker.pid);
+  for (let i = 0; i < TURNS; i++) await turn(i);
+  const perTurn = (cpuMs(worker.pid) - before) / TURNS;
+  const { result } = await send("Profiler.stop");
+  ws.close();
+  await worker.stop();
+  await anthropic.close();
+
+  const profile = result.profile;
+  const out = path.join(ROOT, "target", "worker.cpuprofile");
+  fs.writeFileSync(out, JSON.stringify(profile));
+  const dt = new Map();
+  profile.samples.forEach((node, i) => dt.set(node, (dt.get(node) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+  const byName = new Map();
+  let total = 0;
+  for (const node of profile.nodes) {
+    const us = dt.get(node.id) ?? 0;
+    total += us;
+    const f = node.callFrame;
+    const name = `${f.functionName || "(anonymous)"} ${f.url ? path.basename(f.url) : ""}`.trim();
+    byName.set(name, (byName.get(name) ?? 0) + us);
+  }
+  const busy = total - (byName.get("(idle)") ?? 0) - (byName.get("(program)") ?? 0);
+  console.log(`CPU profile over ${what}: ${(busy / 1000 / TURNS).toFixed(1)} ms sampled per turn outside idle/program; the workerd process's CPU, every thread, inspector on: ${perTurn.toFixed(1)} ms per turn (${out})`);
+  for (const [name, us] of [...byName].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+    console.log(`${(us / 1000 / TURNS).toFixed(2).padStart(8)} ms/turn  ${((100 * us) / total).toFixed(1).padStart(5)}%  ${name.slice(0, 120)}`);
+  }
 }
-const busy = total - (byName.get("(idle)") ?? 0) - (byName.get("(program)") ?? 0);
-console.log(`CPU profile over ${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns: ${(busy / 1000 / TURNS).toFixed(1)} ms sampled per turn outside idle/program (${out})`);
-for (const [name, us] of [...byName].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
-  console.log(`${(us / 1000 / TURNS).toFixed(2).padStart(8)} ms/turn  ${((100 * us) / total).toFixed(1).padStart(5)}%  ${name.slice(0, 120)}`);
+
+async function withPerf() {
+  const data = path.join(ROOT, "target", "perf.data");
+  const perf = spawn("perf", ["record", "-F", "4999", "-p", String(worker.pid), "-o", data], { stdio: ["ignore", "ignore", "pipe"] });
+  let complaint = "";
+  perf.stderr.on("data", (d) => (complaint += d));
+  const exited = new Promise((r) => perf.on("exit", r));
+  await new Promise((r) => setTimeout(r, 500)); // perf attaches to every thread
+  const before = cpuMs(worker.pid);
+  for (let i = 0; i < TURNS; i++) await turn(i);
+  const perTurn = (cpuMs(worker.pid) - before) / TURNS;
+  perf.kill("SIGINT");
+  const code = await exited;
+  await worker.stop();
+  await anthropic.close();
+  if (!fs.existsSync(data)) {
+    console.error(`perf record failed (exit ${code}): ${complaint.trim()}\n(it needs root, or kernel.perf_event_paranoid <= 1)`);
+    process.exit(2);
+  }
+  const report = execFileSync("perf", ["report", "-i", data, "--no-children", "--sort", "comm,sym", "-n", "--stdio"], { encoding: "utf8", maxBuffer: 1 << 28, stdio: ["ignore", "pipe", "ignore"] });
+  const rows = [];
+  for (const line of report.split("\n")) {
+    const m = /^\s*[\d.]+%\s+(\d+)\s+(.+?)\s+\[(.)\]\s+(.*)$/.exec(line);
+    if (m) rows.push({ samples: Number(m[1]), thread: m[2].trim(), kernel: m[3] === "k", symbol: m[4].trim() });
+  }
+  const total = rows.reduce((n, r) => n + r.samples, 0);
+  const ms = (samples) => ((samples / total) * perTurn).toFixed(2).padStart(7);
+  const byPart = new Map();
+  for (const r of rows) byPart.set(partOf(r), (byPart.get(partOf(r)) ?? 0) + r.samples);
+  console.log(`perf over ${what}: ${perTurn.toFixed(1)} ms of workerd CPU per turn (every thread), ${total} samples (${data}; \`perf report\` reads the JIT code's names from /tmp/perf-${worker.pid}.map)`);
+  for (const [part, n] of [...byPart].sort((a, b) => b[1] - a[1])) console.log(`${ms(n)} ms/turn  ${part}`);
+  console.log("the symbols with the most samples:");
+  for (const r of rows.sort((a, b) => b.samples - a.samples).slice(0, 30)) console.log(`${ms(r.samples)} ms/turn  ${r.symbol.slice(0, 120)}`);
+}
+
+/** Which part of the runtime a sample's symbol belongs to. */
+function partOf({ thread, kernel, symbol }) {
+  // V8's worker threads compile (wasm tier-up, Maglev, TurboFan) and collect garbage.
+  if (thread.startsWith("V8 DefaultWorke")) return "V8 background threads (JIT compilation, GC)";
+  if (kernel) return "kernel (I/O, scheduling, page faults)";
+  if (symbol.startsWith("JS:")) return /-(liftoff|turbofan)$/.test(symbol) && !symbol.includes("wasm-to-js") ? "wasm code" : "JavaScript code, wasm/JS wrappers";
+  if (symbol.startsWith("Builtins_WasmLiftoff")) return "wasm code"; // Liftoff's frame setup
+  if (symbol.startsWith("Builtins_")) return "V8 builtins (promises, calls, property access)";
+  if (/sqlite|^yy/.test(symbol)) return "SQLite (the object's storage, local D1)";
+  if (/tcmalloc|^TCMalloc|malloc|free/.test(symbol)) return "malloc";
+  if (/^(workerd|kj|capnp)::|^(kj|capnp|workerd)_|::kj::/.test(symbol)) return "workerd, kj, capnp";
+  // Liftoff compiles a wasm function on its first call, on the thread that calls it.
+  if (/^v8::internal::(wasm::.*(Liftoff|Decoder|Compile)|compiler::|maglev::)/.test(symbol)) return "V8 compiling on the main thread (wasm on first call)";
+  if (/^v8::|^cppgc::|^_ZN2v8/.test(symbol)) return "V8 runtime";
+  return "other (libc, ...)";
 }
