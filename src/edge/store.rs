@@ -753,16 +753,16 @@ fn budget_from(
     }))
 }
 
-/// The id of `owner`'s conversation for an id that is not one of theirs (a `/v1/chat` id
-/// another user took, or one never used): 32 hex digits of a SHA-256 over both, the shape of
-/// every conversation id. Ids are scoped to their owner this way, so no user can learn or
-/// block another's.
 /// The shape of every conversation id (made by [`scoped_id`] or `new_id`): 32 lowercase hex
 /// digits. A `/v1/chat` id of any other shape can only name the caller's scoped conversation.
 pub fn is_conversation_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The id of `owner`'s conversation for an id that is not one of theirs (a `/v1/chat` id
+/// another user took, or one never used): 32 hex digits of a SHA-256 over both, the shape of
+/// every conversation id. Ids are scoped to their owner this way, so no user can learn or
+/// block another's.
 pub fn scoped_id(owner: &str, id: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::new()
