@@ -12,6 +12,8 @@
 //!   client tools and unapproved calls pause the turn
 //! ```
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use async_trait::async_trait;
@@ -81,7 +83,12 @@ pub async fn run_agent_turn(
     let mut pending = pending_calls(&state.messages);
     loop {
         if !pending.is_empty() {
-            if let Some(paused) = run_tools(&pending, state, tools, hooks, emit, started).await {
+            // Behind a `dyn Future`: the tool machinery then stays a function of its own rather
+            // than being inlined into this loop, and a Worker compiles it (V8 compiles a wasm
+            // function whole) only for turns that call tools.
+            let tools_run: Pin<Box<dyn Future<Output = Option<TurnOutcome>> + '_>> =
+                Box::pin(run_tools(&pending, state, tools, hooks, emit, started));
+            if let Some(paused) = tools_run.await {
                 return paused;
             }
             pending.clear();

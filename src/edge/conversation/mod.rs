@@ -173,14 +173,14 @@ impl Object {
                 // through serde_wasm_bindgen: slower, and a second copy of every reader).
                 let send: Send = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
-                self.send(send, request_id).await
+                super::own(self.send(send, request_id)).await
             }
             (Method::Get, "/stream") => self.attach(),
             (Method::Post, "/cancel") => {
                 json_response(200, &serde_json::json!({ "cancelling": self.cancel() }))
             }
             (Method::Post, "/clear") => {
-                self.clear().await?;
+                super::own(self.clear()).await?;
                 json_response(200, &serde_json::json!({}))
             }
             (Method::Get, "/status") => {
