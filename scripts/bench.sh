@@ -10,5 +10,6 @@ size() { printf '%s %d bytes (%d gzipped)' "$1" "$(wc -c < "$1")" "$(gzip -9 -c 
 echo "Worker size: $(size build/index_bg.wasm), $(size build/index.js)"
 [ -z "${BENCH_COMPARE:-}" ] || echo "Compared build: $(size "$BENCH_COMPARE/index_bg.wasm")"
 "$NODE" benches/turn_traffic.mjs
+"$NODE" benches/jit.mjs
 echo
 "$NODE" benches/cpu.mjs

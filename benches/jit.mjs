@@ -1,0 +1,88 @@
+// `make bench`: what V8 compiles of the Worker's wasm, and what that costs a new isolate. V8
+// compiles each wasm function on its first call with its baseline compiler (Liftoff), and again
+// with its optimising one (TurboFan, on background threads) once the function is hot; both count
+// as the Worker's CPU. A workerd started with V8's --perf-basic-prof lists every piece of code it
+// compiles in /tmp/perf-<pid>.map, with its size, so the volume compiled is read there: after a
+// new isolate's first "hi" turn (what a cold start compiles) and after TURNS more. The CPU of
+// that first turn is read from a second workerd without the flag (writing the list costs some).
+
+import fs from "node:fs";
+import path from "node:path";
+import { ROOT, anthropicLoopback, freshPersistDir } from "../tests/e2e/harness.mjs";
+import { startMiniflare } from "./miniflare.mjs";
+import { cpuMs } from "./workerd.mjs";
+
+const TURNS = Number(process.env.BENCH_JIT_TURNS ?? 100);
+const anthropic = await anthropicLoopback();
+
+async function start(v8Flags) {
+  // Miniflare passes these to the workerd it starts.
+  process.env.MINIFLARE_WORKERD_V8_FLAGS = v8Flags;
+  try {
+    return await startMiniflare({
+      config: path.join(ROOT, "wrangler.toml"),
+      persistDir: freshPersistDir(),
+      migrations: path.join(ROOT, "migrations"),
+      vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
+    });
+  } finally {
+    delete process.env.MINIFLARE_WORKERD_V8_FLAGS;
+  }
+}
+
+let chats = 0;
+/** One "hi" in a new conversation; its workerd CPU, the last D1 writes after the stream included. */
+async function hi(worker) {
+  anthropic.script({ text: "hi", writes: "event" });
+  const before = cpuMs(worker.pid);
+  const response = await fetch(`${worker.url}/v1/chat`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ id: `jit-${chats++}`, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something." }] }] }),
+  });
+  const body = await response.text();
+  if (!body.includes('"type":"finish"')) throw new Error(`the turn did not finish: ${body.slice(-300)}`);
+  await new Promise((r) => setTimeout(r, 20));
+  return cpuMs(worker.pid) - before;
+}
+
+/** The wasm code V8 has compiled so far, per tier: functions and KB of machine code. */
+function compiled(map) {
+  const tiers = { liftoff: { functions: 0, bytes: 0 }, turbofan: { functions: 0, bytes: 0 } };
+  for (const line of fs.readFileSync(map, "utf8").split("\n")) {
+    const [, size, ...name] = line.split(" ");
+    const tier = /^JS:.*-(liftoff|turbofan)$/.exec(name.join(" "))?.[1];
+    // JavaScript functions optimised by TurboFan are named after their script; wasm ones are not.
+    if (!tier || name.join(" ").includes(".js:")) continue;
+    tiers[tier].functions++;
+    tiers[tier].bytes += parseInt(size, 16);
+  }
+  const of = (t) => `${tiers[t].functions} functions, ${(tiers[t].bytes / 1024).toFixed(0)} KB`;
+  return { baseline: of("liftoff"), optimised: of("turbofan") };
+}
+
+try {
+  const firsts = [];
+  for (let i = 0; i < 3; i++) {
+    const worker = await start("");
+    firsts.push(await hi(worker));
+    await worker.stop();
+  }
+  const listed = await start("--perf-basic-prof");
+  const map = `/tmp/perf-${listed.pid}.map`;
+  let after;
+  try {
+    await hi(listed);
+    const cold = compiled(map);
+    for (let i = 0; i < TURNS; i++) await hi(listed);
+    after = { cold, warm: compiled(map) };
+  } finally {
+    await listed.stop();
+    fs.rmSync(map, { force: true });
+  }
+  console.log(`V8's compiling of the wasm (this Worker, "hi" in a new conversation per turn):`);
+  console.log(`  a new isolate's first turn: ${firsts.map((c) => c.toFixed(1)).join(", ")} ms of workerd CPU (three new workerds); baseline code compiled: ${after.cold.baseline}`);
+  console.log(`  after ${TURNS} more turns: optimised code compiled: ${after.warm.optimised}; baseline: ${after.warm.baseline}`);
+} finally {
+  await anthropic.close();
+}
