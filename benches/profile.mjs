@@ -168,8 +168,11 @@ function partOf({ thread, kernel, symbol }) {
   if (/sqlite|^yy/.test(symbol)) return "SQLite (the object's storage, local D1)";
   if (/tcmalloc|^TCMalloc|malloc|free/.test(symbol)) return "malloc";
   if (/^(workerd|kj|capnp)::|^(kj|capnp|workerd)_|::kj::/.test(symbol)) return "workerd, kj, capnp";
-  // Liftoff compiles a wasm function on its first call, on the thread that calls it.
-  if (/^v8::internal::(wasm::.*(Liftoff|Decoder|Compile)|compiler::|maglev::)/.test(symbol)) return "V8 compiling on the main thread (wasm on first call)";
+  // Liftoff compiles a wasm function on its first call, on the thread that calls it; the
+  // assembler, relocation and code-space symbols are its too.
+  if (/^v8::internal::(wasm::(?!memory_)|compiler::|maglev::|Assembler|MacroAssembler|(Writable)?RelocInfo|SourcePositionTable|ThreadIsolation)/.test(symbol)) {
+    return "V8 compiling on the main thread (wasm on first call)";
+  }
   if (/^v8::|^cppgc::|^_ZN2v8/.test(symbol)) return "V8 runtime";
   return "other (libc, ...)";
 }
