@@ -15,7 +15,7 @@
 import path from "node:path";
 import { bundle, startMiniflare } from "./miniflare.mjs";
 import { cpuMs, rssMb } from "./workerd.mjs";
-import { ROOT, anthropicLoopback, freshPersistDir } from "../tests/e2e/harness.mjs";
+import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = 3;
@@ -30,13 +30,6 @@ const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loo
 
 /** A UI message stream that ended as `useChat` expects: a `finish` chunk, then `[DONE]`. */
 const uiStreamComplete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
-
-/** One user message in chat `id`, as `useChat` sends it. */
-const chatMessage = (url, id, text) => fetch(url, {
-  method: "POST",
-  headers: { "content-type": "application/json" },
-  body: JSON.stringify({ id, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text }] }] }),
-});
 
 async function start({ config = path.join(ROOT, "wrangler.toml"), ...options }) {
   return startMiniflare({ config, persistDir: freshPersistDir(), vars, ...options });

@@ -8,7 +8,7 @@
 
 import fs from "node:fs";
 import path from "node:path";
-import { ROOT, anthropicLoopback, freshPersistDir } from "../tests/e2e/harness.mjs";
+import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
 import { cpuMs } from "./workerd.mjs";
 
@@ -35,11 +35,7 @@ let chats = 0;
 async function hi(worker) {
   anthropic.script({ text: "hi", writes: "event" });
   const before = cpuMs(worker.pid);
-  const response = await fetch(`${worker.url}/v1/chat`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id: `jit-${chats++}`, trigger: "submit-message", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something." }] }] }),
-  });
+  const response = await chatMessage(`${worker.url}/v1/chat`, `jit-${chats++}`, "Say something.");
   const body = await response.text();
   if (!body.includes('"type":"finish"')) throw new Error(`the turn did not finish: ${body.slice(-300)}`);
   await new Promise((r) => setTimeout(r, 20));

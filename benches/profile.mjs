@@ -16,7 +16,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { execFileSync, spawn } from "node:child_process";
-import { ROOT, anthropicLoopback, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
+import { ROOT, anthropicLoopback, chatMessage, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
 import { cpuMs } from "./workerd.mjs";
 
@@ -64,11 +64,7 @@ const worker = await startMiniflare({
 
 async function turn(i) {
   anthropic.script({ text: ANSWER, writes: "event" });
-  const r = await fetch(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id: `profile-${i}`, messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }] }),
-  });
+  const r = await chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, `profile-${i}`, "Say something long.");
   await r.text();
   // What the turn does after its stream ends (the last D1 writes) belongs to it too.
   await new Promise((resolve) => setTimeout(resolve, 20));

