@@ -3,8 +3,9 @@
 // with its optimising one (TurboFan, on background threads) once the function is hot; both count
 // as the Worker's CPU. A workerd started with V8's --perf-basic-prof lists every piece of code it
 // compiles in /tmp/perf-<pid>.map, with its size, so the volume compiled is read there: after a
-// new isolate's first "hi" turn (what a cold start compiles) and after TURNS more. The CPU of
-// that first turn is read from a second workerd without the flag (writing the list costs some).
+// new isolate's first "hi" turn (what a cold start compiles) and after BENCH_JIT_TURNS more
+// (100). The CPU of that first turn is read from three other workerds, without the flag (writing
+// the list costs some).
 
 import fs from "node:fs";
 import path from "node:path";
@@ -17,6 +18,7 @@ const anthropic = await anthropicLoopback();
 
 async function start(v8Flags) {
   // Miniflare passes these to the workerd it starts.
+  const outside = process.env.MINIFLARE_WORKERD_V8_FLAGS;
   process.env.MINIFLARE_WORKERD_V8_FLAGS = v8Flags;
   try {
     return await startMiniflare({
@@ -26,7 +28,8 @@ async function start(v8Flags) {
       vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
     });
   } finally {
-    delete process.env.MINIFLARE_WORKERD_V8_FLAGS;
+    if (outside === undefined) delete process.env.MINIFLARE_WORKERD_V8_FLAGS;
+    else process.env.MINIFLARE_WORKERD_V8_FLAGS = outside;
   }
 }
 
