@@ -6,8 +6,8 @@
 // - by default, the V8 inspector's CPU profile of the isolate: the functions with the most self
 //   time (JavaScript glue and wasm alike), and the profile file for DevTools. Profiling through
 //   the inspector more than doubles a turn's CPU (a "hi": 37.6 ms against about 16), unevenly:
-//   the `queueMicrotask` calls behind Rust futures' wake-ups show at ten times what a bench of
-//   them alone costs, so promise-heavy code looks heavier than it is;
+//   the `queueMicrotask` calls behind Rust futures' wake-ups show at about twenty times what a
+//   bench of them alone costs, so promise-heavy code looks heavier than it is;
 // - PROFILE_WITH=perf: Linux `perf` samples every thread of the workerd process, inspector off
 //   (V8 names its JIT code through --perf-basic-prof): the time by part of the runtime (wasm
 //   code, the JIT compilers' background threads, V8, workerd, SQLite, the kernel), scaled to the
