@@ -16,22 +16,13 @@ import { cpuMs } from "./workerd.mjs";
 const TURNS = Number(process.env.BENCH_JIT_TURNS ?? 100);
 const anthropic = await anthropicLoopback();
 
-async function start(v8Flags) {
-  // Miniflare passes these to the workerd it starts.
-  const outside = process.env.MINIFLARE_WORKERD_V8_FLAGS;
-  process.env.MINIFLARE_WORKERD_V8_FLAGS = v8Flags;
-  try {
-    return await startMiniflare({
-      config: path.join(ROOT, "wrangler.toml"),
-      persistDir: freshPersistDir(),
-      migrations: path.join(ROOT, "migrations"),
-      vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
-    });
-  } finally {
-    if (outside === undefined) delete process.env.MINIFLARE_WORKERD_V8_FLAGS;
-    else process.env.MINIFLARE_WORKERD_V8_FLAGS = outside;
-  }
-}
+const start = (v8Flags) => startMiniflare({
+  config: path.join(ROOT, "wrangler.toml"),
+  persistDir: freshPersistDir(),
+  migrations: path.join(ROOT, "migrations"),
+  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
+  v8Flags,
+});
 
 let chats = 0;
 /** One "hi" in a new conversation; its workerd CPU, the last D1 writes after the stream included. */
@@ -49,10 +40,11 @@ async function hi(worker) {
 function compiled(map) {
   const tiers = { liftoff: { functions: 0, bytes: 0 }, turbofan: { functions: 0, bytes: 0 } };
   for (const line of fs.readFileSync(map, "utf8").split("\n")) {
-    const [, size, ...name] = line.split(" ");
-    const tier = /^JS:.*-(liftoff|turbofan)$/.exec(name.join(" "))?.[1];
+    const [, size, ...words] = line.split(" ");
+    const name = words.join(" ");
+    const tier = /^JS:.*-(liftoff|turbofan)$/.exec(name)?.[1];
     // JavaScript functions optimised by TurboFan are named after their script; wasm ones are not.
-    if (!tier || name.join(" ").includes(".js:")) continue;
+    if (!tier || name.includes(".js:")) continue;
     tiers[tier].functions++;
     tiers[tier].bytes += parseInt(size, 16);
   }

@@ -10,13 +10,18 @@ import { workerdsOf } from "./workerd.mjs";
 
 /**
  * Starts the Worker that `config` (a wrangler.toml) describes; `vars` override its [vars],
- * `main` its entry module (one bundled beforehand), `migrations` is a folder of D1 migrations.
+ * `main` its entry module (one bundled beforehand), `migrations` is a folder of D1 migrations,
+ * `v8Flags` are passed to V8 (`--perf-basic-prof`: it lists the code it compiles in
+ * /tmp/perf-<pid>.map).
  */
-export async function startMiniflare({ config, vars = {}, persistDir, migrations, main: entry, inspectorPort }) {
+export async function startMiniflare({ config, vars = {}, persistDir, migrations, main: entry, inspectorPort, v8Flags }) {
   const { workerOptions, main: configured } = unstable_getMiniflareWorkerOptions(config);
   const running = new Set(workerdsOf(process.pid));
   const main = entry ?? configured;
   let log = "";
+  // Miniflare reads V8's flags for workerd from this variable while it starts.
+  const outside = process.env.MINIFLARE_WORKERD_V8_FLAGS;
+  if (v8Flags !== undefined) process.env.MINIFLARE_WORKERD_V8_FLAGS = v8Flags;
   // wrangler's converter speaks Miniflare's v4 options; Miniflare converts them itself.
   const mf = new Miniflare(
     convertV4MiniflareOptions({
@@ -39,7 +44,13 @@ export async function startMiniflare({ config, vars = {}, persistDir, migrations
       handleStructuredLogs: ({ message }) => (log += `${message}\n`),
     }),
   );
-  const url = await mf.ready;
+  let url;
+  try {
+    url = await mf.ready;
+  } finally {
+    if (outside === undefined) delete process.env.MINIFLARE_WORKERD_V8_FLAGS;
+    else process.env.MINIFLARE_WORKERD_V8_FLAGS = outside;
+  }
   if (migrations) {
     const db = await mf.getD1Database("DB");
     for (const file of fs.readdirSync(migrations).filter((f) => f.endsWith(".sql")).sort()) {

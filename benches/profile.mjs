@@ -44,9 +44,6 @@ if (PERF) {
     console.error("PROFILE_WITH=perf needs Linux perf on the PATH (Debian: apt-get install linux-perf)");
     process.exit(2);
   }
-  // Miniflare passes these to workerd: V8 writes /tmp/perf-<pid>.map, naming its JIT code
-  // (wasm functions by the name section) for perf.
-  process.env.MINIFLARE_WORKERD_V8_FLAGS = "--perf-basic-prof";
 }
 
 const anthropic = await anthropicLoopback();
@@ -59,6 +56,8 @@ const worker = await startMiniflare({
   persistDir: freshPersistDir(),
   migrations: path.join(ROOT, "migrations"),
   inspectorPort,
+  // V8 writes /tmp/perf-<pid>.map, naming its JIT code (wasm functions by the name section).
+  v8Flags: PERF ? "--perf-basic-prof" : undefined,
   vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
 });
 
