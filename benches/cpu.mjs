@@ -7,10 +7,13 @@
 // Durable Objects, migrations applied), against the same loopback Anthropic-format provider
 // writing one SSE event per chunk; their turns are taken in rounds, one at a time. CPU is read
 // from the workerd process's scheduler statistics (every thread, nanoseconds) around each turn;
-// the figures are medians over TURNS turns after a warm-up. Printed, never asserted: they
-// depend on the machine. BENCH_COMPARE=<a build directory> (a copy of build/ made before a
-// change) adds that build of this Worker to the rounds, so that two builds are compared on the
-// same machine at the same moment.
+// the figures are medians over BENCH_TURNS (30) turns after BENCH_WARMUP (3) warm-up rounds of
+// each kind of turn. Printed, never asserted: they depend on the machine. BENCH_COMPARE=<a build
+// directory> (a copy of build/ made before a change) adds that build of this Worker to the
+// rounds, so that two builds are compared on the same machine at the same moment;
+// BENCH_COMPARE_V8_FLAGS gives that build's workerd V8 flags
+// (`--wasm-tiering-budget=18000`: V8 recompiles hot wasm with its optimising compiler a hundred
+// times sooner, as a long-lived isolate would have it; the same build may be compared so).
 
 import path from "node:path";
 import { bundle, startMiniflare } from "./miniflare.mjs";
@@ -18,12 +21,13 @@ import { cpuMs, rssMb } from "./workerd.mjs";
 import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
-const WARMUP = 3;
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
 // About 1,000 tokens: the loopback sends six characters per text delta, one event per write.
 const LONG = "Stream me. ".repeat(546).slice(0, 6000);
 // The loopback's pause between events in the first-token measurement.
 const PAUSE_MS = 30;
 const COMPARE = process.env.BENCH_COMPARE;
+const COMPARE_V8_FLAGS = process.env.BENCH_COMPARE_V8_FLAGS;
 
 const anthropic = await anthropicLoopback();
 const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" };
@@ -35,9 +39,9 @@ async function start({ config = path.join(ROOT, "wrangler.toml"), ...options }) 
   return startMiniflare({ config, persistDir: freshPersistDir(), vars, ...options });
 }
 
-async function edgeAgent(main) {
+async function edgeAgent(main, v8Flags) {
   // As the e2e harness runs it: anonymous callers, no per-user message limit.
-  const worker = await start({ main, migrations: path.join(ROOT, "migrations"), vars: { ...vars, ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
+  const worker = await start({ main, v8Flags, migrations: path.join(ROOT, "migrations"), vars: { ...vars, ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
   let n = 0;
   worker.complete = uiStreamComplete;
   worker.turn = () => chatMessage(`${worker.url}/v1/chat`, `bench-${Date.now()}-${n++}`, "Say something long.");
@@ -156,7 +160,7 @@ const names = ["pass-through Worker", "this Worker", "AI SDK streamText", "platf
 const starts = [passThrough, () => edgeAgent(), aiSdk, floor];
 if (COMPARE) {
   names.push("compared build");
-  starts.push(() => edgeAgent(path.resolve(COMPARE, "index.js")));
+  starts.push(() => edgeAgent(path.resolve(COMPARE, "index.js"), COMPARE_V8_FLAGS));
 }
 // All run at once, each in its own workerd (started one after the other: each finds its
 // process as the one new workerd); only one has a turn at a time.
@@ -200,5 +204,5 @@ console.log(`  "hi" in a new conversation: this Worker ${fmt(ours.short.cpu, 0)}
 console.log(`  1,000-token turn: this Worker ${(ours.long.cpu / base.long.cpu).toFixed(1)}x the pass-through's CPU; the AI SDK ${(sdk.long.cpu / ours.long.cpu).toFixed(1)}x this Worker's`);
 if (compared) {
   const versus = (key) => `${fmt(ours[key].cpu, 0)} ms against ${fmt(compared[key].cpu, 0)} ms`;
-  console.log(`  this build against the compared one (${COMPARE}), CPU: "hi" ${versus("short")}, a later message ${versus("later")}, 1,000-token turn ${versus("long")}; RSS ${ours.short.rss.toFixed(0)} against ${compared.short.rss.toFixed(0)} MB`);
+  console.log(`  this build against the compared one (${COMPARE}${COMPARE_V8_FLAGS ? `, V8 flags ${COMPARE_V8_FLAGS}` : ""}), CPU: "hi" ${versus("short")}, a later message ${versus("later")}, 1,000-token turn ${versus("long")}; RSS ${ours.short.rss.toFixed(0)} against ${compared.short.rss.toFixed(0)} MB`);
 }

@@ -50,6 +50,9 @@ const anthropic = await anthropicLoopback();
 const inspectorPort = PERF ? undefined : await freePort();
 // PROFILE_WORKER=floor profiles the platform floor (the same turns in plain JavaScript) instead.
 const FLOOR = process.env.PROFILE_WORKER === "floor";
+// PROFILE_CHAT=later sends every turn to one conversation (its history grows by two messages a
+// turn), as a chat's later messages are; by default each turn starts a new one.
+const LATER = process.env.PROFILE_CHAT === "later";
 const worker = await startMiniflare({
   config: path.join(ROOT, FLOOR ? "benches/workers/floor.toml" : "wrangler.toml"),
   main: FLOOR ? undefined : path.join(dir, "index.js"),
@@ -63,7 +66,7 @@ const worker = await startMiniflare({
 
 async function turn(i) {
   anthropic.script({ text: ANSWER, writes: "event" });
-  const r = await chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, `profile-${i}`, "Say something long.");
+  const r = await chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, LATER ? "profile-later" : `profile-${i}`, "Say something long.");
   await r.text();
   // What the turn does after its stream ends (the last D1 writes) belongs to it too.
   await new Promise((resolve) => setTimeout(resolve, 20));
@@ -71,7 +74,7 @@ async function turn(i) {
 
 // Warm up (the JIT compilers tier hot code up), then profile.
 for (let i = 0; i < WARMUP; i++) await turn(`warm-${i}`);
-const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns of ${FLOOR ? "the platform floor" : "this Worker"}`;
+const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns${LATER ? " in one conversation" : ""} of ${FLOOR ? "the platform floor" : "this Worker"}`;
 if (PERF) await withPerf();
 else await withInspector();
 
