@@ -11,5 +11,6 @@ echo "Worker size: $(size build/index_bg.wasm), $(size build/index.js)"
 [ -z "${BENCH_COMPARE:-}" ] || echo "Compared build: $(size "$BENCH_COMPARE/index_bg.wasm")"
 "$NODE" benches/turn_traffic.mjs
 "$NODE" benches/jit.mjs
+"$NODE" benches/crossings.mjs
 echo
 "$NODE" benches/cpu.mjs
