@@ -70,6 +70,20 @@ pub fn results<T: DeserializeOwned>(result: &JsValue) -> Result<Vec<T>, ApiError
     parse(&rows_of(result)?)
 }
 
+/// A text column of a D1 result's one row (a value SQLite built, such as a JSON document),
+/// read as it is: through [`results`] it would come back quoted inside the rows' JSON. Empty
+/// when there is no row or the value is not text.
+pub fn first_text(result: &JsValue, column: &str) -> Result<String, ApiError> {
+    let row = Reflect::get_u32(&rows_of(result)?, 0).map_err(d1_error)?;
+    if row.is_undefined() || row.is_null() {
+        return Ok(String::new());
+    }
+    Ok(Reflect::get(&row, &column.into())
+        .map_err(d1_error)?
+        .as_string()
+        .unwrap_or_default())
+}
+
 fn rows_of(result: &JsValue) -> Result<JsValue, ApiError> {
     let rows = Reflect::get(result, &"results".into()).map_err(d1_error)?;
     Ok(if rows.is_undefined() || rows.is_null() {

@@ -44,6 +44,29 @@ struct Seq {
     seq: i64,
 }
 
+/// One live row of a turn's history, as SQLite writes it into the history's JSON document
+/// ([`HISTORY`]).
+#[derive(Deserialize)]
+struct HistoryEntry {
+    seq: i64,
+    id: String,
+    /// 1 for a compaction's summary, which the model sees first.
+    summary: i64,
+    /// The stored message; null when its text is not JSON.
+    message: Option<AgentMessage>,
+}
+
+/// A conversation's live rows (neither superseded nor compacted) as one JSON array, built by
+/// SQLite: each message's stored JSON is embedded as it is, so the history crosses into wasm
+/// as one string and is read in one pass. Read as rows, every message's JSON came back quoted
+/// inside the rows' JSON, escaped by `JSON.stringify` and unescaped again before its own read:
+/// per turn, work that grew with the history. The order is set after reading (SQLite does not
+/// promise one for an aggregate's elements).
+const HISTORY: &str = "SELECT json_group_array(json_object(
+        'seq', seq, 'id', id, 'summary', kind = 'summary',
+        'message', CASE WHEN json_valid(body) THEN json(body) END)) AS history
+    FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0";
+
 /// What a turn starts from.
 pub struct TurnHistory {
     /// Each message's sequence number in D1.
@@ -481,15 +504,7 @@ impl Store {
             batch.push(self.touch(conversation_id, now_ms)?);
         }
         let stored = batch.len();
-        batch.push(
-            self.db
-                .prepare(
-                    "SELECT seq, id, body, created_at, superseded FROM messages
-                     WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0
-                     ORDER BY kind = 'summary' DESC, seq",
-                )
-                .bind(&[conversation_id.into()])?,
-        );
+        batch.push(self.db.prepare(HISTORY).bind(&[conversation_id.into()])?);
         batch.push(self.artifacts_statement(conversation_id)?);
         if let Some(read) = &budget {
             batch.extend(self.budget_statements(read.owner, now_ms)?);
@@ -509,16 +524,7 @@ impl Store {
             )
             .ok()
         });
-        let history = rows::results::<MessageRow>(history)?;
-        let mut seqs = Vec::with_capacity(history.len());
-        let mut messages = Vec::with_capacity(history.len());
-        for row in history {
-            let message = crate::llm::json::from_str(&row.body).map_err(|e| {
-                ApiError::Internal(format!("stored message {} is unreadable: {e}", row.id))
-            })?;
-            seqs.push(Some(row.seq));
-            messages.push(message);
-        }
+        let (seqs, messages) = history_of(&rows::first_text(history, "history")?)?;
         Ok(TurnHistory {
             seqs,
             messages,
@@ -774,6 +780,44 @@ pub fn scoped_id(owner: &str, id: &str) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A turn's history from [`HISTORY`]'s document: the latest summary first, then the rest in
+/// order; each message with its sequence number.
+fn history_of(document: &str) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
+    let mut entries: Vec<HistoryEntry> =
+        crate::llm::json::from_str(document).map_err(|e| unreadable(document, e))?;
+    entries.sort_by_key(|entry| (entry.summary == 0, entry.seq));
+    let mut seqs = Vec::with_capacity(entries.len());
+    let mut messages = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Some(message) = entry.message else {
+            return Err(ApiError::Internal(format!(
+                "stored message {} is unreadable: it is not JSON",
+                entry.id
+            )));
+        };
+        seqs.push(Some(entry.seq));
+        messages.push(message);
+    }
+    Ok((seqs, messages))
+}
+
+/// Why a history document did not read: which stored message is not a message, found by reading
+/// them one at a time (only on this failure).
+fn unreadable(document: &str, error: serde_json::Error) -> ApiError {
+    let entries: Vec<Value> = crate::llm::json::from_str(document).unwrap_or_default();
+    for entry in &entries {
+        let message = entry
+            .get("message")
+            .map(Value::to_string)
+            .unwrap_or_default();
+        if let Err(e) = crate::llm::json::from_str::<AgentMessage>(&message) {
+            let id = entry.get("id").and_then(Value::as_str).unwrap_or("?");
+            return ApiError::Internal(format!("stored message {id} is unreadable: {e}"));
+        }
+    }
+    ApiError::Internal(format!("the stored history is unreadable: {error}"))
+}
+
 fn opt(v: &Option<String>) -> JsValue {
     match v {
         Some(s) => s.as_str().into(),
@@ -943,7 +987,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::scoped_id;
+    use super::{history_of, scoped_id};
+    use crate::agent::AgentMessage;
 
     #[test]
     fn a_scoped_id_is_stable_per_owner_and_shaped_like_any_conversation_id() {
@@ -955,5 +1000,53 @@ mod tests {
         assert_ne!(a, scoped_id("alice", "chat-2"));
         // The separator keeps ("ab", "c") and ("a", "bc") apart.
         assert_ne!(scoped_id("ab", "c"), scoped_id("a", "bc"));
+    }
+
+    fn stored(text: &str) -> String {
+        serde_json::to_string(&AgentMessage::user_text(text)).unwrap()
+    }
+
+    #[test]
+    fn a_history_document_is_read_summary_first_then_in_order() {
+        // SQLite's aggregate promises no order; the reader sets it.
+        let document = format!(
+            r#"[{{"seq":7,"id":"c","summary":0,"message":{}}},
+                {{"seq":2,"id":"a","summary":0,"message":{}}},
+                {{"seq":9,"id":"s","summary":1,"message":{}}}]"#,
+            stored("third"),
+            stored("first"),
+            stored("the summary"),
+        );
+        let (seqs, messages) = history_of(&document).unwrap();
+        assert_eq!(seqs, vec![Some(9), Some(2), Some(7)]);
+        let texts: Vec<String> = messages
+            .iter()
+            .map(|m| serde_json::to_string(m).unwrap())
+            .collect();
+        assert_eq!(
+            texts,
+            vec![stored("the summary"), stored("first"), stored("third")]
+        );
+        assert_eq!(history_of("[]").unwrap().1.len(), 0);
+    }
+
+    #[test]
+    fn an_unreadable_stored_message_is_named_by_its_id() {
+        // Not JSON: SQLite leaves it out (null).
+        let not_json = format!(
+            r#"[{{"seq":1,"id":"fine","summary":0,"message":{}}},
+                {{"seq":2,"id":"broken","summary":0,"message":null}}]"#,
+            stored("hi")
+        );
+        let e = history_of(&not_json).unwrap_err().to_string();
+        assert!(e.contains("stored message broken is unreadable"), "{e}");
+        // JSON, but not a message.
+        let not_a_message = format!(
+            r#"[{{"seq":1,"id":"fine","summary":0,"message":{}}},
+                {{"seq":2,"id":"odd","summary":0,"message":{{"kind":"nonsense"}}}}]"#,
+            stored("hi")
+        );
+        let e = history_of(&not_a_message).unwrap_err().to_string();
+        assert!(e.contains("stored message odd is unreadable"), "{e}");
     }
 }
