@@ -198,7 +198,7 @@ const GATHER_MS: i64 = 3;
 /// profiled under workerd, about ten times the decoding.
 pub(crate) struct Piped {
     inbox: Rc<RefCell<Inbox>>,
-    _write: Closure<dyn FnMut(JsValue)>,
+    _write: Closure<dyn FnMut(JsValue, u32)>,
     _gathered: Closure<dyn FnMut()>,
 }
 
@@ -244,12 +244,13 @@ impl Piped {
         });
         let gathered_fn: js_sys::Function = gathered.as_ref().clone().unchecked_into();
         let sink_inbox = Rc::clone(&inbox);
-        let write = Closure::<dyn FnMut(JsValue)>::new(move |chunk: JsValue| {
-            // `pump.js` hands `Uint8Array`s: no new view.
+        let write = Closure::<dyn FnMut(JsValue, u32)>::new(move |chunk: JsValue, length: u32| {
+            // `pump.js` hands `Uint8Array`s, and their length: no new view, and one call out
+            // per read (`copy_to` checks the length) rather than two.
             let chunk: js_sys::Uint8Array = chunk.unchecked_into();
             let mut inbox = sink_inbox.borrow_mut();
             let start = inbox.bytes.len();
-            inbox.bytes.resize(start + chunk.length() as usize, 0);
+            inbox.bytes.resize(start + length as usize, 0);
             chunk.copy_to(&mut inbox.bytes[start..]);
             if inbox.timer.is_some() {
                 return;

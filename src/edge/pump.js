@@ -44,11 +44,12 @@ export async function pump(body, write) {
   }
 }
 
-// `write` copies the bytes before the buffer is read into again. A `write` that throws (its
-// reader is gone) stops the body.
+// `write` copies the bytes before the buffer is read into again; their length comes along, so
+// that wasm need not call out to ask for it. A `write` that throws (its reader is gone) stops
+// the body.
 function hand(reader, write, bytes) {
   try {
-    write(bytes);
+    write(bytes, bytes.length);
   } catch (e) {
     reader.cancel(e).catch(() => {});
     throw e;

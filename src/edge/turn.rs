@@ -524,8 +524,8 @@ impl Prepared {
         let mut stats = TurnStats::new(now_ms() as u64);
         let mut partial = PartialAnswer::default();
         let storage = turn_env.storage.clone();
-        let send = |out: &mut String, partial: &mut PartialAnswer| {
-            if log.push(out, now_ms()) {
+        let send = |out: &mut String, partial: &mut PartialAnswer, now: i64| {
+            if log.push(out, now) {
                 partial.save(&storage);
             }
             out.clear();
@@ -560,7 +560,10 @@ impl Prepared {
             None,
             &hooks,
             &mut |event| {
-                stats.record(&event, now_ms() as u64);
+                // One reading of the clock per event (a call out of wasm; most events are a
+                // token or two), for the turn's figures and the chunk log's batching.
+                let now = now_ms();
+                stats.record(&event, now as u64);
                 if let AgentEvent::TurnEnd { message, .. } = &event {
                     let model = ModelRef {
                         provider: message.provider.clone(),
@@ -582,13 +585,13 @@ impl Prepared {
                 }
                 partial.track(&event, &storage);
                 ui.event(&event, &mut out);
-                send(&mut out, &mut partial);
+                send(&mut out, &mut partial, now);
             },
         )
         .await;
         stats.budget_switches = budget_switches.get();
         ui.finish(&outcome, &mut out);
-        send(&mut out, &mut partial);
+        send(&mut out, &mut partial, now_ms());
         TurnSummary {
             messages: state
                 .messages
