@@ -4,7 +4,8 @@
 //! every value and compiles a second reader for every row type.
 
 use serde::de::DeserializeOwned;
-use worker::js_sys::{Array, Function, Reflect, JSON};
+use worker::js_sys::{Array, Function, Reflect, Uint8Array, JSON};
+use worker::wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{D1Database, D1PreparedStatement, SqlCursor};
@@ -71,17 +72,26 @@ pub fn results<T: DeserializeOwned>(result: &JsValue) -> Result<Vec<T>, ApiError
 }
 
 /// A text column of a D1 result's one row (a value SQLite built, such as a JSON document),
-/// read as it is: through [`results`] it would come back quoted inside the rows' JSON. Empty
-/// when there is no row or the value is not text.
+/// read as it is: through [`results`] it would come back quoted inside the rows' JSON. Its
+/// bytes are encoded by the runtime (`text.js`), as befits a long text. Empty when there is no
+/// row or the value is not text.
 pub fn first_text(result: &JsValue, column: &str) -> Result<String, ApiError> {
     let row = Reflect::get_u32(&rows_of(result)?, 0).map_err(d1_error)?;
     if row.is_undefined() || row.is_null() {
         return Ok(String::new());
     }
-    Ok(Reflect::get(&row, &column.into())
-        .map_err(d1_error)?
-        .as_string()
-        .unwrap_or_default())
+    let text = Reflect::get(&row, &column.into()).map_err(d1_error)?;
+    if !text.is_string() {
+        return Ok(String::new());
+    }
+    String::from_utf8(utf8(&text).to_vec())
+        .map_err(|e| ApiError::Internal(format!("D1 answered text that is not UTF-8: {e}")))
+}
+
+#[wasm_bindgen(module = "/src/edge/text.js")]
+extern "C" {
+    /// A string's UTF-8 bytes, encoded natively.
+    fn utf8(text: &JsValue) -> Uint8Array;
 }
 
 fn rows_of(result: &JsValue) -> Result<JsValue, ApiError> {
