@@ -150,8 +150,7 @@ impl Compactor {
             .min(self.max_output_tokens.max(1));
         let budget = self.context_window.saturating_sub(max_tokens + 96);
         let old = &old[fitting_tail(old, budget)..];
-        let mut history =
-            crate::llm::transform::prepare_for(&convert_to_llm(old), provider.model());
+        let mut history = crate::llm::transform::prepare_for(convert_to_llm(old), provider.model());
         history.push(Message::user_text(INSTRUCTION));
         let request = LlmRequest {
             system: Some("You compress conversations into faithful notes."),

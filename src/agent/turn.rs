@@ -136,7 +136,7 @@ pub async fn run_agent_turn(
             }
         }
         // Normalised for this model: the history may come from another provider (handoff).
-        let mut history = prepare_for(&super::convert_to_llm(&state.messages), &model);
+        let mut history = prepare_for(super::convert_to_llm(&state.messages), &model);
         if let Some(t) = transform {
             history = t.transform(history).await;
         }

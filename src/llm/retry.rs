@@ -114,7 +114,8 @@ impl Provider for Resilient {
             let prepared;
             let mut fallback_request = *request;
             if i > 0 {
-                prepared = super::transform::prepare_for(request.messages, provider.model());
+                prepared =
+                    super::transform::prepare_for(request.messages.to_vec(), provider.model());
                 fallback_request.messages = &prepared;
             }
             let request = &fallback_request;

@@ -20,9 +20,10 @@ use super::{ContentBlock, Message, ModelRef, StopReason, ToolResult};
 /// The result content given to a tool call that never got one.
 pub const NO_RESULT: &str = "No result provided: the call was interrupted.";
 
-/// `messages` prepared for `target`.
-pub fn prepare_for(messages: &[Message], target: &ModelRef) -> Vec<Message> {
-    let kept = |m: &&Message| match m {
+/// `messages` prepared for `target`. They are taken, not copied: what needs no change is moved
+/// into the result, since a turn's history is converted for each LLM call and can be long.
+pub fn prepare_for(messages: Vec<Message>, target: &ModelRef) -> Vec<Message> {
+    let kept = |m: &Message| match m {
         Message::Assistant(a) => !matches!(
             a.stop_reason,
             StopReason::Error | StopReason::Aborted | StopReason::Interrupted
@@ -31,7 +32,7 @@ pub fn prepare_for(messages: &[Message], target: &ModelRef) -> Vec<Message> {
     };
     // Ids of calls that survive, and what they become for the target.
     let mut ids = IdMap::new(target);
-    for message in messages.iter().filter(kept) {
+    for message in messages.iter().filter(|m| kept(m)) {
         if let Message::Assistant(a) = message {
             for call in a.tool_calls() {
                 ids.map(&call.id);
@@ -41,9 +42,9 @@ pub fn prepare_for(messages: &[Message], target: &ModelRef) -> Vec<Message> {
 
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     let mut pending: Vec<(String, String)> = Vec::new(); // (new id, tool name) awaiting a result
-    for message in messages.iter().filter(kept) {
+    for message in messages.into_iter().filter(kept) {
         match message {
-            Message::ToolResult(r) => {
+            Message::ToolResult(mut r) => {
                 let Some(id) = ids.get(&r.tool_call_id) else {
                     continue; // its call was dropped
                 };
@@ -51,42 +52,39 @@ pub fn prepare_for(messages: &[Message], target: &ModelRef) -> Vec<Message> {
                     continue; // a second result for the same call
                 };
                 pending.remove(at);
-                out.push(Message::ToolResult(ToolResult {
-                    tool_call_id: id.to_string(),
-                    ..r.clone()
-                }));
+                if r.tool_call_id != id {
+                    r.tool_call_id = id.to_string();
+                }
+                out.push(Message::ToolResult(r));
             }
             Message::User { .. } => {
                 close_pending(&mut out, &mut pending);
-                out.push(message.clone());
+                out.push(message);
             }
-            Message::Assistant(a) => {
+            Message::Assistant(mut answer) => {
                 close_pending(&mut out, &mut pending);
-                let same_model = a.provider == target.provider && a.model == target.model;
-                let mut answer = a.clone();
-                answer.content = a
-                    .content
-                    .iter()
+                let same_model = answer.provider == target.provider && answer.model == target.model;
+                answer.content = std::mem::take(&mut answer.content)
+                    .into_iter()
                     .filter_map(|block| match block {
-                        ContentBlock::ToolUse(call) => {
-                            let mut call = call.clone();
-                            call.id = ids.get(&call.id).unwrap_or(&call.id).to_string();
+                        ContentBlock::ToolUse(mut call) => {
+                            if let Some(id) = ids.get(&call.id).filter(|id| *id != call.id) {
+                                call.id = id.to_string();
+                            }
                             if !same_model {
                                 call.signature = None;
                             }
                             pending.push((call.id.clone(), call.name.clone()));
                             Some(ContentBlock::ToolUse(call))
                         }
-                        _ if same_model => Some(block.clone()),
+                        block if same_model => Some(block),
                         ContentBlock::Thinking { thinking, .. } if !thinking.trim().is_empty() => {
-                            Some(ContentBlock::Text {
-                                text: thinking.clone(),
-                            })
+                            Some(ContentBlock::Text { text: thinking })
                         }
                         ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {
                             None
                         }
-                        ContentBlock::Text { .. } => Some(block.clone()),
+                        block @ ContentBlock::Text { .. } => Some(block),
                     })
                     .collect();
                 out.push(Message::Assistant(answer));
@@ -234,7 +232,7 @@ mod tests {
             result("call_1_0"),
         ];
         let out = prepare_for(
-            &history,
+            history.clone(),
             &ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
         );
         let Message::Assistant(a) = &out[1] else {
@@ -249,7 +247,10 @@ mod tests {
         assert_eq!(a.content.len(), 2);
         assert!(matches!(&a.content[1], ContentBlock::ToolUse(c) if c.signature.is_none()));
         // The same model keeps everything.
-        let same = prepare_for(&history, &ModelRef::parse("gemini:gemini-3-pro").unwrap());
+        let same = prepare_for(
+            history.clone(),
+            &ModelRef::parse("gemini:gemini-3-pro").unwrap(),
+        );
         assert_eq!(same, history);
     }
 
@@ -272,7 +273,7 @@ mod tests {
             result("call.1/a"),
             result(&long),
         ];
-        let out = prepare_for(&history, &ModelRef::parse("openai:gpt-4o").unwrap());
+        let out = prepare_for(history, &ModelRef::parse("openai:gpt-4o").unwrap());
         let Message::Assistant(a) = &out[1] else {
             panic!()
         };
@@ -322,7 +323,7 @@ mod tests {
             ),
             Message::user_text("again"),
         ];
-        let out = prepare_for(&history, &ModelRef::parse("anthropic:m").unwrap());
+        let out = prepare_for(history, &ModelRef::parse("anthropic:m").unwrap());
         let kinds: Vec<String> = out
             .iter()
             .map(|m| match m {
