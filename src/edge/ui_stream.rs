@@ -145,7 +145,9 @@ pub struct UiStream {
     /// Tool call ids by content index within the current step.
     tool_ids: Vec<Option<String>>,
     last_stop: Option<StopReason>,
+    /// The last part id made, and what it was made of: a part's deltas reuse it.
     id_buf: String,
+    id_of: Option<(&'static str, u32, usize)>,
     /// The request (or turn) an error chunk names, so a user's report finds the log line.
     reference: String,
 }
@@ -355,27 +357,27 @@ impl UiStream {
         match event {
             LlmEvent::TextStart { index } => {
                 let id = self.part_id("text", *index);
-                write(out, &Chunk::TextStart { id: &id });
+                write(out, &Chunk::TextStart { id });
             }
             LlmEvent::TextDelta { index, delta } => {
                 let id = self.part_id("text", *index);
-                write(out, &Chunk::TextDelta { id: &id, delta });
+                write(out, &Chunk::TextDelta { id, delta });
             }
             LlmEvent::TextEnd { index } => {
                 let id = self.part_id("text", *index);
-                write(out, &Chunk::TextEnd { id: &id });
+                write(out, &Chunk::TextEnd { id });
             }
             LlmEvent::ThinkingStart { index } => {
                 let id = self.part_id("reasoning", *index);
-                write(out, &Chunk::ReasoningStart { id: &id });
+                write(out, &Chunk::ReasoningStart { id });
             }
             LlmEvent::ThinkingDelta { index, delta } => {
                 let id = self.part_id("reasoning", *index);
-                write(out, &Chunk::ReasoningDelta { id: &id, delta });
+                write(out, &Chunk::ReasoningDelta { id, delta });
             }
             LlmEvent::ThinkingEnd { index } => {
                 let id = self.part_id("reasoning", *index);
-                write(out, &Chunk::ReasoningEnd { id: &id });
+                write(out, &Chunk::ReasoningEnd { id });
             }
             LlmEvent::ToolCallStart { index, id, name } => {
                 if self.tool_ids.len() <= *index {
@@ -421,12 +423,17 @@ impl UiStream {
         }
     }
 
-    /// `"{kind}-{step}-{index}"`: unique within the message, stable for one part.
-    fn part_id(&mut self, kind: &str, index: usize) -> String {
-        use std::fmt::Write;
-        self.id_buf.clear();
-        let _ = write!(self.id_buf, "{kind}-{}-{index}", self.step);
-        self.id_buf.clone()
+    /// `"{kind}-{step}-{index}"`: unique within the message, stable for one part. Formatted once
+    /// per part, not once per delta (`core::fmt` was a visible share of a streamed turn).
+    fn part_id(&mut self, kind: &'static str, index: usize) -> &str {
+        let of = (kind, self.step, index);
+        if self.id_of != Some(of) {
+            use std::fmt::Write;
+            self.id_buf.clear();
+            let _ = write!(self.id_buf, "{kind}-{}-{index}", self.step);
+            self.id_of = Some(of);
+        }
+        &self.id_buf
     }
 }
 
