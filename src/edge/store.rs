@@ -56,16 +56,22 @@ struct HistoryEntry {
     message: Option<AgentMessage>,
 }
 
-/// A conversation's live rows (neither superseded nor compacted) as one JSON array, built by
-/// SQLite: each message's stored JSON is embedded as it is, so the history crosses into wasm
-/// as one string and is read in one pass. Read as rows, every message's JSON came back quoted
+/// A conversation's live rows (neither superseded nor compacted) as JSON arrays built by
+/// SQLite: each message's stored JSON is embedded as it is, so the history crosses into wasm as
+/// a few strings, each read in one pass. Read as rows, every message's JSON came back quoted
 /// inside the rows' JSON, escaped by `JSON.stringify` and unescaped again before its own read:
-/// per turn, work that grew with the history. The order is set after reading (SQLite does not
-/// promise one for an aggregate's elements).
+/// per turn, work that grew with the history. D1 bounds a string (1 MB), so the rows go into
+/// arrays of about 64K characters each in order of `seq` (a longer message alone in its own):
+/// at most 128K characters, 512 KB, an array. The order is set after reading (SQLite promises
+/// none for an aggregate's elements or groups).
 const HISTORY: &str = "SELECT json_group_array(json_object(
         'seq', seq, 'id', id, 'summary', kind = 'summary',
         'message', CASE WHEN json_valid(body) THEN json(body) END)) AS history
-    FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0";
+    FROM (SELECT seq, id, kind, body,
+            CASE WHEN length(body) > 65536 THEN -seq
+                 ELSE (SUM(length(body)) OVER (ORDER BY seq) - length(body)) / 65536 END AS part
+          FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0)
+    GROUP BY part";
 
 /// What a turn starts from.
 pub struct TurnHistory {
@@ -524,7 +530,7 @@ impl Store {
             )
             .ok()
         });
-        let (seqs, messages) = history_of(&rows::first_text(history, "history")?)?;
+        let (seqs, messages) = history_of(&rows::texts(history, "history")?)?;
         Ok(TurnHistory {
             seqs,
             messages,
@@ -780,11 +786,15 @@ pub fn scoped_id(owner: &str, id: &str) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A turn's history from [`HISTORY`]'s document: the latest summary first, then the rest in
+/// A turn's history from [`HISTORY`]'s arrays: the latest summary first, then the rest in
 /// order; each message with its sequence number.
-fn history_of(document: &str) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
-    let mut entries: Vec<HistoryEntry> =
-        crate::llm::json::from_str(document).map_err(|e| unreadable(document, e))?;
+fn history_of(documents: &[String]) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
+    let mut entries: Vec<HistoryEntry> = Vec::new();
+    for document in documents {
+        let part: Vec<HistoryEntry> =
+            crate::llm::json::from_str(document).map_err(|e| unreadable(document, e))?;
+        entries.extend(part);
+    }
     entries.sort_by_key(|entry| (entry.summary == 0, entry.seq));
     let mut seqs = Vec::with_capacity(entries.len());
     let mut messages = Vec::with_capacity(entries.len());
@@ -1008,16 +1018,18 @@ mod tests {
 
     #[test]
     fn a_history_document_is_read_summary_first_then_in_order() {
-        // SQLite's aggregate promises no order; the reader sets it.
-        let document = format!(
+        // SQLite promises no order for an aggregate's elements or its groups; the reader sets it.
+        let one = format!(
             r#"[{{"seq":7,"id":"c","summary":0,"message":{}}},
-                {{"seq":2,"id":"a","summary":0,"message":{}}},
-                {{"seq":9,"id":"s","summary":1,"message":{}}}]"#,
+                {{"seq":2,"id":"a","summary":0,"message":{}}}]"#,
             stored("third"),
             stored("first"),
+        );
+        let two = format!(
+            r#"[{{"seq":9,"id":"s","summary":1,"message":{}}}]"#,
             stored("the summary"),
         );
-        let (seqs, messages) = history_of(&document).unwrap();
+        let (seqs, messages) = history_of(&[one, two]).unwrap();
         assert_eq!(seqs, vec![Some(9), Some(2), Some(7)]);
         let texts: Vec<String> = messages
             .iter()
@@ -1027,7 +1039,7 @@ mod tests {
             texts,
             vec![stored("the summary"), stored("first"), stored("third")]
         );
-        assert_eq!(history_of("[]").unwrap().1.len(), 0);
+        assert_eq!(history_of(&[]).unwrap().1.len(), 0);
     }
 
     #[test]
@@ -1038,7 +1050,7 @@ mod tests {
                 {{"seq":2,"id":"broken","summary":0,"message":null}}]"#,
             stored("hi")
         );
-        let e = history_of(&not_json).unwrap_err().to_string();
+        let e = history_of(&[not_json]).unwrap_err().to_string();
         assert!(e.contains("stored message broken is unreadable"), "{e}");
         // JSON, but not a message.
         let not_a_message = format!(
@@ -1046,7 +1058,7 @@ mod tests {
                 {{"seq":2,"id":"odd","summary":0,"message":{{"kind":"nonsense"}}}}]"#,
             stored("hi")
         );
-        let e = history_of(&not_a_message).unwrap_err().to_string();
+        let e = history_of(&[not_a_message]).unwrap_err().to_string();
         assert!(e.contains("stored message odd is unreadable"), "{e}");
     }
 }
