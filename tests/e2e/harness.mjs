@@ -144,9 +144,10 @@ function loopback(name, render, errorBody) {
   const script = [];
   let seed = 1;
   const server = http.createServer(async (req, res) => {
-    let body = "";
-    for await (const chunk of req) body += chunk;
-    const parsed = JSON.parse(body);
+    // Decoded once whole: a character split across two chunks would decode as two U+FFFDs.
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const parsed = JSON.parse(Buffer.concat(chunks).toString("utf8"));
     requests.push({ path: req.url, headers: req.headers, body: parsed, at: performance.now() });
     const turn = script.shift() ?? api.respond?.(parsed);
     if (!turn) {
