@@ -168,6 +168,25 @@ for (const provider of ["anthropic", "openai"]) {
   });
 }
 
+describe("a long history", () => {
+  // The object reads a turn's history from D1 as JSON arrays SQLite builds, about 64K
+  // characters each (D1 bounds a string), a longer message in an array of its own.
+  test("reaches the model whole and in order, spread over several of the arrays it is read in", async () => {
+    const id = await createConversation();
+    // Two-byte characters, but for the message of its own (70,000 characters; 100 KB at most).
+    const sent = [30_000, 30_000, 0, 100, 30_000, 30_000, 5].map((n, i) => `m${i} ${n ? "é".repeat(n) : "x".repeat(70_000)}`);
+    for (const [i, text] of sent.entries()) {
+      anthropic.script({ text: `answer ${i}`, writes: "event" });
+      const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: text }));
+      assert.equal(textOf(chunks), `answer ${i}`);
+    }
+    const seen = anthropic.requests.at(-1).body.messages.map((m) => (typeof m.content === "string" ? m.content : m.content.map((c) => c.text).join("")));
+    const expected = sent.flatMap((text, i) => (i < sent.length - 1 ? [text, `answer ${i}`] : [text]));
+    assert.equal(seen.length, expected.length);
+    seen.forEach((text, k) => assert.ok(text === expected[k], `message ${k} of the last request is not the one sent (${text.slice(0, 12)}..., ${text.length} characters)`));
+  });
+});
+
 describe("messages sent while a turn runs", () => {
   test("a second POST is queued (202) and injected before the next tool call, which is skipped", async () => {
     anthropic.script(
