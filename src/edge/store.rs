@@ -44,8 +44,7 @@ struct Seq {
     seq: i64,
 }
 
-/// One live row of a turn's history, as SQLite writes it into the history's JSON document
-/// ([`HISTORY`]).
+/// One live row of a turn's history, as SQLite writes it into [`history_statement`]'s array.
 #[derive(Deserialize)]
 struct HistoryEntry {
     seq: i64,
@@ -56,22 +55,46 @@ struct HistoryEntry {
     message: Option<AgentMessage>,
 }
 
-/// A conversation's live rows (neither superseded nor compacted) as JSON arrays built by
-/// SQLite: each message's stored JSON is embedded as it is, so the history crosses into wasm as
-/// a few strings, each read in one pass. Read as rows, every message's JSON came back quoted
-/// inside the rows' JSON, escaped by `JSON.stringify` and unescaped again before its own read:
-/// per turn, work that grew with the history. D1 bounds a string (1 MB), so the rows go into
-/// arrays of about 64K characters each in order of `seq` (a longer message alone in its own):
-/// at most 128K characters, 512 KB, an array. The order is set after reading (SQLite promises
-/// none for an aggregate's elements or groups).
-const HISTORY: &str = "SELECT json_group_array(json_object(
-        'seq', seq, 'id', id, 'summary', kind = 'summary',
-        'message', CASE WHEN json_valid(body) THEN json(body) END)) AS history
-    FROM (SELECT seq, id, kind, body,
-            CASE WHEN length(body) > 65536 THEN -seq
-                 ELSE (SUM(length(body)) OVER (ORDER BY seq) - length(body)) / 65536 END AS part
-          FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0)
-    GROUP BY part";
+/// One live row of a turn's history as a row ([`history_rows_statement`]).
+#[derive(Deserialize)]
+struct HistoryRow {
+    seq: i64,
+    id: String,
+    summary: i64,
+    body: String,
+}
+
+/// The live rows (neither superseded nor compacted) of conversation `?1`.
+const LIVE: &str = "FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0";
+
+/// Whether the live rows fit [`history_statement`]'s one array under D1's bound on a string
+/// (1 MB): at most four bytes a character, and 80 for each row's own fields, make 980 KB.
+fn fits() -> String {
+    format!("(SELECT total(length(body)) + 20 * count(*) {LIVE}) <= 245000")
+}
+
+/// A conversation's live rows as one JSON array built by SQLite, each message's stored JSON
+/// embedded as it is: the history crosses into wasm as one string and is read in one pass. Read
+/// as rows, every message's JSON comes back quoted inside the rows' JSON, escaped by
+/// `JSON.stringify` and unescaped again before its own read: per turn, work that grows with the
+/// history. When the rows do not [`fits`], the array is empty and [`history_rows_statement`]
+/// has them. The order is set after reading (SQLite promises none for an aggregate's elements).
+fn history_statement() -> String {
+    format!(
+        "SELECT json_group_array(json_object('seq', seq, 'id', id, 'summary', kind = 'summary',
+            'message', CASE WHEN json_valid(body) THEN json(body) END)) AS history
+         {LIVE} AND {}",
+        fits()
+    )
+}
+
+/// The live rows as rows, when they do not [`fits`] one array.
+fn history_rows_statement() -> String {
+    format!(
+        "SELECT seq, id, kind = 'summary' AS summary, body {LIVE} AND NOT {}",
+        fits()
+    )
+}
 
 /// What a turn starts from.
 pub struct TurnHistory {
@@ -510,27 +533,41 @@ impl Store {
             batch.push(self.touch(conversation_id, now_ms)?);
         }
         let stored = batch.len();
-        batch.push(self.db.prepare(HISTORY).bind(&[conversation_id.into()])?);
+        for statement in [history_statement(), history_rows_statement()] {
+            batch.push(
+                self.db
+                    .prepare(&statement)
+                    .bind(&[conversation_id.into()])?,
+            );
+        }
         batch.push(self.artifacts_statement(conversation_id)?);
         if let Some(read) = &budget {
             batch.extend(self.budget_statements(read.owner, now_ms)?);
         }
         let results = rows::batch(&self.db, &batch).await?;
-        let (Some(history), Some(artifacts)) = (results.get(stored), results.get(stored + 1))
-        else {
+        let (Some(history), Some(history_rows), Some(artifacts)) = (
+            results.get(stored),
+            results.get(stored + 1),
+            results.get(stored + 2),
+        ) else {
             return Err(ApiError::Internal("a D1 batch answered short".into()));
         };
         // A budget that cannot be read here is left unread: the turn's resolver reads it again
         // at the first LLM call and says why it cannot, as it did before it rode along.
         let budget = budget.and_then(|read| {
             budget_from(
-                results.get(stored + 2..).unwrap_or_default(),
+                results.get(stored + 3..).unwrap_or_default(),
                 Some(read.default),
                 now_ms,
             )
             .ok()
         });
-        let (seqs, messages) = history_of(&rows::texts(history, "history")?)?;
+        let rows = rows::results::<HistoryRow>(history_rows)?;
+        let (seqs, messages) = if rows.is_empty() {
+            history_of(&rows::texts(history, "history")?)?
+        } else {
+            history_of_rows(rows)?
+        };
         Ok(TurnHistory {
             seqs,
             messages,
@@ -786,8 +823,8 @@ pub fn scoped_id(owner: &str, id: &str) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A turn's history from [`HISTORY`]'s arrays: the latest summary first, then the rest in
-/// order; each message with its sequence number.
+/// A turn's history from [`history_statement`]'s array: the latest summary first, then the
+/// rest in order; each message with its sequence number.
 fn history_of(documents: &[String]) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
     let mut entries: Vec<HistoryEntry> = Vec::new();
     for document in documents {
@@ -795,6 +832,32 @@ fn history_of(documents: &[String]) -> Result<(Vec<Option<i64>>, Vec<AgentMessag
             crate::llm::json::from_str(document).map_err(|e| unreadable(document, e))?;
         entries.extend(part);
     }
+    in_order(entries)
+}
+
+/// A turn's history from [`history_rows_statement`]'s rows, each message read on its own.
+fn history_of_rows(
+    rows: Vec<HistoryRow>,
+) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in rows {
+        let message = crate::llm::json::from_str(&row.body).map_err(|e| {
+            ApiError::Internal(format!("stored message {} is unreadable: {e}", row.id))
+        })?;
+        entries.push(HistoryEntry {
+            seq: row.seq,
+            id: row.id,
+            summary: row.summary,
+            message: Some(message),
+        });
+    }
+    in_order(entries)
+}
+
+/// The latest summary first, then the rest in order of `seq`.
+fn in_order(
+    mut entries: Vec<HistoryEntry>,
+) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
     entries.sort_by_key(|entry| (entry.summary == 0, entry.seq));
     let mut seqs = Vec::with_capacity(entries.len());
     let mut messages = Vec::with_capacity(entries.len());
@@ -997,7 +1060,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::{history_of, scoped_id};
+    use super::{history_of, history_of_rows, scoped_id, HistoryRow};
     use crate::agent::AgentMessage;
 
     #[test]
@@ -1060,5 +1123,26 @@ mod tests {
         );
         let e = history_of(&[not_a_message]).unwrap_err().to_string();
         assert!(e.contains("stored message odd is unreadable"), "{e}");
+    }
+
+    #[test]
+    fn a_history_too_long_for_one_array_is_read_from_rows_in_the_same_order() {
+        let row = |seq, id: &str, summary, body: String| HistoryRow {
+            seq,
+            id: id.into(),
+            summary,
+            body,
+        };
+        let (seqs, _) = history_of_rows(vec![
+            row(7, "c", 0, stored("third")),
+            row(9, "s", 1, stored("the summary")),
+            row(2, "a", 0, stored("first")),
+        ])
+        .unwrap();
+        assert_eq!(seqs, vec![Some(9), Some(2), Some(7)]);
+        let e = history_of_rows(vec![row(1, "broken", 0, "{not json".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stored message broken is unreadable"), "{e}");
     }
 }
