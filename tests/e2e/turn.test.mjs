@@ -169,21 +169,23 @@ for (const provider of ["anthropic", "openai"]) {
 }
 
 describe("a long history", () => {
-  // The object reads a turn's history from D1 as JSON arrays SQLite builds, about 64K
-  // characters each (D1 bounds a string), a longer message in an array of its own.
-  test("reaches the model whole and in order, spread over several of the arrays it is read in", async () => {
+  // The object reads a turn's history from D1 as one JSON array SQLite builds, or, past what
+  // one string may hold in D1 (245,000 characters and a little per message), as rows.
+  test("reaches the model whole and in order, read as one array and then, grown past it, as rows", async () => {
     const id = await createConversation();
-    // Two-byte characters, but for the message of its own (70,000 characters; 100 KB at most).
-    const sent = [30_000, 30_000, 0, 100, 30_000, 30_000, 5].map((n, i) => `m${i} ${n ? "é".repeat(n) : "x".repeat(70_000)}`);
+    // Messages of up to 100 KB; two-byte characters in some.
+    const sent = [90_000, 0, 90_000, 100, 90_000, 5].map((n, i) => `m${i} ${n ? "x".repeat(n) : "é".repeat(30_000)}`);
+    const expected = [];
     for (const [i, text] of sent.entries()) {
       anthropic.script({ text: `answer ${i}`, writes: "event" });
       const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: text }));
       assert.equal(textOf(chunks), `answer ${i}`);
+      expected.push(text);
+      const seen = anthropic.requests.at(-1).body.messages.map((m) => (typeof m.content === "string" ? m.content : m.content.map((c) => c.text).join("")));
+      assert.equal(seen.length, expected.length, `turn ${i}`);
+      seen.forEach((text, k) => assert.ok(text === expected[k], `turn ${i}: message ${k} is not the one sent (${text.slice(0, 12)}..., ${text.length} characters)`));
+      expected.push(`answer ${i}`);
     }
-    const seen = anthropic.requests.at(-1).body.messages.map((m) => (typeof m.content === "string" ? m.content : m.content.map((c) => c.text).join("")));
-    const expected = sent.flatMap((text, i) => (i < sent.length - 1 ? [text, `answer ${i}`] : [text]));
-    assert.equal(seen.length, expected.length);
-    seen.forEach((text, k) => assert.ok(text === expected[k], `message ${k} of the last request is not the one sent (${text.slice(0, 12)}..., ${text.length} characters)`));
   });
 });
 
