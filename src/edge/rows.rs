@@ -71,23 +71,21 @@ pub fn results<T: DeserializeOwned>(result: &JsValue) -> Result<Vec<T>, ApiError
     parse(&rows_of(result)?)
 }
 
-/// A text column of each of a D1 result's rows (values SQLite built, such as JSON documents),
-/// read as they are: through [`results`] they would come back quoted inside the rows' JSON.
-/// Their bytes are encoded by the runtime (`text.js`), as befits long texts; a value that is not
-/// text is left out.
-pub fn texts(result: &JsValue, column: &str) -> Result<Vec<String>, ApiError> {
-    let rows = Array::from(&rows_of(result)?);
-    let column = JsValue::from(column);
-    let mut texts = Vec::with_capacity(rows.length() as usize);
-    for row in rows.iter() {
-        let text = Reflect::get(&row, &column).map_err(d1_error)?;
-        if text.is_string() {
-            texts.push(String::from_utf8(utf8(&text).to_vec()).map_err(|e| {
-                ApiError::Internal(format!("D1 answered text that is not UTF-8: {e}"))
-            })?);
-        }
+/// A text column of a D1 result's one row (a value SQLite built, such as a JSON document), read
+/// as it is: through [`results`] it would come back quoted inside the rows' JSON. Its bytes are
+/// encoded by the runtime (`text.js`), as befits a long text. Empty when there is no row or the
+/// value is not text.
+pub fn first_text(result: &JsValue, column: &str) -> Result<String, ApiError> {
+    let row = Reflect::get_u32(&rows_of(result)?, 0).map_err(d1_error)?;
+    if row.is_undefined() || row.is_null() {
+        return Ok(String::new());
     }
-    Ok(texts)
+    let text = Reflect::get(&row, &column.into()).map_err(d1_error)?;
+    if !text.is_string() {
+        return Ok(String::new());
+    }
+    String::from_utf8(utf8(&text).to_vec())
+        .map_err(|e| ApiError::Internal(format!("D1 answered text that is not UTF-8: {e}")))
 }
 
 #[wasm_bindgen(module = "/src/edge/text.js")]

@@ -564,7 +564,7 @@ impl Store {
         });
         let rows = rows::results::<HistoryRow>(history_rows)?;
         let (seqs, messages) = if rows.is_empty() {
-            history_of(&rows::texts(history, "history")?)?
+            history_of(&rows::first_text(history, "history")?)?
         } else {
             history_of_rows(rows)?
         };
@@ -825,13 +825,9 @@ pub fn scoped_id(owner: &str, id: &str) -> String {
 
 /// A turn's history from [`history_statement`]'s array: the latest summary first, then the
 /// rest in order; each message with its sequence number.
-fn history_of(documents: &[String]) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
-    let mut entries: Vec<HistoryEntry> = Vec::new();
-    for document in documents {
-        let part: Vec<HistoryEntry> =
-            crate::llm::json::from_str(document).map_err(|e| unreadable(document, e))?;
-        entries.extend(part);
-    }
+fn history_of(document: &str) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
+    let entries: Vec<HistoryEntry> =
+        crate::llm::json::from_str(document).map_err(|e| unreadable(document, e))?;
     in_order(entries)
 }
 
@@ -1081,18 +1077,16 @@ mod tests {
 
     #[test]
     fn a_history_document_is_read_summary_first_then_in_order() {
-        // SQLite promises no order for an aggregate's elements or its groups; the reader sets it.
-        let one = format!(
+        // SQLite promises no order for an aggregate's elements; the reader sets it.
+        let document = format!(
             r#"[{{"seq":7,"id":"c","summary":0,"message":{}}},
-                {{"seq":2,"id":"a","summary":0,"message":{}}}]"#,
+                {{"seq":2,"id":"a","summary":0,"message":{}}},
+                {{"seq":9,"id":"s","summary":1,"message":{}}}]"#,
             stored("third"),
             stored("first"),
-        );
-        let two = format!(
-            r#"[{{"seq":9,"id":"s","summary":1,"message":{}}}]"#,
             stored("the summary"),
         );
-        let (seqs, messages) = history_of(&[one, two]).unwrap();
+        let (seqs, messages) = history_of(&document).unwrap();
         assert_eq!(seqs, vec![Some(9), Some(2), Some(7)]);
         let texts: Vec<String> = messages
             .iter()
@@ -1102,7 +1096,7 @@ mod tests {
             texts,
             vec![stored("the summary"), stored("first"), stored("third")]
         );
-        assert_eq!(history_of(&[]).unwrap().1.len(), 0);
+        assert_eq!(history_of("[]").unwrap().1.len(), 0);
     }
 
     #[test]
@@ -1113,7 +1107,7 @@ mod tests {
                 {{"seq":2,"id":"broken","summary":0,"message":null}}]"#,
             stored("hi")
         );
-        let e = history_of(&[not_json]).unwrap_err().to_string();
+        let e = history_of(&not_json).unwrap_err().to_string();
         assert!(e.contains("stored message broken is unreadable"), "{e}");
         // JSON, but not a message.
         let not_a_message = format!(
@@ -1121,7 +1115,7 @@ mod tests {
                 {{"seq":2,"id":"odd","summary":0,"message":{{"kind":"nonsense"}}}}]"#,
             stored("hi")
         );
-        let e = history_of(&[not_a_message]).unwrap_err().to_string();
+        let e = history_of(&not_a_message).unwrap_err().to_string();
         assert!(e.contains("stored message odd is unreadable"), "{e}");
     }
 
