@@ -28,6 +28,9 @@ const TURNS = Number(process.env.PROFILE_TURNS ?? 20);
 const WARMUP = Number(process.env.PROFILE_WARMUP ?? 5);
 const PERF = process.env.PROFILE_WITH === "perf";
 // PROFILE_ANSWER=short profiles a "hi" turn (the fixed cost per turn) instead.
+// PROFILE_WRITES=one has the provider write the whole answer at once (the work per event without
+// the reads).
+const WRITES = process.env.PROFILE_WRITES ?? "event";
 const ANSWER = process.env.PROFILE_ANSWER === "short" ? "hi" : "Stream me. ".repeat(546).slice(0, 6000);
 
 // The shipped glue with the wasm that still has its name section.
@@ -65,7 +68,7 @@ const worker = await startMiniflare({
 });
 
 async function turn(i) {
-  anthropic.script({ text: ANSWER, writes: "event" });
+  anthropic.script({ text: ANSWER, writes: WRITES });
   const r = await chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, LATER ? "profile-later" : `profile-${i}`, "Say something long.");
   await r.text();
   // What the turn does after its stream ends (the last D1 writes) belongs to it too.

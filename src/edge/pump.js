@@ -6,11 +6,19 @@
 // costs about 30 ms of CPU more than the same bytes passed through, and piped into a
 // JavaScript sink, 45 ms more. The runtime's `readAtLeast(n)` joins the chunks it has received
 // until it holds n bytes. While reads find their bytes waiting (the body arrives faster than
-// it is read), the next asks for twice as many, up to MAX_WANT; a read that had to wait asks
-// for one byte again, so a trickle is read as it comes. What a read can hold back is bounded:
+// it is read), the next asks for twice as many, up to MAX_WANT. A read that had to wait has
+// caught up with the provider: the next asks for no more than one event's bytes (SMALL_WANT, or
+// the smallest read so far if the provider writes less), so whatever event comes next is read
+// as it comes. A trickle is thus read event by event, and the reads of a burst that the
+// provider's writes arrive in (a fast provider's body comes in many such bursts, a few
+// kilobytes each) start at one event, not at one byte. What a read can hold back is bounded:
 // after a burst, fewer than MAX_WANT bytes (an event or two) wait for the next ones to arrive.
 
 const MAX_WANT = 256;
+// Below every event that carries text in the formats read here (an Anthropic text delta is
+// about 110 bytes with its `event:` line, an OpenAI chunk or an Ollama line more); only
+// contentless ones are smaller (a 36-byte `ping`, `[DONE]` before the body ends).
+const SMALL_WANT = 64;
 const BUFFER_BYTES = 64 << 10;
 
 /** Resolves when `body` ends; rejects with its error, or with `write`'s (then it cancels). */
@@ -32,6 +40,7 @@ export async function pump(body, write) {
   }
   let buffer = new ArrayBuffer(BUFFER_BYTES);
   let want = 1;
+  let small = SMALL_WANT;
   for (;;) {
     // The clock moves only when the isolate waits on I/O: an unchanged one means the bytes
     // were already there.
@@ -40,7 +49,8 @@ export async function pump(body, write) {
     if (done) return;
     hand(reader, write, value);
     buffer = value.buffer;
-    want = Date.now() === asked ? Math.min(want * 2, MAX_WANT) : 1;
+    small = Math.min(small, value.length);
+    want = Date.now() === asked ? Math.min(want * 2, MAX_WANT) : small;
   }
 }
 
