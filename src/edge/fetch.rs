@@ -198,7 +198,7 @@ const GATHER_MS: i64 = 3;
 /// profiled under workerd, about ten times the decoding.
 pub(crate) struct Piped {
     inbox: Rc<RefCell<Inbox>>,
-    _write: Closure<dyn FnMut(JsValue, u32)>,
+    _write: Closure<dyn FnMut(JsValue, u32, f64)>,
     _gathered: Closure<dyn FnMut()>,
 }
 
@@ -228,6 +228,15 @@ extern "C" {
     fn pump(body: &web_sys::ReadableStream, write: &js_sys::Function) -> js_sys::Promise;
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// `Uint8Array.prototype.set.call(into, bytes)`, `into` viewing our memory: js-sys's
+    /// `copy_to` does the same after asking `bytes` for its length, one more call out per read,
+    /// for a length `pump.js` has handed us. Lengths that differ throw in JavaScript.
+    #[wasm_bindgen(js_namespace = Uint8Array, js_name = "prototype.set.call")]
+    fn copy_into(into: &mut [u8], bytes: &js_sys::Uint8Array);
+}
+
 fn global() -> web_sys::WorkerGlobalScope {
     js_sys::global().unchecked_into()
 }
@@ -244,33 +253,35 @@ impl Piped {
         });
         let gathered_fn: js_sys::Function = gathered.as_ref().clone().unchecked_into();
         let sink_inbox = Rc::clone(&inbox);
-        let write = Closure::<dyn FnMut(JsValue, u32)>::new(move |chunk: JsValue, length: u32| {
-            // `pump.js` hands `Uint8Array`s, and their length: no new view, and one call out
-            // per read (`copy_to` checks the length) rather than two.
-            let chunk: js_sys::Uint8Array = chunk.unchecked_into();
-            let mut inbox = sink_inbox.borrow_mut();
-            let start = inbox.bytes.len();
-            inbox.bytes.resize(start + length as usize, 0);
-            chunk.copy_to(&mut inbox.bytes[start..]);
-            if inbox.timer.is_some() {
-                return;
-            }
-            // The clock only moves on I/O: bytes that came in the same instant as the last wake
-            // are part of a burst.
-            let at = now_ms();
-            if at - inbox.woken_at >= GATHER_MS {
-                inbox.woken_at = at;
-                inbox.wake();
-                return;
-            }
-            let wait = (inbox.woken_at + GATHER_MS - at) as i32;
-            inbox.timer = global()
-                .set_timeout_with_callback_and_timeout_and_arguments_0(&gathered_fn, wait)
-                .ok();
-            if inbox.timer.is_none() {
-                inbox.wake();
-            }
-        });
+        let write = Closure::<dyn FnMut(JsValue, u32, f64)>::new(
+            move |chunk: JsValue, length: u32, at: f64| {
+                // `pump.js` hands `Uint8Array`s, their length and the time they came: no new view,
+                // and one call out per read (the copy) rather than three.
+                let chunk: js_sys::Uint8Array = chunk.unchecked_into();
+                let mut inbox = sink_inbox.borrow_mut();
+                let start = inbox.bytes.len();
+                inbox.bytes.resize(start + length as usize, 0);
+                copy_into(&mut inbox.bytes[start..], &chunk);
+                if inbox.timer.is_some() {
+                    return;
+                }
+                // The clock only moves on I/O: bytes that came in the same instant as the last wake
+                // are part of a burst.
+                let at = at as i64;
+                if at - inbox.woken_at >= GATHER_MS {
+                    inbox.woken_at = at;
+                    inbox.wake();
+                    return;
+                }
+                let wait = (inbox.woken_at + GATHER_MS - at) as i32;
+                inbox.timer = global()
+                    .set_timeout_with_callback_and_timeout_and_arguments_0(&gathered_fn, wait)
+                    .ok();
+                if inbox.timer.is_none() {
+                    inbox.wake();
+                }
+            },
+        );
         let piped = pump(body, write.as_ref().unchecked_ref());
         let end = Rc::clone(&inbox);
         wasm_bindgen_futures::spawn_local(async move {

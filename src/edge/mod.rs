@@ -15,6 +15,7 @@ mod ai;
 mod artifacts;
 pub mod auth;
 pub mod budget;
+mod clock;
 pub mod config;
 pub mod conversation;
 mod coordinator;

@@ -35,7 +35,7 @@ export async function pump(body, write) {
     for (;;) {
       const { done, value } = await chunks.read();
       if (done) return;
-      hand(chunks, write, value);
+      hand(chunks, write, value, Date.now());
     }
   }
   let buffer = new ArrayBuffer(BUFFER_BYTES);
@@ -47,19 +47,20 @@ export async function pump(body, write) {
     const asked = Date.now();
     const { done, value } = await reader.readAtLeast(want, new Uint8Array(buffer));
     if (done) return;
-    hand(reader, write, value);
+    const at = Date.now();
+    hand(reader, write, value, at);
     buffer = value.buffer;
     small = Math.min(small, value.length);
-    want = Date.now() === asked ? Math.min(want * 2, MAX_WANT) : small;
+    want = at === asked ? Math.min(want * 2, MAX_WANT) : small;
   }
 }
 
-// `write` copies the bytes before the buffer is read into again; their length comes along, so
-// that wasm need not call out to ask for it. A `write` that throws (its reader is gone) stops
-// the body.
-function hand(reader, write, bytes) {
+// `write` copies the bytes before the buffer is read into again; their length and the time they
+// came come along, so that wasm need not call out to ask for them. A `write` that throws (its
+// reader is gone) stops the body.
+function hand(reader, write, bytes, at) {
   try {
-    write(bytes, bytes.length);
+    write(bytes, bytes.length, at);
   } catch (e) {
     reader.cancel(e).catch(() => {});
     throw e;

@@ -12,6 +12,7 @@ use worker::{console_error, console_warn, AbortSignal, Env};
 use super::ai::WorkersAiBinding;
 use super::artifacts::{D1Artifacts, SystemPrompt};
 use super::budget::{Budget, BudgetResolver, BudgetStore, Period};
+use super::clock::PollClock;
 use super::config::Config;
 use super::conversation::log::ChunkLog;
 use super::conversation::machine::{self, Recovery};
@@ -553,42 +554,44 @@ impl Prepared {
             }),
             None => Box::new(FixedProvider(provider)),
         };
-        let outcome = run_agent_turn(
-            resolver.as_ref(),
-            &mut state,
-            &tools,
-            None,
-            &hooks,
-            &mut |event| {
-                // One reading of the clock per event (a call out of wasm; most events are a
-                // token or two), for the turn's figures and the chunk log's batching.
-                let now = now_ms();
-                stats.record(&event, now as u64);
-                if let AgentEvent::TurnEnd { message, .. } = &event {
-                    let model = ModelRef {
-                        provider: message.provider.clone(),
-                        model: message.model.clone(),
-                    };
-                    let cost = config.models.info(&model).cost(&message.usage);
-                    turn_spent.set(turn_spent.get() + cost.unwrap_or(0.0));
-                }
-                if let AgentEvent::Error { message, .. } = &event {
-                    // The detail the stream leaves out, findable by the request id it shows.
-                    let line = serde_json::json!({
-                        "event": "turn_error",
-                        "level": "error",
-                        "request_id": reference,
-                        "conversation_id": conversation.id,
-                        "detail": message,
-                    });
-                    console_error!("{line}");
-                }
-                partial.track(&event, &storage);
-                ui.event(&event, &mut out);
-                send(&mut out, &mut partial, now);
-            },
-        )
-        .await;
+        // The time of each event, for the turn's figures and the chunk log's batching: read
+        // once per poll of the turn, which handles every event of a read's worth of tokens.
+        let clock = PollClock::default();
+        let outcome = clock
+            .ticking(run_agent_turn(
+                resolver.as_ref(),
+                &mut state,
+                &tools,
+                None,
+                &hooks,
+                &mut |event| {
+                    let now = clock.now();
+                    stats.record(&event, now as u64);
+                    if let AgentEvent::TurnEnd { message, .. } = &event {
+                        let model = ModelRef {
+                            provider: message.provider.clone(),
+                            model: message.model.clone(),
+                        };
+                        let cost = config.models.info(&model).cost(&message.usage);
+                        turn_spent.set(turn_spent.get() + cost.unwrap_or(0.0));
+                    }
+                    if let AgentEvent::Error { message, .. } = &event {
+                        // The detail the stream leaves out, findable by the request id it shows.
+                        let line = serde_json::json!({
+                            "event": "turn_error",
+                            "level": "error",
+                            "request_id": reference,
+                            "conversation_id": conversation.id,
+                            "detail": message,
+                        });
+                        console_error!("{line}");
+                    }
+                    partial.track(&event, &storage);
+                    ui.event(&event, &mut out);
+                    send(&mut out, &mut partial, now);
+                },
+            ))
+            .await;
         stats.budget_switches = budget_switches.get();
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial, now_ms());
