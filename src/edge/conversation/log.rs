@@ -7,9 +7,11 @@
 //! there is nothing to replay (204) rather than given a stream with a hole in it.
 
 use std::cell::{Cell, RefCell};
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 
-use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
+use futures::Stream;
 
 use super::storage::ObjectStorage;
 
@@ -22,7 +24,7 @@ const FLUSH_MS: i64 = 1_000;
 
 pub struct ChunkLog {
     storage: Rc<ObjectStorage>,
-    readers: RefCell<Vec<UnboundedSender<Vec<u8>>>>,
+    readers: RefCell<Vec<Rc<Follower>>>,
     /// Chunks not yet written to storage.
     pending: RefCell<String>,
     pending_since: Cell<Option<i64>>,
@@ -56,7 +58,7 @@ impl ChunkLog {
         // A reader whose stream was dropped has gone away: forget it.
         self.readers
             .borrow_mut()
-            .retain(|tx| tx.unbounded_send(chunk.as_bytes().to_vec()).is_ok());
+            .retain(|reader| reader.take(chunk));
         if self.overflowed.get() {
             return false;
         }
@@ -89,11 +91,10 @@ impl ChunkLog {
 
     /// A new reader: the stream so far, then live chunks until the turn ends. `None` when the
     /// stream outgrew the log.
-    pub fn attach(&self) -> Option<UnboundedReceiver<Vec<u8>>> {
+    pub fn attach(&self) -> Option<LogReader> {
         if self.overflowed.get() {
             return None;
         }
-        let (tx, rx) = unbounded();
         // Storage holds only what this log wrote (`new` pruned the rest): nothing to read when
         // it wrote nothing, as for the POST that starts the turn.
         let mut backlog = if self.logged.get() == 0 {
@@ -108,18 +109,80 @@ impl ChunkLog {
             }
         };
         backlog.push_str(&self.pending.borrow());
-        if !backlog.is_empty() {
-            let _ = tx.unbounded_send(backlog.into_bytes());
-        }
+        let follower = Rc::new(Follower {
+            unread: RefCell::new(backlog.into_bytes()),
+            waiting: RefCell::default(),
+            ended: Cell::new(self.closed.get()),
+            gone: Cell::new(false),
+        });
         if !self.closed.get() {
-            self.readers.borrow_mut().push(tx);
+            self.readers.borrow_mut().push(follower.clone());
         }
-        Some(rx)
+        Some(LogReader(follower))
     }
 
     /// The turn ended: every reader's stream closes. The log is pruned by the turn's end step.
     pub fn close(&self) {
         self.closed.set(true);
-        self.readers.borrow_mut().clear();
+        for reader in self.readers.borrow_mut().drain(..) {
+            reader.ended.set(true);
+            reader.wake();
+        }
+    }
+}
+
+/// What one reader has not yet taken. The log appends each chunk to it and wakes the reader
+/// only if it waits, so a read's worth of tokens costs the reader one wake and is taken as one
+/// piece, not as a message per chunk.
+struct Follower {
+    unread: RefCell<Vec<u8>>,
+    waiting: RefCell<Option<Waker>>,
+    ended: Cell<bool>,
+    /// Its [`LogReader`] was dropped.
+    gone: Cell<bool>,
+}
+
+impl Follower {
+    /// Appends `chunk`; `false` when the reader has gone away.
+    fn take(&self, chunk: &str) -> bool {
+        if self.gone.get() {
+            return false;
+        }
+        self.unread.borrow_mut().extend_from_slice(chunk.as_bytes());
+        self.wake();
+        true
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = self.waiting.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+}
+
+/// A reader of the log: each item is everything written since the last one was taken; the
+/// stream ends with the turn.
+pub struct LogReader(Rc<Follower>);
+
+impl Stream for LogReader {
+    type Item = Vec<u8>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Vec<u8>>> {
+        let follower = &self.0;
+        let mut unread = follower.unread.borrow_mut();
+        if !unread.is_empty() {
+            return Poll::Ready(Some(std::mem::take(&mut *unread)));
+        }
+        if follower.ended.get() {
+            return Poll::Ready(None);
+        }
+        *follower.waiting.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for LogReader {
+    fn drop(&mut self) {
+        self.0.gone.set(true);
     }
 }

@@ -22,14 +22,14 @@ pub mod storage;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use futures::channel::{mpsc, oneshot};
+use futures::channel::oneshot;
 use futures::StreamExt;
 use worker::{
     console_error, durable_object, AbortController, AbortSignal, DurableObject, Env, Method,
     Request, Response, Result, State,
 };
 
-use self::log::ChunkLog;
+use self::log::{ChunkLog, LogReader};
 use self::machine::{Activity, AfterTurn, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind};
 use self::storage::ObjectStorage;
 use super::coordinator::{
@@ -883,27 +883,18 @@ const WRITE_MAX_BYTES: usize = 16 << 10;
 /// A reader's stream as the UI message stream response. Each write is a crossing out of wasm, so
 /// chunks are coalesced: whatever waits when the runtime pulls, plus, right after another write,
 /// what arrives within [`WRITE_WINDOW_MS`] of it.
-fn sse(reader: mpsc::UnboundedReceiver<Vec<u8>>) -> std::result::Result<Response, ApiError> {
+fn sse(reader: LogReader) -> std::result::Result<Response, ApiError> {
     let headers = worker::Headers::new();
     for (name, value) in HEADERS {
         headers.set(name, value)?;
     }
     let writes = futures::stream::unfold((reader, 0i64), |(mut reader, written_at)| async move {
+        // Everything the log holds for this reader comes as one piece.
         let mut write = reader.next().await?;
-        let mut open = true;
-        while let Some(ready) = futures::FutureExt::now_or_never(reader.next()) {
-            match ready {
-                Some(chunk) => write.extend_from_slice(&chunk),
-                None => {
-                    open = false;
-                    break;
-                }
-            }
-        }
         // The clock only moves on I/O: a chunk in the same instant as the last write is part
         // of a burst.
         let since = now_ms() - written_at;
-        if open && since < WRITE_WINDOW_MS {
+        if since < WRITE_WINDOW_MS {
             let rest = (WRITE_WINDOW_MS - since) as u64;
             let mut window = Box::pin(worker::Delay::from(std::time::Duration::from_millis(rest)));
             while write.len() < WRITE_MAX_BYTES {
