@@ -255,8 +255,8 @@ impl Piped {
         let sink_inbox = Rc::clone(&inbox);
         let write = Closure::<dyn FnMut(JsValue, u32, f64)>::new(
             move |chunk: JsValue, length: u32, at: f64| {
-                // `pump.js` hands `Uint8Array`s, their length and the time they came: no new view,
-                // and one call out per read (the copy) rather than three.
+                // `pump.js` hands `Uint8Array`s, their length and the time they came: no new
+                // view, and one call out per read (the copy) rather than three.
                 let chunk: js_sys::Uint8Array = chunk.unchecked_into();
                 let mut inbox = sink_inbox.borrow_mut();
                 let start = inbox.bytes.len();
@@ -265,8 +265,8 @@ impl Piped {
                 if inbox.timer.is_some() {
                     return;
                 }
-                // The clock only moves on I/O: bytes that came in the same instant as the last wake
-                // are part of a burst.
+                // The clock only moves on I/O: bytes that came in the same instant as the last
+                // wake are part of a burst.
                 let at = at as i64;
                 if at - inbox.woken_at >= GATHER_MS {
                     inbox.woken_at = at;

@@ -58,7 +58,7 @@ impl ChunkLog {
         // A reader whose stream was dropped has gone away: forget it.
         self.readers
             .borrow_mut()
-            .retain(|reader| reader.take(chunk));
+            .retain(|reader| reader.append(chunk));
         if self.overflowed.get() {
             return false;
         }
@@ -144,7 +144,7 @@ struct Follower {
 
 impl Follower {
     /// Appends `chunk`; `false` when the reader has gone away.
-    fn take(&self, chunk: &str) -> bool {
+    fn append(&self, chunk: &str) -> bool {
         if self.gone.get() {
             return false;
         }
