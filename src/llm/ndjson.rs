@@ -47,7 +47,7 @@ fn emit<E>(line: &[u8], on_line: &mut dyn FnMut(&str) -> Result<(), E>) -> Resul
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
-    on_line(&String::from_utf8_lossy(line))
+    on_line(&super::sse::text(line))
 }
 
 #[cfg(test)]
