@@ -202,6 +202,10 @@ console.log(`  first token, "hi" from a provider that pauses ${PAUSE_MS} ms befo
 console.log(`  RSS MB after ~${3 * (WARMUP + TURNS)} turns: ${rows.map((r) => `${r.name} ${r.short.rss.toFixed(0)}`).join(", ")}`);
 console.log(`  "hi" in a new conversation: this Worker ${fmt(ours.short.cpu, 0)} ms of CPU, the platform floor ${fmt(least.short.cpu, 0)} ms (a Durable Object and two D1 round trips, in plain JavaScript), the AI SDK ${fmt(sdk.short.cpu, 0)} ms (stores nothing)`);
 console.log(`  1,000-token turn: this Worker ${(ours.long.cpu / base.long.cpu).toFixed(1)}x the pass-through's CPU; the AI SDK ${(sdk.long.cpu / ours.long.cpu).toFixed(1)}x this Worker's`);
+// What the tokens cost apart from the turn's fixed cost: the 1,000-token turn's median less the
+// "hi"'s, per Worker. The ratio above mixes the two; this says which one a gap is made of.
+const tokens = (r) => r.long.cpu - r.short.cpu;
+console.log(`  the 1,000 tokens alone (the 1,000-token turn's median CPU less the "hi"'s): this Worker ${fmt(tokens(ours), 0)} ms, the pass-through ${fmt(tokens(base), 0)} ms (${(tokens(ours) / tokens(base)).toFixed(1)}x), the platform floor ${fmt(tokens(least), 0)} ms; "hi" itself: this Worker ${fmt(ours.short.cpu - base.short.cpu, 0)} ms above the pass-through's, the floor ${fmt(least.short.cpu - base.short.cpu, 0)} ms`);
 if (compared) {
   const versus = (key) => `${fmt(ours[key].cpu, 0)} ms against ${fmt(compared[key].cpu, 0)} ms`;
   console.log(`  this build against the compared one (${COMPARE}${COMPARE_V8_FLAGS ? `, V8 flags ${COMPARE_V8_FLAGS}` : ""}), CPU: "hi" ${versus("short")}, a later message ${versus("later")}, 1,000-token turn ${versus("long")}; RSS ${ours.short.rss.toFixed(0)} against ${compared.short.rss.toFixed(0)} MB`);
