@@ -16,14 +16,13 @@
 // times sooner, as a long-lived isolate would have it; the same build may be compared so).
 
 import path from "node:path";
+import { LONG_ANSWER as LONG } from "./answers.mjs";
 import { bundle, startMiniflare } from "./miniflare.mjs";
 import { cpuMs, rssMb } from "./workerd.mjs";
 import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
-// About 1,000 tokens: the loopback sends six characters per text delta, one event per write.
-const LONG = "Stream me. ".repeat(546).slice(0, 6000);
 // The loopback's pause between events in the first-token measurement.
 const PAUSE_MS = 30;
 const COMPARE = process.env.BENCH_COMPARE;

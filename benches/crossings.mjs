@@ -11,12 +11,12 @@
 
 import fs from "node:fs";
 import path from "node:path";
+import { LONG_ANSWER as LONG } from "./answers.mjs";
 import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
 
 const TURNS = Number(process.env.BENCH_CROSSINGS_TURNS ?? 20);
 const WARMUP = 3;
-const LONG = "Stream me. ".repeat(546).slice(0, 6000);
 
 // Runs before the glue's own code (its imports are hoisted; the instance is made in its body).
 const COUNTING = `

@@ -15,6 +15,7 @@
 
 import fs from "node:fs";
 import path from "node:path";
+import { LONG_ANSWER } from "./answers.mjs";
 import { execFileSync, spawn } from "node:child_process";
 import { ROOT, anthropicLoopback, chatMessage, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
@@ -31,7 +32,7 @@ const PERF = process.env.PROFILE_WITH === "perf";
 // PROFILE_WRITES=one has the provider write the whole answer at once (the work per event without
 // the reads).
 const WRITES = process.env.PROFILE_WRITES ?? "event";
-const ANSWER = process.env.PROFILE_ANSWER === "short" ? "hi" : "Stream me. ".repeat(546).slice(0, 6000);
+const ANSWER = process.env.PROFILE_ANSWER === "short" ? "hi" : LONG_ANSWER;
 
 // The shipped glue with the wasm that still has its name section.
 const dir = path.join(ROOT, "target", "profile-build");
