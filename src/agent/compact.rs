@@ -17,14 +17,33 @@ use super::{convert_to_llm, AgentMessage, ProviderResolver};
 use crate::llm::{ContentBlock, LlmRequest, Message};
 
 /// Roughly how many tokens `text` is.
+///
+/// Every LLM call estimates the whole history, so this runs over every character of it: ASCII,
+/// never CJK, is counted eight bytes at a time, and only other text is decoded character by
+/// character.
 pub fn estimate_tokens(text: &str) -> u64 {
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let bytes = text.as_bytes();
     let (mut cjk, mut other) = (0u64, 0u64);
-    for c in text.chars() {
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(Ok(word)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
+            if u64::from_le_bytes(word) & HIGH_BITS == 0 {
+                other += 8;
+                i += 8;
+                continue;
+            }
+        }
+        // `i` is always where a character starts: it moves by whole ASCII words or characters.
+        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
+            break;
+        };
         if is_cjk(c) {
             cjk += 1;
         } else {
             other += 1;
         }
+        i += c.len_utf8();
     }
     cjk + other.div_ceil(4)
 }
@@ -98,12 +117,12 @@ const INSTRUCTION: &str = "Summarise the conversation above for your own later u
 impl Compactor {
     /// The compaction `messages` need, if they are over the threshold.
     pub async fn compact(&self, messages: &[AgentMessage]) -> Option<Compaction> {
-        let total: u64 = messages.iter().map(message_tokens).sum();
+        let tokens: Vec<u64> = messages.iter().map(message_tokens).collect();
         let threshold = (self.context_window as f64 * self.threshold_ratio) as u64;
-        if total <= threshold {
+        if tokens.iter().sum::<u64>() <= threshold {
             return None;
         }
-        let cut = self.cut(messages, threshold / 2)?;
+        let cut = cut(messages, &tokens, threshold / 2)?;
         let replaces = 0..cut;
         match self.summarise(&messages[replaces.clone()]).await {
             Some(text) => Some(Compaction {
@@ -115,29 +134,6 @@ impl Compactor {
                 summary: None,
             }),
         }
-    }
-
-    /// Where the kept tail starts: the earliest exchange start from which the tail fits
-    /// `target`, but never past the latest user message. `None` if nothing can be cut.
-    fn cut(&self, messages: &[AgentMessage], target: u64) -> Option<usize> {
-        let latest_user = messages
-            .iter()
-            .rposition(|m| matches!(m, AgentMessage::User { .. }))?;
-        let starts = (1..=latest_user).filter(|&i| {
-            matches!(
-                messages[i],
-                AgentMessage::User { .. } | AgentMessage::Summary { .. }
-            )
-        });
-        let mut chosen = None;
-        for start in starts {
-            chosen = Some(start);
-            let tail: u64 = messages[start..].iter().map(message_tokens).sum();
-            if tail <= target {
-                break;
-            }
-        }
-        chosen
     }
 
     async fn summarise(&self, old: &[AgentMessage]) -> Option<String> {
@@ -163,6 +159,31 @@ impl Compactor {
         let text = completion.message.text();
         (completion.error.is_none() && !text.trim().is_empty()).then_some(text)
     }
+}
+
+/// Where the kept tail starts: the earliest exchange start from which the tail fits `target`,
+/// but never past the latest user message. `None` if nothing can be cut. `tokens` holds each
+/// message's estimate, so each tail is a sum of numbers, not another pass over its text.
+fn cut(messages: &[AgentMessage], tokens: &[u64], target: u64) -> Option<usize> {
+    let latest_user = messages
+        .iter()
+        .rposition(|m| matches!(m, AgentMessage::User { .. }))?;
+    let mut tail: u64 = tokens.iter().skip(1).sum();
+    let mut chosen = None;
+    let exchanges = messages.iter().zip(tokens).enumerate();
+    for (start, (message, &own)) in exchanges.take(latest_user + 1).skip(1) {
+        if matches!(
+            message,
+            AgentMessage::User { .. } | AgentMessage::Summary { .. }
+        ) {
+            chosen = Some(start);
+            if tail <= target {
+                break;
+            }
+        }
+        tail = tail.saturating_sub(own);
+    }
+    chosen
 }
 
 /// Where the longest tail of `messages` that starts an exchange and fits `budget` tokens begins
@@ -195,6 +216,66 @@ mod tests {
         assert_eq!(estimate_tokens("hello world!"), 3);
         assert_eq!(estimate_tokens("こんにちは world"), 5 + 2);
         assert_eq!(estimate_tokens(""), 0);
+    }
+
+    #[test]
+    fn the_word_at_a_time_count_is_the_character_by_character_one() {
+        let by_character = |text: &str| {
+            let cjk = text.chars().filter(|&c| is_cjk(c)).count() as u64;
+            cjk + (text.chars().count() as u64 - cjk).div_ceil(4)
+        };
+        // ASCII runs of every length around a word, between CJK, accented letters and emoji
+        // (four bytes), so that words start at every offset.
+        let pieces = ["你", "é", "🙂", "한", "𠀀", "ｈ"];
+        for run in 0..20 {
+            for piece in pieces {
+                let ascii = "abcdefghijklmnopqrstu"[..run].to_string();
+                for text in [
+                    format!("{ascii}{piece}{ascii}"),
+                    format!("{piece}{ascii}{piece}{piece}{ascii}x"),
+                    format!("{ascii}{}", piece.repeat(run)),
+                ] {
+                    assert_eq!(estimate_tokens(&text), by_character(&text), "{text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_kept_tail_is_the_longest_that_fits_from_an_exchange_start() {
+        let words = |n: usize| AgentMessage::user_text("word ".repeat(n));
+        let answer = |n: usize| {
+            AgentMessage::Assistant(crate::llm::AssistantMessage {
+                content: vec![ContentBlock::Text {
+                    text: "word ".repeat(n),
+                }],
+                stop_reason: crate::llm::StopReason::EndTurn,
+                model: "m".into(),
+                provider: "p".into(),
+                usage: Default::default(),
+            })
+        };
+        let messages = vec![
+            words(400),
+            answer(400),
+            words(40),
+            answer(400),
+            words(40),
+            answer(40),
+            words(4),
+            answer(4),
+        ];
+        let tokens: Vec<u64> = messages.iter().map(message_tokens).collect();
+        // The tail from each start, summed the slow way, says which start is right.
+        let tail = |start: usize| tokens[start..].iter().sum::<u64>();
+        assert_eq!(cut(&messages, &tokens, tail(2)), Some(2));
+        assert_eq!(cut(&messages, &tokens, tail(2) - 1), Some(4));
+        assert_eq!(cut(&messages, &tokens, tail(4)), Some(4));
+        assert_eq!(cut(&messages, &tokens, tail(6)), Some(6));
+        // Nothing fits: the latest user message starts the tail, kept verbatim.
+        assert_eq!(cut(&messages, &tokens, 1), Some(6));
+        // A history without a user message past the first cannot be cut.
+        assert_eq!(cut(&messages[..2], &tokens[..2], 1), None);
     }
 
     #[test]
