@@ -71,27 +71,22 @@ pub fn results<T: DeserializeOwned>(result: &JsValue) -> Result<Vec<T>, ApiError
     parse(&rows_of(result)?)
 }
 
-/// A text column of a D1 result's one row (a value SQLite built, such as a JSON document), read
-/// as it is: through [`results`] it would come back quoted inside the rows' JSON. Its bytes are
-/// encoded by the runtime (`text.js`), as befits a long text. Empty when there is no row or the
-/// value is not text.
-pub fn first_text(result: &JsValue, column: &str) -> Result<String, ApiError> {
-    let row = Reflect::get_u32(&rows_of(result)?, 0).map_err(d1_error)?;
-    if row.is_undefined() || row.is_null() {
-        return Ok(String::new());
-    }
-    let text = Reflect::get(&row, &column.into()).map_err(d1_error)?;
-    if !text.is_string() {
-        return Ok(String::new());
-    }
-    String::from_utf8(utf8(&text).to_vec())
+/// The rows of a D1 result as one JSON array whose `column` (text that is itself JSON, such as
+/// a stored message) is embedded as it is: through [`results`] it would come back quoted inside
+/// the rows' JSON, escaped there and unescaped again before its own read. The document is
+/// written and encoded by the runtime (`text.js`), as befits a long text; a value of `column`
+/// that is not JSON leaves a document that does not read.
+pub fn embedding(result: &JsValue, column: &str) -> Result<String, ApiError> {
+    let bytes = embed(&rows_of(result)?, column).map_err(d1_error)?;
+    String::from_utf8(bytes.to_vec())
         .map_err(|e| ApiError::Internal(format!("D1 answered text that is not UTF-8: {e}")))
 }
 
 #[wasm_bindgen(module = "/src/edge/text.js")]
 extern "C" {
-    /// A string's UTF-8 bytes, encoded natively.
-    fn utf8(text: &JsValue) -> Uint8Array;
+    /// [`embedding`]'s document, as UTF-8.
+    #[wasm_bindgen(catch)]
+    fn embed(rows: &JsValue, column: &str) -> Result<Uint8Array, JsValue>;
 }
 
 fn rows_of(result: &JsValue) -> Result<JsValue, ApiError> {

@@ -44,57 +44,31 @@ struct Seq {
     seq: i64,
 }
 
-/// One live row of a turn's history, as SQLite writes it into [`history_statement`]'s array.
+/// One live row of a turn's history, as [`rows::embedding`] writes it into the history's
+/// document: the stored message embedded as it is.
 #[derive(Deserialize)]
 struct HistoryEntry {
     seq: i64,
     id: String,
     /// 1 for a compaction's summary, which the model sees first.
     summary: i64,
-    /// The stored message; null when its text is not JSON.
     message: Option<AgentMessage>,
 }
 
-/// One live row of a turn's history as a row ([`history_rows_statement`]).
+/// The same row with its message as text, read only to name a stored message that does not
+/// read ([`history_of_rows`]).
 #[derive(Deserialize)]
 struct HistoryRow {
     seq: i64,
     id: String,
     summary: i64,
-    body: String,
+    message: String,
 }
 
-/// The live rows (neither superseded nor compacted) of conversation `?1`.
-const LIVE: &str = "FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0";
-
-/// Whether the live rows fit [`history_statement`]'s one array under D1's bound on a string
-/// (1 MB): at most four bytes a character, and 80 for each row's own fields, make 980 KB.
-fn fits() -> String {
-    format!("(SELECT total(length(body)) + 20 * count(*) {LIVE}) <= 245000")
-}
-
-/// A conversation's live rows as one JSON array built by SQLite, each message's stored JSON
-/// embedded as it is: the history crosses into wasm as one string and is read in one pass. Read
-/// as rows, every message's JSON comes back quoted inside the rows' JSON, escaped by
-/// `JSON.stringify` and unescaped again before its own read: per turn, work that grows with the
-/// history. When the rows do not [`fits`], the array is empty and [`history_rows_statement`]
-/// has them. The order is set after reading (SQLite promises none for an aggregate's elements).
-fn history_statement() -> String {
-    format!(
-        "SELECT json_group_array(json_object('seq', seq, 'id', id, 'summary', kind = 'summary',
-            'message', CASE WHEN json_valid(body) THEN json(body) END)) AS history
-         {LIVE} AND {}",
-        fits()
-    )
-}
-
-/// The live rows as rows, when they do not [`fits`] one array.
-fn history_rows_statement() -> String {
-    format!(
-        "SELECT seq, id, kind = 'summary' AS summary, body {LIVE} AND NOT {}",
-        fits()
-    )
-}
+/// A conversation's live rows (neither superseded nor compacted). Their order is set after
+/// reading, summary first, so SQLite sorts nothing.
+const HISTORY: &str = "SELECT seq, id, kind = 'summary' AS summary, body AS message
+     FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0";
 
 /// What a turn starts from.
 pub struct TurnHistory {
@@ -533,40 +507,33 @@ impl Store {
             batch.push(self.touch(conversation_id, now_ms)?);
         }
         let stored = batch.len();
-        for statement in [history_statement(), history_rows_statement()] {
-            batch.push(
-                self.db
-                    .prepare(&statement)
-                    .bind(&[conversation_id.into()])?,
-            );
-        }
+        batch.push(self.db.prepare(HISTORY).bind(&[conversation_id.into()])?);
         batch.push(self.artifacts_statement(conversation_id)?);
         if let Some(read) = &budget {
             batch.extend(self.budget_statements(read.owner, now_ms)?);
         }
         let results = rows::batch(&self.db, &batch).await?;
-        let (Some(history), Some(history_rows), Some(artifacts)) = (
-            results.get(stored),
-            results.get(stored + 1),
-            results.get(stored + 2),
-        ) else {
+        let (Some(history), Some(artifacts)) = (results.get(stored), results.get(stored + 1))
+        else {
             return Err(ApiError::Internal("a D1 batch answered short".into()));
         };
         // A budget that cannot be read here is left unread: the turn's resolver reads it again
         // at the first LLM call and says why it cannot, as it did before it rode along.
         let budget = budget.and_then(|read| {
             budget_from(
-                results.get(stored + 3..).unwrap_or_default(),
+                results.get(stored + 2..).unwrap_or_default(),
                 Some(read.default),
                 now_ms,
             )
             .ok()
         });
-        let rows = rows::results::<HistoryRow>(history_rows)?;
-        let (seqs, messages) = if rows.is_empty() {
-            history_of(&rows::first_text(history, "history")?)?
-        } else {
-            history_of_rows(rows)?
+        // The rows cross into wasm as one document, the stored messages in it as they are:
+        // quoted inside the rows' JSON, every message would be escaped by `JSON.stringify`,
+        // unescaped and read again. Only when the document does not read are the rows read
+        // one by one, to name the message that does not.
+        let (seqs, messages) = match history_of(&rows::embedding(history, "message")?) {
+            Ok(read) => read,
+            Err(_) => history_of_rows(rows::results::<HistoryRow>(history)?)?,
         };
         Ok(TurnHistory {
             seqs,
@@ -823,21 +790,22 @@ pub fn scoped_id(owner: &str, id: &str) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A turn's history from [`history_statement`]'s array: the latest summary first, then the
-/// rest in order; each message with its sequence number.
+/// A turn's history from its rows' document: the latest summary first, then the rest in
+/// order; each message with its sequence number.
 fn history_of(document: &str) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
-    let entries: Vec<HistoryEntry> =
-        crate::llm::json::from_str(document).map_err(|e| unreadable(document, e))?;
+    let entries: Vec<HistoryEntry> = crate::llm::json::from_str(document)
+        .map_err(|e| ApiError::Internal(format!("the stored history is unreadable: {e}")))?;
     in_order(entries)
 }
 
-/// A turn's history from [`history_rows_statement`]'s rows, each message read on its own.
+/// A turn's history from its rows, each message read on its own: slower, but it names the
+/// stored message that does not read.
 fn history_of_rows(
     rows: Vec<HistoryRow>,
 ) -> Result<(Vec<Option<i64>>, Vec<AgentMessage>), ApiError> {
     let mut entries = Vec::with_capacity(rows.len());
     for row in rows {
-        let message = crate::llm::json::from_str(&row.body).map_err(|e| {
+        let message = crate::llm::json::from_str(&row.message).map_err(|e| {
             ApiError::Internal(format!("stored message {} is unreadable: {e}", row.id))
         })?;
         entries.push(HistoryEntry {
@@ -868,23 +836,6 @@ fn in_order(
         messages.push(message);
     }
     Ok((seqs, messages))
-}
-
-/// Why a history document did not read: which stored message is not a message, found by reading
-/// them one at a time (only on this failure).
-fn unreadable(document: &str, error: serde_json::Error) -> ApiError {
-    let entries: Vec<Value> = crate::llm::json::from_str(document).unwrap_or_default();
-    for entry in &entries {
-        let message = entry
-            .get("message")
-            .map(Value::to_string)
-            .unwrap_or_default();
-        if let Err(e) = crate::llm::json::from_str::<AgentMessage>(&message) {
-            let id = entry.get("id").and_then(Value::as_str).unwrap_or("?");
-            return ApiError::Internal(format!("stored message {id} is unreadable: {e}"));
-        }
-    }
-    ApiError::Internal(format!("the stored history is unreadable: {error}"))
 }
 
 fn opt(v: &Option<String>) -> JsValue {
@@ -1100,32 +1051,32 @@ mod tests {
     }
 
     #[test]
-    fn an_unreadable_stored_message_is_named_by_its_id() {
-        // Not JSON: SQLite leaves it out (null).
-        let not_json = format!(
+    fn a_history_document_that_does_not_read_is_an_error() {
+        // A null message (a NULL body): named by its id.
+        let null = format!(
             r#"[{{"seq":1,"id":"fine","summary":0,"message":{}}},
                 {{"seq":2,"id":"broken","summary":0,"message":null}}]"#,
             stored("hi")
         );
-        let e = history_of(&not_json).unwrap_err().to_string();
+        let e = history_of(&null).unwrap_err().to_string();
         assert!(e.contains("stored message broken is unreadable"), "{e}");
-        // JSON, but not a message.
+        // JSON, but not a message: the rows are read one by one to name it.
         let not_a_message = format!(
             r#"[{{"seq":1,"id":"fine","summary":0,"message":{}}},
                 {{"seq":2,"id":"odd","summary":0,"message":{{"kind":"nonsense"}}}}]"#,
             stored("hi")
         );
         let e = history_of(&not_a_message).unwrap_err().to_string();
-        assert!(e.contains("stored message odd is unreadable"), "{e}");
+        assert!(e.contains("the stored history is unreadable"), "{e}");
     }
 
     #[test]
-    fn a_history_too_long_for_one_array_is_read_from_rows_in_the_same_order() {
-        let row = |seq, id: &str, summary, body: String| HistoryRow {
+    fn history_rows_read_one_by_one_come_in_the_same_order_and_name_what_does_not_read() {
+        let row = |seq, id: &str, summary, message: String| HistoryRow {
             seq,
             id: id.into(),
             summary,
-            body,
+            message,
         };
         let (seqs, _) = history_of_rows(vec![
             row(7, "c", 0, stored("third")),
@@ -1138,5 +1089,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("stored message broken is unreadable"), "{e}");
+        let e = history_of_rows(vec![row(1, "odd", 0, r#"{"kind":"nonsense"}"#.into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stored message odd is unreadable"), "{e}");
     }
 }

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { anthropicLoopback, api, freshPersistDir, openaiLoopback, parseUiStream, readUiStream, shape, startWorker } from "./harness.mjs";
+import { anthropicLoopback, api, d1Query, freshPersistDir, openaiLoopback, parseUiStream, readUiStream, shape, startWorker } from "./harness.mjs";
 
 let anthropic, openai, worker, persistDir, vars;
 
@@ -169,23 +169,47 @@ for (const provider of ["anthropic", "openai"]) {
 }
 
 describe("a long history", () => {
-  // The object reads a turn's history from D1 as one JSON array SQLite builds, or, past what
-  // one string may hold in D1 (245,000 characters and a little per message), as rows.
-  test("reaches the model whole and in order, read as one array and then, grown past it, as rows", async () => {
+  // The object reads a turn's history from D1 as rows and hands them to wasm as one document,
+  // each stored message embedded in it as it is: nothing bounds its length.
+  test("reaches the model whole and in order, past a megabyte", async () => {
     const id = await createConversation();
     // Messages of up to 100 KB; two-byte characters in some.
-    const sent = [90_000, 0, 90_000, 100, 90_000, 5].map((n, i) => `m${i} ${n ? "x".repeat(n) : "é".repeat(30_000)}`);
+    // More than a megabyte of UTF-8 (two-byte characters mostly), under the share of the
+    // model's window that starts a compaction (160,000 tokens of 200,000): messages of up to
+    // 90 KB (a message may be 100 KB) and answers of up to 240 KB.
+    const sent = [45_000, 0, 45_000, 100, 45_000, 5].map((n, i) => `m${i} ${n ? "é".repeat(n) : "x".repeat(90_000)}`);
+    const answers = [120_000, 10, 120_000, 0, 120_000, 10].map((n, i) => `answer ${i} ${"ü".repeat(n)}`);
     const expected = [];
     for (const [i, text] of sent.entries()) {
-      anthropic.script({ text: `answer ${i}`, writes: "event" });
+      anthropic.script({ text: answers[i], writes: "event" });
       const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: text }));
-      assert.equal(textOf(chunks), `answer ${i}`);
+      assert.ok(textOf(chunks) === answers[i], `turn ${i}: the answer streamed is not the one sent (${textOf(chunks).length} characters)`);
       expected.push(text);
       const seen = anthropic.requests.at(-1).body.messages.map((m) => (typeof m.content === "string" ? m.content : m.content.map((c) => c.text).join("")));
       assert.equal(seen.length, expected.length, `turn ${i}`);
       seen.forEach((text, k) => assert.ok(text === expected[k], `turn ${i}: message ${k} is not the one sent (${text.slice(0, 12)}..., ${text.length} characters)`));
-      expected.push(`answer ${i}`);
+      expected.push(answers[i]);
     }
+    assert.ok(Buffer.byteLength(expected.join("")) > 1_000_000);
+  });
+
+  test("a stored message that does not read fails the turn with its id, and nothing is sent to the model", async () => {
+    const id = await createConversation();
+    anthropic.script({ text: "fine", writes: "event" });
+    await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "first" }));
+    const [broken] = await d1Query(persistDir, `SELECT id FROM messages WHERE conversation_id = '${id}' AND kind = 'assistant'`);
+    await d1Query(persistDir, `UPDATE messages SET body = '{"kind":"nonsense"}' WHERE id = '${broken.id}'`);
+    const before = anthropic.requests.length;
+    const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "second" });
+    const { chunks } = await readUiStream(r);
+    const error = chunks.find((c) => c.type === "error");
+    assert.ok(error, JSON.stringify(chunks));
+    // Internal errors reach the user as a request id; the server log says which message.
+    const requestId = /request ([0-9a-f]+)/.exec(error.errorText)?.[1];
+    assert.ok(requestId, error.errorText);
+    const line = await worker.logLine((l) => JSON.stringify(l).includes(requestId) && JSON.stringify(l).includes(`stored message ${broken.id} is unreadable`));
+    assert.ok(line);
+    assert.equal(anthropic.requests.length, before, "the model was not called");
   });
 });
 
