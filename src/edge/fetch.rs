@@ -142,18 +142,27 @@ pub(crate) fn new_request<N: AsRef<str>, V: AsRef<str>>(
     signal: Option<&AbortSignal>,
 ) -> Result<web_sys::Request, String> {
     let set = Headers::new();
+    let mut typed = false;
     for (name, value) in headers {
         let name = name.as_ref();
+        typed |= name.eq_ignore_ascii_case("content-type");
         // The value may hold a secret: name the header only.
         set.set(name, value.as_ref())
             .map_err(|_| format!("header `{name}` is not valid"))?;
     }
     let init = web_sys::RequestInit::new();
     init.set_method(method);
-    init.set_headers(set.as_ref());
     if let Some(body) = body {
-        init.set_body(&JsValue::from_str(body));
+        // Sent as bytes: as a string it would be decoded into a JavaScript string here and
+        // encoded back by `fetch`, two passes over a whole history per LLM call. Bytes get no
+        // content type from `fetch`, so the one a string gets is set when none is given.
+        if !typed {
+            set.set("content-type", "text/plain;charset=UTF-8")
+                .map_err(|_| "header `content-type` is not valid".to_string())?;
+        }
+        init.set_body(&js_sys::Uint8Array::from(body.as_bytes()));
     }
+    init.set_headers(set.as_ref());
     if let Some(signal) = signal {
         init.set_signal(Some(signal));
     }
