@@ -48,6 +48,8 @@ async function edgeAgent(main, v8Flags) {
   // no D1 read in the Worker, none in the object before the history's).
   const later = `bench-later-${Date.now()}`;
   worker.laterTurn = () => chatMessage(`${worker.url}/v1/chat`, later, "Say something.");
+  const long = `bench-history-${Date.now()}`;
+  worker.historyTurn = (text = "Say something.") => chatMessage(`${worker.url}/v1/chat`, long, text);
   // The object's log line for the turn (found by the request's id): its D1 round trips,
   // requests and SQL statements.
   worker.traffic = async (requestId) => {
@@ -78,6 +80,7 @@ async function floor() {
   let n = 0;
   worker.complete = uiStreamComplete;
   worker.turn = () => chatMessage(worker.url, `floor-${Date.now()}-${n++}`, "Say something long.");
+  worker.historyTurn = (text = "Say something.") => chatMessage(worker.url, "floor-history", text);
   return worker;
 }
 
@@ -154,6 +157,20 @@ async function measure(workers, answer, label, turnOf = (w) => w.turn) {
   });
 }
 
+// A long conversation: HISTORY_TURNS turns of a message and an answer of HISTORY_TEXT's length
+// each (540,000 characters, about 135,000 tokens: under the share of a 200,000-token window at
+// which this Worker compacts), then "hi" turns in it.
+const HISTORY_TEXT = "lorem ipsum dolor sit amet, ".repeat(3300).slice(0, 90_000);
+const HISTORY_TURNS = 3;
+async function fillHistory(worker) {
+  for (let i = 0; i < HISTORY_TURNS; i++) {
+    anthropic.script({ text: HISTORY_TEXT, writes: "one" });
+    const response = await worker.historyTurn(`${i} ${HISTORY_TEXT}`.slice(0, 90_000));
+    const body = await response.text();
+    if (response.status !== 200 || !body.includes('"type":"finish"')) throw new Error(`${worker.name}: filling the long conversation failed: ${body.slice(-300)}`);
+  }
+}
+
 const fmt = (n, w = 7) => n.toFixed(1).padStart(w);
 const names = ["pass-through Worker", "this Worker", "AI SDK streamText", "platform floor (JS)"];
 const starts = [passThrough, () => edgeAgent(), aiSdk, floor];
@@ -176,6 +193,12 @@ try {
   const keeping = COMPARE ? [1, 4] : [1];
   const later = await measure(keeping.map((i) => workers[i]), { text: "hi", writes: "event" }, "later message", (w) => w.laterTurn);
   keeping.forEach((i, k) => { rows[i].later = later[k]; });
+  // A later message of a long conversation: this Worker and the floor, which reads and sends
+  // the history as this Worker does.
+  const reading = COMPARE ? [1, 3, 4] : [1, 3];
+  for (const i of reading) await fillHistory(workers[i]);
+  const history = await measure(reading.map((i) => workers[i]), { text: "hi", writes: "event" }, "long conversation", (w) => w.historyTurn);
+  reading.forEach((i, k) => { rows[i].history = history[k]; });
   // A model that pauses before each event after the first, as a real one does before its
   // first token: what the client waits for is then the runtime's own delay.
   put("paused", await measure(workers, { text: "hi", writes: "event", burst: 1, gapMs: PAUSE_MS }, "paused provider"));
@@ -195,6 +218,7 @@ for (const [label, key] of [["1,000-token answer, one SSE event per write", "lon
   }
 }
 console.log(`  this Worker, "hi" as a later message of one conversation (its history grows to ${2 * (WARMUP + TURNS)} messages): CPU ${fmt(ours.later.cpu)} ms, TTFB ${fmt(ours.later.ttfb)} ms, total ${fmt(ours.later.total)} ms`);
+console.log(`  "hi" as a later message of a conversation of ${(2 * HISTORY_TURNS * HISTORY_TEXT.length).toLocaleString("en")} characters (${2 * HISTORY_TURNS} messages, then the rounds'): this Worker CPU ${fmt(ours.history.cpu, 0)} ms, TTFB ${fmt(ours.history.ttfb, 0)} ms; the platform floor CPU ${fmt(least.history.cpu, 0)} ms, TTFB ${fmt(least.history.ttfb, 0)} ms`);
 console.log(`  this Worker, D1 round trips per turn (none in the Worker; in the object: the history with the new message and a new chat's row, then the answer): first message ${ours.short.d1}, later message ${ours.later.d1}, 1,000-token answer ${ours.long.d1}; object requests 1 (the hand-over) + ${ours.long.objectRequests} during the turn`);
 console.log(`  this Worker, SQL statements in the object's own storage per turn, from the hand-over: first message ${ours.short.sql} (+1 creating a new object's tables; the floor makes 6 with it), later message ${ours.later.sql}, 1,000-token answer ${ours.long.sql}`);
 console.log(`  first token, "hi" from a provider that pauses ${PAUSE_MS} ms before each event after its first (median ms from the request): ${rows.map((r) => `${r.name} ${r.paused.firstToken.toFixed(1)}`).join(", ")}`);
@@ -207,5 +231,5 @@ const tokens = (r) => r.long.cpu - r.short.cpu;
 console.log(`  the 1,000 tokens alone (the 1,000-token turn's median CPU less the "hi"'s): this Worker ${fmt(tokens(ours), 0)} ms, the pass-through ${fmt(tokens(base), 0)} ms (${(tokens(ours) / tokens(base)).toFixed(1)}x), the platform floor ${fmt(tokens(least), 0)} ms; "hi" itself: this Worker ${fmt(ours.short.cpu - base.short.cpu, 0)} ms above the pass-through's, the floor ${fmt(least.short.cpu - base.short.cpu, 0)} ms`);
 if (compared) {
   const versus = (key) => `${fmt(ours[key].cpu, 0)} ms against ${fmt(compared[key].cpu, 0)} ms`;
-  console.log(`  this build against the compared one (${COMPARE}${COMPARE_V8_FLAGS ? `, V8 flags ${COMPARE_V8_FLAGS}` : ""}), CPU: "hi" ${versus("short")}, a later message ${versus("later")}, 1,000-token turn ${versus("long")}; RSS ${ours.short.rss.toFixed(0)} against ${compared.short.rss.toFixed(0)} MB`);
+  console.log(`  this build against the compared one (${COMPARE}${COMPARE_V8_FLAGS ? `, V8 flags ${COMPARE_V8_FLAGS}` : ""}), CPU: "hi" ${versus("short")}, a later message ${versus("later")}, a later message of the long conversation ${versus("history")}, 1,000-token turn ${versus("long")}; RSS ${ours.short.rss.toFixed(0)} against ${compared.short.rss.toFixed(0)} MB`);
 }

@@ -55,8 +55,11 @@ const inspectorPort = PERF ? undefined : await freePort();
 // PROFILE_WORKER=floor profiles the platform floor (the same turns in plain JavaScript) instead.
 const FLOOR = process.env.PROFILE_WORKER === "floor";
 // PROFILE_CHAT=later sends every turn to one conversation (its history grows by two messages a
-// turn), as a chat's later messages are; by default each turn starts a new one.
+// turn), as a chat's later messages are; by default each turn starts a new one. With
+// PROFILE_HISTORY=<characters>, that conversation first gets a history about that long (turns of
+// 2,000-character messages and answers), for where a long history's cost goes.
 const LATER = process.env.PROFILE_CHAT === "later";
+const HISTORY = LATER ? Number(process.env.PROFILE_HISTORY ?? 0) : 0;
 const worker = await startMiniflare({
   config: path.join(ROOT, FLOOR ? "benches/workers/floor.toml" : "wrangler.toml"),
   main: FLOOR ? undefined : path.join(dir, "index.js"),
@@ -76,9 +79,14 @@ async function turn(i) {
   await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
+const FILLER = "lorem ipsum dolor sit amet, ".repeat(72).slice(0, 2000);
+for (let i = 0; i < HISTORY / 4000; i++) {
+  anthropic.script({ text: FILLER, writes: "one" });
+  await (await chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, "profile-later", `${i} ${FILLER}`)).text();
+}
 // Warm up (the JIT compilers tier hot code up), then profile.
 for (let i = 0; i < WARMUP; i++) await turn(`warm-${i}`);
-const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns${LATER ? " in one conversation" : ""} of ${FLOOR ? "the platform floor" : "this Worker"}`;
+const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns${LATER ? ` in one conversation${HISTORY ? ` (its history first filled to about ${HISTORY} characters)` : ""}` : ""} of ${FLOOR ? "the platform floor" : "this Worker"}`;
 if (PERF) await withPerf();
 else await withInspector();
 
