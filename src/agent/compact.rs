@@ -10,42 +10,100 @@
 //! - The [`Compaction`] says which messages the summary replaces, so the application can persist
 //!   the same change.
 
+use std::fmt::{self, Write as _};
 use std::ops::Range;
 use std::rc::Rc;
+
+use serde_json::Value;
 
 use super::{convert_to_llm, AgentMessage, ProviderResolver};
 use crate::llm::{ContentBlock, LlmRequest, Message};
 
 /// Roughly how many tokens `text` is.
+pub fn estimate_tokens(text: &str) -> u64 {
+    let mut count = Characters::default();
+    count.text(text);
+    count.tokens()
+}
+
+/// The characters an estimate is made of, CJK apart.
 ///
 /// Every LLM call estimates the whole history, so this runs over every character of it: ASCII,
 /// never CJK, is counted eight bytes at a time, and only other text is decoded character by
-/// character.
-pub fn estimate_tokens(text: &str) -> u64 {
-    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-    let bytes = text.as_bytes();
-    let (mut cjk, mut other) = (0u64, 0u64);
-    let mut i = 0;
-    while i < bytes.len() {
-        if let Some(Ok(word)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
-            if u64::from_le_bytes(word) & HIGH_BITS == 0 {
-                other += 8;
-                i += 8;
-                continue;
+/// character. A tool call's input is counted as the JSON the model sees, without writing it.
+#[derive(Default)]
+struct Characters {
+    cjk: u64,
+    other: u64,
+}
+
+impl Characters {
+    fn tokens(&self) -> u64 {
+        self.cjk + self.other.div_ceil(4)
+    }
+
+    fn text(&mut self, text: &str) {
+        const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if let Some(Ok(word)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
+                if u64::from_le_bytes(word) & HIGH_BITS == 0 {
+                    self.other += 8;
+                    i += 8;
+                    continue;
+                }
+            }
+            // `i` is always where a character starts: it moves by whole ASCII words or
+            // characters.
+            let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
+                break;
+            };
+            if is_cjk(c) {
+                self.cjk += 1;
+            } else {
+                self.other += 1;
+            }
+            i += c.len_utf8();
+        }
+    }
+
+    /// `value` as compact JSON (escapes counted as the character they stand for).
+    fn json(&mut self, value: &Value) {
+        match value {
+            Value::Null | Value::Bool(true) => self.other += 4,
+            Value::Bool(false) => self.other += 5,
+            Value::Number(n) => {
+                let _ = write!(self, "{n}");
+            }
+            Value::String(s) => {
+                self.other += 2;
+                self.text(s);
+            }
+            // Brackets and commas.
+            Value::Array(items) => {
+                self.other += 1 + items.len().max(1) as u64;
+                items.iter().for_each(|item| self.json(item));
+            }
+            // Braces and commas; each key's quotes and colon.
+            Value::Object(fields) => {
+                self.other += 1 + fields.len().max(1) as u64;
+                for (key, value) in fields {
+                    self.other += 3;
+                    self.text(key);
+                    self.json(value);
+                }
             }
         }
-        // `i` is always where a character starts: it moves by whole ASCII words or characters.
-        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
-            break;
-        };
-        if is_cjk(c) {
-            cjk += 1;
-        } else {
-            other += 1;
-        }
-        i += c.len_utf8();
     }
-    cjk + other.div_ceil(4)
+}
+
+/// Numbers are counted as they are written.
+impl fmt::Write for Characters {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.text(s);
+        Ok(())
+    }
 }
 
 fn is_cjk(c: char) -> bool {
@@ -80,7 +138,9 @@ fn block_tokens(block: &ContentBlock) -> u64 {
         ContentBlock::Text { text } => estimate_tokens(text),
         ContentBlock::Thinking { thinking, .. } => estimate_tokens(thinking),
         ContentBlock::ToolUse(call) => {
-            estimate_tokens(&call.name) + estimate_tokens(&call.input.to_string())
+            let mut input = Characters::default();
+            input.json(&call.input);
+            estimate_tokens(&call.name) + input.tokens()
         }
         ContentBlock::RedactedThinking { data } => estimate_tokens(data) / 2,
     }
@@ -238,6 +298,26 @@ mod tests {
                     assert_eq!(estimate_tokens(&text), by_character(&text), "{text:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_tool_input_counts_as_its_json_without_writing_it() {
+        let inputs = [
+            serde_json::json!({}),
+            serde_json::json!([]),
+            serde_json::json!({"path": "src/main.rs", "content": "fn main() {}", "lines": [1, 20, -3, 2.5e10], "force": false, "mode": null, "deep": {"a": [true, {}, []], "名前": "値です"}}),
+            serde_json::json!(["x", 1, [2, [3]], {"k": "v"}]),
+            serde_json::json!(1234567),
+        ];
+        for input in inputs {
+            let mut count = Characters::default();
+            count.json(&input);
+            assert_eq!(
+                count.tokens(),
+                estimate_tokens(&input.to_string()),
+                "{input}"
+            );
         }
     }
 
