@@ -133,16 +133,28 @@ async function turn(worker, answer, label) {
   return sample;
 }
 
+/** 0..n-1 in a random order (Fisher-Yates). */
+function shuffled(n) {
+  const order = [...Array(n).keys()];
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order;
+}
+
 /**
  * Runs WARMUP + TURNS rounds of one kind of turn; in each round every Worker runs one turn, in
  * turn, so that what the machine does meanwhile (other load, frequency, the page cache) falls
- * on all of them alike and the ratios between them hold even when the figures drift. Returns,
+ * on all of them alike and the ratios between them hold even when the figures drift; the order
+ * is shuffled each round, so that no Worker always comes first or after the same one. Returns,
  * per Worker, the medians after the warm-up and its RSS after.
  */
 async function measure(workers, answer, label, turnOf = (w) => w.turn) {
   const samples = workers.map(() => []);
   for (let round = 0; round < WARMUP + TURNS; round++) {
-    for (const [i, worker] of workers.entries()) {
+    for (const i of shuffled(workers.length)) {
+      const worker = workers[i];
       const sample = await turn({ ...worker, turn: turnOf(worker) }, answer, label);
       if (round >= WARMUP) samples[i].push(sample);
     }
