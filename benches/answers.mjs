@@ -3,3 +3,22 @@
 
 /** About 1,000 tokens: the loopback sends six characters per text delta. */
 export const LONG_ANSWER = "Stream me. ".repeat(546).slice(0, 6000);
+
+/** `n` characters of plain prose, for the messages and answers of a long conversation. */
+export const filler = (n) => "lorem ipsum dolor sit amet, ".repeat(Math.ceil(n / 28)).slice(0, n);
+
+/**
+ * Gives a conversation a long history: `turns` turns, each a message and an answer (written at
+ * once by `anthropic`, the loopback) of `length` characters; `send(text)` posts a message to
+ * the conversation. Throws when a turn does not finish, so that no figure is taken from a
+ * conversation shorter than it says.
+ */
+export async function fillConversation(anthropic, send, turns, length) {
+  const text = filler(length);
+  for (let i = 0; i < turns; i++) {
+    anthropic.script({ text, writes: "one" });
+    const response = await send(`${i} ${text}`.slice(0, length));
+    const body = await response.text();
+    if (response.status !== 200 || !body.includes('"type":"finish"')) throw new Error(`filling the conversation failed at turn ${i}: ${response.status} ${body.slice(-300)}`);
+  }
+}

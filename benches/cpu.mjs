@@ -16,7 +16,7 @@
 // times sooner, as a long-lived isolate would have it; the same build may be compared so).
 
 import path from "node:path";
-import { LONG_ANSWER as LONG } from "./answers.mjs";
+import { LONG_ANSWER as LONG, fillConversation } from "./answers.mjs";
 import { bundle, startMiniflare } from "./miniflare.mjs";
 import { cpuMs, rssMb } from "./workerd.mjs";
 import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
@@ -169,19 +169,11 @@ async function measure(workers, answer, label, turnOf = (w) => w.turn) {
   });
 }
 
-// A long conversation: HISTORY_TURNS turns of a message and an answer of HISTORY_TEXT's length
-// each (540,000 characters, about 135,000 tokens: under the share of a 200,000-token window at
-// which this Worker compacts), then "hi" turns in it.
-const HISTORY_TEXT = "lorem ipsum dolor sit amet, ".repeat(3300).slice(0, 90_000);
+// A long conversation: HISTORY_TURNS turns of a message and an answer of HISTORY_LENGTH
+// characters each (540,000 characters, about 135,000 tokens: under the share of a
+// 200,000-token window at which this Worker compacts), then "hi" turns in it.
+const HISTORY_LENGTH = 90_000;
 const HISTORY_TURNS = 3;
-async function fillHistory(worker) {
-  for (let i = 0; i < HISTORY_TURNS; i++) {
-    anthropic.script({ text: HISTORY_TEXT, writes: "one" });
-    const response = await worker.historyTurn(`${i} ${HISTORY_TEXT}`.slice(0, 90_000));
-    const body = await response.text();
-    if (response.status !== 200 || !body.includes('"type":"finish"')) throw new Error(`${worker.name}: filling the long conversation failed: ${body.slice(-300)}`);
-  }
-}
 
 const fmt = (n, w = 7) => n.toFixed(1).padStart(w);
 const names = ["pass-through Worker", "this Worker", "AI SDK streamText", "platform floor (JS)"];
@@ -208,7 +200,7 @@ try {
   // A later message of a long conversation: this Worker and the floor, which reads and sends
   // the history as this Worker does.
   const reading = COMPARE ? [1, 3, 4] : [1, 3];
-  for (const i of reading) await fillHistory(workers[i]);
+  for (const i of reading) await fillConversation(anthropic, workers[i].historyTurn, HISTORY_TURNS, HISTORY_LENGTH);
   const history = await measure(reading.map((i) => workers[i]), { text: "hi", writes: "event" }, "long conversation", (w) => w.historyTurn);
   reading.forEach((i, k) => { rows[i].history = history[k]; });
   // A model that pauses before each event after the first, as a real one does before its
@@ -230,7 +222,7 @@ for (const [label, key] of [["1,000-token answer, one SSE event per write", "lon
   }
 }
 console.log(`  this Worker, "hi" as a later message of one conversation (its history grows to ${2 * (WARMUP + TURNS)} messages): CPU ${fmt(ours.later.cpu)} ms, TTFB ${fmt(ours.later.ttfb)} ms, total ${fmt(ours.later.total)} ms`);
-console.log(`  "hi" as a later message of a conversation of ${(2 * HISTORY_TURNS * HISTORY_TEXT.length).toLocaleString("en")} characters (${2 * HISTORY_TURNS} messages, then the rounds'): this Worker CPU ${fmt(ours.history.cpu, 0)} ms, TTFB ${fmt(ours.history.ttfb, 0)} ms; the platform floor CPU ${fmt(least.history.cpu, 0)} ms, TTFB ${fmt(least.history.ttfb, 0)} ms`);
+console.log(`  "hi" as a later message of a conversation of ${(2 * HISTORY_TURNS * HISTORY_LENGTH).toLocaleString("en")} characters (${2 * HISTORY_TURNS} messages, then the rounds'): this Worker CPU ${fmt(ours.history.cpu, 0)} ms, TTFB ${fmt(ours.history.ttfb, 0)} ms; the platform floor CPU ${fmt(least.history.cpu, 0)} ms, TTFB ${fmt(least.history.ttfb, 0)} ms`);
 console.log(`  this Worker, D1 round trips per turn (none in the Worker; in the object: the history with the new message and a new chat's row, then the answer): first message ${ours.short.d1}, later message ${ours.later.d1}, 1,000-token answer ${ours.long.d1}; object requests 1 (the hand-over) + ${ours.long.objectRequests} during the turn`);
 console.log(`  this Worker, SQL statements in the object's own storage per turn, from the hand-over: first message ${ours.short.sql} (+1 creating a new object's tables; the floor makes 6 with it), later message ${ours.later.sql}, 1,000-token answer ${ours.long.sql}`);
 console.log(`  first token, "hi" from a provider that pauses ${PAUSE_MS} ms before each event after its first (median ms from the request): ${rows.map((r) => `${r.name} ${r.paused.firstToken.toFixed(1)}`).join(", ")}`);

@@ -15,7 +15,7 @@
 
 import fs from "node:fs";
 import path from "node:path";
-import { LONG_ANSWER } from "./answers.mjs";
+import { LONG_ANSWER, fillConversation } from "./answers.mjs";
 import { execFileSync, spawn } from "node:child_process";
 import { ROOT, anthropicLoopback, chatMessage, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
@@ -79,11 +79,7 @@ async function turn(i) {
   await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
-const FILLER = "lorem ipsum dolor sit amet, ".repeat(72).slice(0, 2000);
-for (let i = 0; i < HISTORY / 4000; i++) {
-  anthropic.script({ text: FILLER, writes: "one" });
-  await (await chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, "profile-later", `${i} ${FILLER}`)).text();
-}
+await fillConversation(anthropic, (text) => chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, "profile-later", text), Math.ceil(HISTORY / 4000), 2000);
 // Warm up (the JIT compilers tier hot code up), then profile.
 for (let i = 0; i < WARMUP; i++) await turn(`warm-${i}`);
 const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns${LATER ? ` in one conversation${HISTORY ? ` (its history first filled to about ${HISTORY} characters)` : ""}` : ""} of ${FLOOR ? "the platform floor" : "this Worker"}`;
