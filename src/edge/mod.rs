@@ -273,7 +273,11 @@ fn js_sys_get(target: &JsValue, key: &str) -> Result<JsValue, ApiError> {
 /// after it has all been read.
 pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, ApiError> {
     let text = body_text(req).await?;
-    let text = if text.trim().is_empty() { "{}" } else { &text };
+    json_text(if text.trim().is_empty() { "{}" } else { &text })
+}
+
+/// Reads a body's text as `T`, saying what is wrong when it does not read.
+pub(crate) fn json_text<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, ApiError> {
     crate::llm::json::from_str(text).map_err(|e| {
         ApiError::BadRequest(format!("the body is not valid JSON for this request: {e}"))
     })
@@ -281,34 +285,50 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> R
 
 /// The body as text, within the size limit (not generic: one copy of the reading serves every
 /// body type).
-async fn body_text(mut req: Request) -> Result<String, ApiError> {
-    let too_large = |size: String| {
-        ApiError::PayloadTooLarge(format!(
-            "the body is {size}; the limit is {MAX_BODY_BYTES} bytes"
-        ))
-    };
-    let declared = req.headers().get("content-length")?;
-    if let Some(length) = declared.and_then(|v| v.trim().parse::<u64>().ok()) {
-        if length > MAX_BODY_BYTES as u64 {
-            return Err(too_large(format!("{length} bytes")));
-        }
-    }
+async fn body_text(req: Request) -> Result<String, ApiError> {
     let mut bytes = Vec::new();
-    // No body at all reads as an empty one.
-    if let Ok(mut stream) = req.stream() {
-        use futures::StreamExt;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk?;
-            if bytes.len() + chunk.len() > MAX_BODY_BYTES {
-                return Err(too_large(format!("over {MAX_BODY_BYTES} bytes")));
-            }
-            bytes.extend_from_slice(&chunk);
+    read_body(req, MAX_BODY_BYTES, &mut |chunk| {
+        if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(body_too_large(
+                format!("over {MAX_BODY_BYTES} bytes"),
+                MAX_BODY_BYTES,
+            ));
         }
-    }
+        bytes.extend_from_slice(chunk);
+        Ok(())
+    })
+    .await?;
     // Read as text, for `from_str` rather than `from_slice`: each is its own copy of every
     // reader in the wasm.
     String::from_utf8(bytes)
         .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {}", e.utf8_error())))
+}
+
+/// Hands the body to `take` chunk by chunk as it streams in, after refusing one whose
+/// `content-length` is over `limit` (`take` enforces the limit on what actually comes).
+pub(crate) async fn read_body(
+    mut req: Request,
+    limit: usize,
+    take: &mut dyn FnMut(&[u8]) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    let declared = req.headers().get("content-length")?;
+    if let Some(length) = declared.and_then(|v| v.trim().parse::<u64>().ok()) {
+        if length > limit as u64 {
+            return Err(body_too_large(format!("{length} bytes"), limit));
+        }
+    }
+    // No body at all reads as an empty one.
+    if let Ok(mut stream) = req.stream() {
+        use futures::StreamExt;
+        while let Some(chunk) = stream.next().await {
+            take(&chunk?)?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn body_too_large(size: String, limit: usize) -> ApiError {
+    ApiError::PayloadTooLarge(format!("the body is {size}; the limit is {limit} bytes"))
 }
 
 /// A JSON response with a status.

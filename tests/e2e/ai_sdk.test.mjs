@@ -146,3 +146,43 @@ test("useChat's transport and chat hold a conversation with text, tools and an a
     assert.equal(output, r.content, `${r.tool_call_id}: client and server agree on the output`);
   }
 });
+
+test("a chat whose messages pass a megabyte goes on: the transport sends them all, the Worker reads only the new one", async () => {
+  const errors = [];
+  const sizes = [];
+  const chat = new NodeChat({
+    id: "aisdk-long-" + Date.now().toString(36),
+    transport: new DefaultChatTransport({
+      api: `${worker.url}/v1/chat`,
+      // The transport's own body, measured on its way out.
+      fetch: (url, init) => {
+        sizes.push(Buffer.byteLength(init.body));
+        return fetch(url, init);
+      },
+    }),
+    onError: (e) => errors.push(e),
+  });
+  // Two-byte characters: over a megabyte of body while the history stays under the share of
+  // the model's window that starts a compaction.
+  const answers = [0, 1, 2].map((i) => `answer ${i} ${"ü".repeat(190_000)}`);
+  for (const [i, answer] of answers.entries()) {
+    anthropic.script({ text: answer, writes: "one" });
+    await chat.sendMessage({ text: `question ${i}` });
+    await settled(chat);
+    assert.deepEqual(errors, []);
+    assert.ok(textOf(chat.messages.at(-1)) === answer, `answer ${i}`);
+  }
+  anthropic.script({ text: "Still here." });
+  await chat.sendMessage({ text: "And now?" });
+  await settled(chat);
+  assert.deepEqual(errors, []);
+  assert.ok(sizes.at(-1) > 1 << 20, `the last body was ${sizes.at(-1)} bytes`);
+  assert.equal(textOf(chat.messages.at(-1)), "Still here.");
+  // The model got the conversation from the Worker's own history: every message once, in order.
+  const seen = anthropic.requests.at(-1).body.messages;
+  assert.deepEqual(seen.map((m) => m.role), ["user", "assistant", "user", "assistant", "user", "assistant", "user"]);
+  const text = (m) => (typeof m.content === "string" ? m.content : m.content.map((c) => c.text).join(""));
+  assert.equal(text(seen[0]), "question 0");
+  assert.ok(text(seen[5]) === answers[2]);
+  assert.equal(text(seen[6]), "And now?");
+});

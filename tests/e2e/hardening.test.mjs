@@ -67,6 +67,16 @@ test("a body past 1 MiB is refused while it streams in, not after it ends", asyn
   assert.match((await r.json()).error.message, /the body is 3145742 bytes; the limit is 1048576 bytes/);
 });
 
+test("/v1/chat, whose body carries the whole chat, takes up to 32 MiB and refuses more by its declared length", async () => {
+  const r = await fetch(`${worker.url}/v1/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ id: "big", messages: [{ role: "user", parts: [{ type: "text", text: "x".repeat(32 << 20) }] }] }) });
+  assert.equal(r.status, 413);
+  assert.match((await r.json()).error.message, /the body is 33554509 bytes; the limit is 33554432 bytes/);
+  // What it keeps has the usual limit, refused while the body streams in.
+  const { status, written } = await postEndlessly("/v1/chat");
+  assert.equal(status, 413);
+  assert.ok(written < 8 << 20, `answered after ${written} bytes`);
+});
+
 test("a provider that stalls mid-answer ends the turn with a timeout; one that stalls before answering is retried", async () => {
   const id = await conversation();
   anthropic.script({ text: "Half an answer that never ends", stallAfter: 4 });

@@ -5,12 +5,15 @@
 //! user's ids never collide with, reveal or block another's. D1, not the client, holds the
 //! history, so only what is new is taken from `messages`: the last user message, or the tool
 //! outputs and approval responses in the last assistant message; `regenerate-message` retries.
+//! The transport sends the whole chat each time; [`super::chat_body`] keeps only the messages
+//! read here as the body arrives, so the body may grow past the usual 1 MiB limit.
 //! Client tool definitions may come along as `tools` (the transport's `body` option).
 
 use serde::Deserialize;
 use serde_json::Value;
 use worker::{Env, Request, Response};
 
+use super::chat_body::{ChatBody, MAX_CHAT_BODY_BYTES};
 use super::messages::{checked_turn, client_tools, valid_name, yes, ClientTool};
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
@@ -20,7 +23,7 @@ use crate::edge::coordinator::{
 };
 use crate::edge::error::ApiError;
 use crate::edge::store::{is_conversation_id, scoped_id};
-use crate::edge::{json_body, new_id};
+use crate::edge::{json_text, new_id, read_body};
 
 #[derive(Deserialize)]
 struct ChatRequest {
@@ -50,7 +53,9 @@ pub async fn post(
     user: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    let body: ChatRequest = json_body(req).await?;
+    let mut reader = ChatBody::default();
+    read_body(req, MAX_CHAT_BODY_BYTES, &mut |chunk| reader.push(chunk)).await?;
+    let body: ChatRequest = json_text(&reader.finish()?)?;
     if !valid_name(&body.id) {
         return Err(ApiError::BadRequest(
             "`id` must be 1-64 letters, digits, `_` or `-`".into(),

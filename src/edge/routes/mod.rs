@@ -2,6 +2,7 @@
 
 pub mod artifacts;
 pub mod chat;
+pub mod chat_body;
 pub mod conversations;
 pub mod health;
 pub mod messages;

@@ -1,0 +1,468 @@
+//! The body `useChat` posts to `/v1/chat`, read as it streams in and kept only in part.
+//!
+//! `DefaultChatTransport` sends the whole conversation's UI messages with every new one, so the
+//! body grows with the chat and never stops growing, while a turn takes only the last message
+//! (and a new chat's title from its first user message): the history is the conversation's
+//! own, in D1. Read whole, a long chat's body would pass any fixed limit and every message after
+//! that would be refused; parsed whole, each message would cost more than the last. So the body
+//! is scanned as its chunks arrive: every top-level member but `messages` is kept as it came,
+//! and of `messages` only the first user message and the last one. Memory is bounded by the
+//! largest of those, not by the chat. The kept parts are parsed as usual afterwards; the rest is
+//! checked for balanced brackets and closed strings, not read.
+
+use std::borrow::Cow;
+use std::mem;
+
+use memchr::memchr2;
+use serde::Deserialize;
+
+use crate::edge::body_too_large;
+use crate::edge::error::ApiError;
+
+/// Largest body accepted: each message costs only a scan, but the scan is CPU.
+pub const MAX_CHAT_BODY_BYTES: usize = 32 << 20;
+/// Largest kept part: the members other than `messages`, and each kept message.
+pub const MAX_KEPT_BYTES: usize = crate::edge::MAX_BODY_BYTES;
+
+/// Where the byte being read goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// Kept as it came.
+    Copy,
+    /// Inside `messages`, between its elements (commas and whitespace): dropped.
+    Between,
+    /// Inside one of `messages`' elements: kept until the next one ends.
+    Element,
+}
+
+/// A `/v1/chat` body being read: [`ChatBody::push`] each chunk, then [`ChatBody::finish`] for
+/// the kept document.
+pub struct ChatBody {
+    kept: Vec<u8>,
+    total: usize,
+    /// Bytes kept other than the messages.
+    members: usize,
+    /// The brackets open at this point, innermost last.
+    open: Vec<u8>,
+    in_string: bool,
+    escaped: bool,
+    /// In the top-level object: whether the next string is a member's name, whether one is
+    /// being read, and the name.
+    expect_key: bool,
+    reading_key: bool,
+    key: Vec<u8>,
+    /// The value about to start is `messages`.
+    messages_next: bool,
+    mode: Mode,
+    /// The message being read, and whether it is a string, number or literal rather than an
+    /// object or array (it then ends at the next `,` or `]`).
+    element: Vec<u8>,
+    element_scalar: bool,
+    element_over: bool,
+    first_user: Option<Vec<u8>>,
+    last: Option<Vec<u8>>,
+    last_over: bool,
+    last_is_first_user: bool,
+    /// The top-level value has closed: only whitespace may follow.
+    ended: bool,
+}
+
+impl Default for ChatBody {
+    fn default() -> Self {
+        ChatBody {
+            kept: Vec::new(),
+            total: 0,
+            members: 0,
+            open: Vec::new(),
+            in_string: false,
+            escaped: false,
+            expect_key: false,
+            reading_key: false,
+            key: Vec::new(),
+            messages_next: false,
+            mode: Mode::Copy,
+            element: Vec::new(),
+            element_scalar: false,
+            element_over: false,
+            first_user: None,
+            last: None,
+            last_over: false,
+            last_is_first_user: false,
+            ended: false,
+        }
+    }
+}
+
+fn not_json(why: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "the body is not valid JSON for this request: {why}"
+    ))
+}
+
+impl ChatBody {
+    /// Reads the next chunk of the body.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
+        self.total += chunk.len();
+        if self.total > MAX_CHAT_BODY_BYTES {
+            return Err(body_too_large(
+                format!("over {MAX_CHAT_BODY_BYTES} bytes"),
+                MAX_CHAT_BODY_BYTES,
+            ));
+        }
+        // `start`: where the bytes not yet sent to the current mode's place begin.
+        let mut start = 0;
+        let mut i = 0;
+        while i < chunk.len() {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                    i += 1;
+                    continue;
+                }
+                let Some(found) = memchr2(b'"', b'\\', &chunk[i..]) else {
+                    if self.reading_key {
+                        self.key.extend_from_slice(&chunk[i..]);
+                    }
+                    break;
+                };
+                let at = i + found;
+                if self.reading_key {
+                    self.key.extend_from_slice(&chunk[i..=at]);
+                }
+                i = at + 1;
+                if chunk[at] == b'\\' {
+                    self.escaped = true;
+                    continue;
+                }
+                self.in_string = false;
+                self.reading_key = false;
+                if self.mode == Mode::Element && self.element_scalar && self.open.len() == 2 {
+                    self.flush(&chunk[start..i])?;
+                    start = i;
+                    self.end_element();
+                }
+                continue;
+            }
+            let byte = chunk[i];
+            if byte.is_ascii_whitespace() {
+                i += 1;
+                continue;
+            }
+            if self.ended {
+                return Err(not_json("something follows the object"));
+            }
+            // A string, number or literal in `messages` ends where the array's next comma
+            // or its end is.
+            if matches!(byte, b',' | b']' | b'}')
+                && self.mode == Mode::Element
+                && self.element_scalar
+                && self.open.len() == 2
+            {
+                self.flush(&chunk[start..i])?;
+                start = i;
+                self.end_element();
+            }
+            match byte {
+                b'"' => {
+                    self.in_string = true;
+                    self.begin_element(&mut start, i, true);
+                    if self.open.len() == 1 {
+                        self.messages_next = false;
+                        if self.expect_key {
+                            self.reading_key = true;
+                            self.key.clear();
+                        }
+                    }
+                }
+                b'{' | b'[' => {
+                    self.begin_element(&mut start, i, false);
+                    self.open.push(byte);
+                    if self.open.len() == 1 {
+                        self.expect_key = byte == b'{';
+                    } else if self.messages_next && self.open.len() == 2 && byte == b'[' {
+                        self.flush(&chunk[start..=i])?;
+                        start = i + 1;
+                        self.mode = Mode::Between;
+                    }
+                    self.messages_next = false;
+                }
+                b'}' | b']' => {
+                    let opener = if byte == b'}' { b'{' } else { b'[' };
+                    if self.open.pop() != Some(opener) {
+                        return Err(not_json("its brackets do not match"));
+                    }
+                    match (self.mode, self.open.len()) {
+                        // The end of `messages`: the kept messages, then this bracket.
+                        (Mode::Between, 1) => {
+                            self.keep_messages()?;
+                            start = i;
+                            self.mode = Mode::Copy;
+                        }
+                        (Mode::Element, 2) => {
+                            self.flush(&chunk[start..=i])?;
+                            start = i + 1;
+                            self.end_element();
+                        }
+                        (_, 0) => self.ended = true,
+                        _ => {}
+                    }
+                }
+                b',' => self.expect_key = self.open.len() == 1,
+                b':' => {
+                    if self.open.len() == 1 {
+                        self.expect_key = false;
+                        // The name as read, its closing quote included.
+                        self.messages_next = self.key == b"messages\"";
+                    }
+                }
+                _ => {
+                    self.begin_element(&mut start, i, true);
+                    if self.open.len() == 1 {
+                        self.messages_next = false;
+                    }
+                }
+            }
+            i += 1;
+        }
+        self.flush(&chunk[start..])
+    }
+
+    /// The body as a document of the kept parts: what the request's reader parses.
+    pub fn finish(self) -> Result<String, ApiError> {
+        if !self.ended && self.open.is_empty() && self.kept.iter().all(u8::is_ascii_whitespace) {
+            return Ok("{}".into());
+        }
+        if self.in_string || !self.open.is_empty() {
+            return Err(not_json("it ends before its last string or bracket closes"));
+        }
+        String::from_utf8(self.kept)
+            .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {}", e.utf8_error())))
+    }
+
+    /// A value starting at `i`: when it is one of `messages`' elements, it is kept from here.
+    fn begin_element(&mut self, start: &mut usize, i: usize, scalar: bool) {
+        if self.mode == Mode::Between && self.open.len() == 2 {
+            *start = i;
+            self.mode = Mode::Element;
+            self.element_scalar = scalar;
+        }
+    }
+
+    fn flush(&mut self, bytes: &[u8]) -> Result<(), ApiError> {
+        match self.mode {
+            Mode::Copy => {
+                self.members += bytes.len();
+                if self.members > MAX_KEPT_BYTES {
+                    return Err(ApiError::PayloadTooLarge(format!(
+                        "the body's members other than `messages` are over {MAX_KEPT_BYTES} bytes"
+                    )));
+                }
+                self.kept.extend_from_slice(bytes);
+            }
+            Mode::Between => {}
+            Mode::Element if self.element_over => {}
+            Mode::Element => {
+                if self.element.len() + bytes.len() > MAX_KEPT_BYTES {
+                    self.element_over = true;
+                    self.element.clear();
+                } else {
+                    self.element.extend_from_slice(bytes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One of `messages`' elements has been read: it is the last so far, and the first user
+    /// message when there has been none.
+    fn end_element(&mut self) {
+        self.mode = Mode::Between;
+        self.last_over = mem::take(&mut self.element_over);
+        self.last_is_first_user = false;
+        if !self.last_over && self.first_user.is_none() && is_user(&self.element) {
+            self.first_user = Some(self.element.clone());
+            self.last_is_first_user = true;
+        }
+        // The buffers trade places, so reading many messages allocates for few of them.
+        let mut last = self.last.take().unwrap_or_default();
+        mem::swap(&mut last, &mut self.element);
+        self.element.clear();
+        self.last = Some(last);
+    }
+
+    fn keep_messages(&mut self) -> Result<(), ApiError> {
+        if self.last_over {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "the last message is over {MAX_KEPT_BYTES} bytes"
+            )));
+        }
+        if let Some(first) = self
+            .first_user
+            .as_ref()
+            .filter(|_| !self.last_is_first_user)
+        {
+            self.kept.extend_from_slice(first);
+            self.kept.push(b',');
+        }
+        if let Some(last) = &self.last {
+            self.kept.extend_from_slice(last);
+        }
+        Ok(())
+    }
+}
+
+/// Whether a message is the user's. One that does not read is not: if it is the last, the
+/// request's reader says what is wrong with it.
+fn is_user(message: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Role<'a> {
+        #[serde(borrow, default)]
+        role: Option<Cow<'a, str>>,
+    }
+    std::str::from_utf8(message)
+        .ok()
+        .and_then(|text| crate::llm::json::from_str::<Role>(text).ok())
+        .is_some_and(|m| m.role.as_deref() == Some("user"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn read(chunks: &[&[u8]]) -> Result<String, ApiError> {
+        let mut body = ChatBody::default();
+        for chunk in chunks {
+            body.push(chunk)?;
+        }
+        body.finish()
+    }
+
+    /// The body read in chunks of `size` bytes, parsed.
+    fn read_in(text: &str, size: usize) -> Value {
+        let chunks: Vec<&[u8]> = text.as_bytes().chunks(size).collect();
+        let kept = read(&chunks).unwrap_or_else(|e| panic!("{size}-byte chunks: {e}"));
+        serde_json::from_str(&kept).unwrap_or_else(|e| panic!("{size}-byte chunks: {e}: {kept}"))
+    }
+
+    /// What the reader should keep, worked out on the whole document.
+    fn expected(body: &Value) -> Value {
+        let mut body = body.clone();
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let first_user = messages.iter().position(|m| m["role"] == "user");
+        let last = messages.len().checked_sub(1);
+        let kept: Vec<Value> = [first_user, last]
+            .into_iter()
+            .flatten()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|i| messages[i].clone())
+            .collect();
+        body["messages"] = Value::Array(kept);
+        body
+    }
+
+    fn chat() -> Value {
+        json!({
+            "id": "chat-1",
+            "tools": [{"name": "look", "messages": [1, 2], "schema": {"type": "object"}}],
+            "messages": [
+                {"id": "a0", "role": "assistant", "parts": [{"type": "text", "text": "welcome"}]},
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "first \"quoted\" \\ {[ question ]}"}]},
+                {"id": "a2", "role": "assistant", "parts": [{"type": "step-start"}, {"type": "text", "text": "an answer with \"messages\": [\"not a key\"] in it, é and 日本"}]},
+                {"id": "u3", "role": "user", "parts": [{"type": "text", "text": "second"}]},
+                {"id": "a4", "role": "assistant", "parts": [{"type": "tool-look", "toolCallId": "c1", "state": "output-available", "input": {}, "output": {"n": [1, 2.5e3, true, null]}}]},
+                {"id": "u5", "role": "user", "parts": [{"type": "text", "text": "the last one"}]}
+            ],
+            "trigger": "submit-message",
+            "stream": true
+        })
+    }
+
+    #[test]
+    fn keeps_the_members_the_first_user_message_and_the_last_in_chunks_of_any_size() {
+        let body = chat();
+        let want = expected(&body);
+        assert_eq!(want["messages"].as_array().map(Vec::len), Some(2));
+        for text in [
+            body.to_string(),
+            serde_json::to_string_pretty(&body).unwrap(),
+        ] {
+            for size in [1, 2, 3, 5, 7, 16, 64, text.len()] {
+                assert_eq!(read_in(&text, size), want, "{size}-byte chunks");
+            }
+        }
+    }
+
+    #[test]
+    fn a_lone_message_is_kept_once_and_a_chat_without_a_user_message_keeps_its_last() {
+        let one = json!({"id": "x", "messages": [{"role": "user", "parts": []}]});
+        assert_eq!(read_in(&one.to_string(), 3), one);
+        let none = json!({"id": "x", "messages": [{"role": "assistant", "n": 1}, {"role": "assistant", "n": 2}]});
+        assert_eq!(read_in(&none.to_string(), 3), expected(&none));
+        let empty = json!({"id": "x", "messages": []});
+        assert_eq!(read_in(&empty.to_string(), 3), empty);
+        let scalars = json!({"id": "x", "messages": [1, "two", {"role": "user"}, null, "last"]});
+        assert_eq!(read_in(&scalars.to_string(), 2), expected(&scalars));
+    }
+
+    #[test]
+    fn messages_only_at_the_top_level_and_only_an_array_of_them() {
+        let other = json!({"messages": null, "tools": [{"a": 1}, {"b": 2}], "id": "x"});
+        assert_eq!(read_in(&other.to_string(), 4), other);
+        let nested = json!({"id": "x", "meta": {"messages": [1, 2, 3]}});
+        assert_eq!(read_in(&nested.to_string(), 4), nested);
+    }
+
+    #[test]
+    fn an_empty_body_reads_as_an_empty_object() {
+        assert_eq!(read(&[]).ok().as_deref(), Some("{}"));
+        assert_eq!(read(&[b"  \n", b" "]).ok().as_deref(), Some("{}"));
+    }
+
+    #[test]
+    fn broken_json_is_refused() {
+        for broken in [
+            r#"{"id": "x", "messages": [{"role": "user"}"#,
+            r#"{"id": "x", "messages": [{"role": "user"]}"#,
+            r#"{"id": "x", "messages": [{"role": "user}]}"#,
+            r#"{"id": "x"} {"#,
+            r#"{"id": "x"}}"#,
+        ] {
+            assert!(
+                matches!(read(&[broken.as_bytes()]), Err(ApiError::BadRequest(_))),
+                "{broken}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_what_is_kept_counts_toward_the_kept_limit() {
+        let big = "x".repeat(MAX_KEPT_BYTES);
+        let earlier = json!({"id": "x", "messages": [
+            {"role": "user", "parts": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "parts": [{"type": "text", "text": big}]},
+            {"role": "assistant", "parts": [{"type": "text", "text": big}]},
+            {"role": "user", "parts": [{"type": "text", "text": "and now?"}]}
+        ]});
+        assert_eq!(read_in(&earlier.to_string(), 4096), expected(&earlier));
+        let last = json!({"id": "x", "messages": [{"role": "user", "parts": [{"type": "text", "text": big}]}]});
+        assert!(matches!(
+            read(&[last.to_string().as_bytes()]),
+            Err(ApiError::PayloadTooLarge(m)) if m.contains("last message")
+        ));
+        let member = json!({"id": "x", "tools": [big], "messages": []});
+        assert!(matches!(
+            read(&[member.to_string().as_bytes()]),
+            Err(ApiError::PayloadTooLarge(m)) if m.contains("other than `messages`")
+        ));
+    }
+
+    #[test]
+    fn the_whole_body_has_a_limit() {
+        let mut body = ChatBody::default();
+        let spaces = vec![b' '; 1 << 20];
+        let refused = (0..=MAX_CHAT_BODY_BYTES >> 20).find_map(|_| body.push(&spaces).err());
+        assert!(matches!(refused, Some(ApiError::PayloadTooLarge(_))));
+    }
+}
