@@ -19,7 +19,7 @@ import path from "node:path";
 import { LONG_ANSWER as LONG, fillConversation } from "./answers.mjs";
 import { bundle, startMiniflare } from "./miniflare.mjs";
 import { cpuMs, rssMb } from "./workerd.mjs";
-import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
+import { ROOT, anthropicLoopback, chatMessage, chatSession, freshPersistDir } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -44,12 +44,13 @@ async function edgeAgent(main, v8Flags) {
   let n = 0;
   worker.complete = uiStreamComplete;
   worker.turn = () => chatMessage(`${worker.url}/v1/chat`, `bench-${Date.now()}-${n++}`, "Say something long.");
-  // A later message of one chat, as `useChat` sends it (the object keeps the conversation:
-  // no D1 read in the Worker, none in the object before the history's).
-  const later = `bench-later-${Date.now()}`;
-  worker.laterTurn = () => chatMessage(`${worker.url}/v1/chat`, later, "Say something.");
-  const long = `bench-history-${Date.now()}`;
-  worker.historyTurn = (text = "Say something.") => chatMessage(`${worker.url}/v1/chat`, long, text);
+  // A later message of one chat, as `useChat` sends it: with every message before it (the
+  // object keeps the conversation: no D1 read in the Worker, none in the object before the
+  // history's).
+  const later = chatSession(`${worker.url}/v1/chat`, `bench-later-${Date.now()}`);
+  worker.laterTurn = () => later("Say something.");
+  const long = chatSession(`${worker.url}/v1/chat`, `bench-history-${Date.now()}`);
+  worker.historyTurn = (text = "Say something.") => long(text);
   // The object's log line for the turn (found by the request's id): its D1 round trips,
   // requests and SQL statements.
   worker.traffic = async (requestId) => {
@@ -80,7 +81,8 @@ async function floor() {
   let n = 0;
   worker.complete = uiStreamComplete;
   worker.turn = () => chatMessage(worker.url, `floor-${Date.now()}-${n++}`, "Say something long.");
-  worker.historyTurn = (text = "Say something.") => chatMessage(worker.url, "floor-history", text);
+  const long = chatSession(worker.url, "floor-history");
+  worker.historyTurn = (text = "Say something.") => long(text);
   return worker;
 }
 

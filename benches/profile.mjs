@@ -17,7 +17,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { LONG_ANSWER, fillConversation } from "./answers.mjs";
 import { execFileSync, spawn } from "node:child_process";
-import { ROOT, anthropicLoopback, chatMessage, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
+import { ROOT, anthropicLoopback, chatMessage, chatSession, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
 import { cpuMs } from "./workerd.mjs";
 
@@ -71,15 +71,19 @@ const worker = await startMiniflare({
   vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
 });
 
+// A later message is sent as `useChat` sends it, with every message before it.
+const url = `${worker.url}${FLOOR ? "" : "/v1/chat"}`;
+const chat = chatSession(url, "profile-later");
+
 async function turn(i) {
   anthropic.script({ text: ANSWER, writes: WRITES });
-  const r = await chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, LATER ? "profile-later" : `profile-${i}`, "Say something long.");
+  const r = await (LATER ? chat("Say something long.") : chatMessage(url, `profile-${i}`, "Say something long."));
   await r.text();
   // What the turn does after its stream ends (the last D1 writes) belongs to it too.
   await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
-await fillConversation(anthropic, (text) => chatMessage(`${worker.url}${FLOOR ? "" : "/v1/chat"}`, "profile-later", text), Math.ceil(HISTORY / 4000), 2000);
+await fillConversation(anthropic, chat, Math.ceil(HISTORY / 4000), 2000);
 // Warm up (the JIT compilers tier hot code up), then profile.
 for (let i = 0; i < WARMUP; i++) await turn(`warm-${i}`);
 const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns${LATER ? ` in one conversation${HISTORY ? ` (its history first filled to about ${HISTORY} characters)` : ""}` : ""} of ${FLOOR ? "the platform floor" : "this Worker"}`;

