@@ -77,16 +77,33 @@ pub fn results<T: DeserializeOwned>(result: &JsValue) -> Result<Vec<T>, ApiError
 /// written and encoded by the runtime (`text.js`), as befits a long text; a value of `column`
 /// that is not JSON leaves a document that does not read.
 pub fn embedding(result: &JsValue, column: &str) -> Result<String, ApiError> {
-    let bytes = embed(&rows_of(result)?, column).map_err(d1_error)?;
-    String::from_utf8(bytes.to_vec())
+    let bound = embed(&rows_of(result)?, column).map_err(d1_error)?;
+    let bound = usize::try_from(bound.max(0.0) as u64)
+        .map_err(|_| ApiError::Internal(format!("a D1 result of {bound} bytes")))?;
+    let mut bytes: Vec<u8> = Vec::with_capacity(bound);
+    // SAFETY: the view covers the vector's spare capacity and is used only by `embed_into`,
+    // right here, before anything else can allocate (and so move or grow wasm's memory). The
+    // length is set to what it reports written, which is at most the view's length.
+    let written = unsafe {
+        let view = Uint8Array::view_mut_raw(bytes.as_mut_ptr(), bound);
+        let written = embed_into(&view).map_err(d1_error)?;
+        let written = (written.max(0.0) as usize).min(bound);
+        bytes.set_len(written);
+        written
+    };
+    debug_assert!(written <= bound);
+    String::from_utf8(bytes)
         .map_err(|e| ApiError::Internal(format!("D1 answered text that is not UTF-8: {e}")))
 }
 
 #[wasm_bindgen(module = "/src/edge/text.js")]
 extern "C" {
-    /// [`embedding`]'s document, as UTF-8.
+    /// Lays out [`embedding`]'s document and says how many bytes it can take at most.
     #[wasm_bindgen(catch)]
-    fn embed(rows: &JsValue, column: &str) -> Result<Uint8Array, JsValue>;
+    fn embed(rows: &JsValue, column: &str) -> Result<f64, JsValue>;
+    /// Writes the document [`embed`] laid out into `out`; returns how many bytes it took.
+    #[wasm_bindgen(catch, js_name = embedInto)]
+    fn embed_into(out: &Uint8Array) -> Result<f64, JsValue>;
 }
 
 fn rows_of(result: &JsValue) -> Result<JsValue, ApiError> {
