@@ -12,6 +12,8 @@
 //   (V8 names its JIT code through --perf-basic-prof): the time by part of the runtime (wasm
 //   code, the JIT compilers' background threads, V8, workerd, SQLite, the kernel), scaled to the
 //   process's CPU measured over the same turns, and the symbols with the most samples.
+//   PROFILE_CALLERS=1 records call chains too (`perf report -g caller` then says, say, which
+//   code touched the pages the kernel had to clear; workerd's own frames are mostly unnamed).
 
 import fs from "node:fs";
 import path from "node:path";
@@ -136,7 +138,7 @@ async function withInspector() {
 
 async function withPerf() {
   const data = path.join(ROOT, "target", "perf.data");
-  const perf = spawn("perf", ["record", "-F", "4999", "-p", String(worker.pid), "-o", data], { stdio: ["ignore", "ignore", "pipe"] });
+  const perf = spawn("perf", ["record", "-F", "4999", ...(process.env.PROFILE_CALLERS ? ["-g"] : []), "-p", String(worker.pid), "-o", data], { stdio: ["ignore", "ignore", "pipe"] });
   let complaint = "";
   perf.stderr.on("data", (d) => (complaint += d));
   const exited = new Promise((r) => perf.on("exit", r));
