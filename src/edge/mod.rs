@@ -300,6 +300,11 @@ async fn body_text(req: Request) -> Result<String, ApiError> {
     .await?;
     // Read as text, for `from_str` rather than `from_slice`: each is its own copy of every
     // reader in the wasm.
+    utf8(bytes)
+}
+
+/// A body's bytes as text.
+pub(crate) fn utf8(bytes: Vec<u8>) -> Result<String, ApiError> {
     String::from_utf8(bytes)
         .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {}", e.utf8_error())))
 }

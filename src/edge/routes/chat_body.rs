@@ -16,8 +16,8 @@ use std::mem;
 use memchr::memchr2;
 use serde::Deserialize;
 
-use crate::edge::body_too_large;
 use crate::edge::error::ApiError;
+use crate::edge::{body_too_large, utf8};
 
 /// Largest body accepted: each message costs only a scan, but the scan is CPU.
 pub const MAX_CHAT_BODY_BYTES: usize = 32 << 20;
@@ -25,9 +25,10 @@ pub const MAX_CHAT_BODY_BYTES: usize = 32 << 20;
 pub const MAX_KEPT_BYTES: usize = crate::edge::MAX_BODY_BYTES;
 
 /// Where the byte being read goes.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, Default)]
 enum Mode {
     /// Kept as it came.
+    #[default]
     Copy,
     /// Inside `messages`, between its elements (commas and whitespace): dropped.
     Between,
@@ -37,6 +38,7 @@ enum Mode {
 
 /// A `/v1/chat` body being read: [`ChatBody::push`] each chunk, then [`ChatBody::finish`] for
 /// the kept document.
+#[derive(Default)]
 pub struct ChatBody {
     kept: Vec<u8>,
     total: usize,
@@ -65,32 +67,6 @@ pub struct ChatBody {
     last_is_first_user: bool,
     /// The top-level value has closed: only whitespace may follow.
     ended: bool,
-}
-
-impl Default for ChatBody {
-    fn default() -> Self {
-        ChatBody {
-            kept: Vec::new(),
-            total: 0,
-            members: 0,
-            open: Vec::new(),
-            in_string: false,
-            escaped: false,
-            expect_key: false,
-            reading_key: false,
-            key: Vec::new(),
-            messages_next: false,
-            mode: Mode::Copy,
-            element: Vec::new(),
-            element_scalar: false,
-            element_over: false,
-            first_user: None,
-            last: None,
-            last_over: false,
-            last_is_first_user: false,
-            ended: false,
-        }
-    }
 }
 
 fn not_json(why: &str) -> ApiError {
@@ -235,8 +211,7 @@ impl ChatBody {
         if self.in_string || !self.open.is_empty() {
             return Err(not_json("it ends before its last string or bracket closes"));
         }
-        String::from_utf8(self.kept)
-            .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {}", e.utf8_error())))
+        utf8(self.kept)
     }
 
     /// A value starting at `i`: when it is one of `messages`' elements, it is kept from here.
