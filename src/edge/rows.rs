@@ -84,14 +84,11 @@ pub fn embedding(result: &JsValue, column: &str) -> Result<String, ApiError> {
     // SAFETY: the view covers the vector's spare capacity and is used only by `embed_into`,
     // right here, before anything else can allocate (and so move or grow wasm's memory). The
     // length is set to what it reports written, which is at most the view's length.
-    let written = unsafe {
+    unsafe {
         let view = Uint8Array::view_mut_raw(bytes.as_mut_ptr(), bound);
         let written = embed_into(&view).map_err(d1_error)?;
-        let written = (written.max(0.0) as usize).min(bound);
-        bytes.set_len(written);
-        written
-    };
-    debug_assert!(written <= bound);
+        bytes.set_len((written.max(0.0) as usize).min(bound));
+    }
     String::from_utf8(bytes)
         .map_err(|e| ApiError::Internal(format!("D1 answered text that is not UTF-8: {e}")))
 }
