@@ -278,9 +278,14 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> R
 
 /// Reads a body's text as `T`, saying what is wrong when it does not read.
 pub(crate) fn json_text<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, ApiError> {
-    crate::llm::json::from_str(text).map_err(|e| {
-        ApiError::BadRequest(format!("the body is not valid JSON for this request: {e}"))
-    })
+    crate::llm::json::from_str(text).map_err(not_json)
+}
+
+/// A body that does not read as the request's JSON, and why.
+pub(crate) fn not_json(why: impl std::fmt::Display) -> ApiError {
+    ApiError::BadRequest(format!(
+        "the body is not valid JSON for this request: {why}"
+    ))
 }
 
 /// The body as text, within the size limit (not generic: one copy of the reading serves every

@@ -17,7 +17,7 @@ use memchr::memchr2;
 use serde::Deserialize;
 
 use crate::edge::error::ApiError;
-use crate::edge::{body_too_large, utf8};
+use crate::edge::{body_too_large, not_json, utf8};
 
 /// Largest body accepted: each message costs only a scan, but the scan is CPU.
 pub const MAX_CHAT_BODY_BYTES: usize = 32 << 20;
@@ -62,17 +62,12 @@ pub struct ChatBody {
     element_scalar: bool,
     element_over: bool,
     first_user: Option<Vec<u8>>,
-    last: Option<Vec<u8>>,
+    /// The last message read (empty before the first: a message is never empty).
+    last: Vec<u8>,
     last_over: bool,
     last_is_first_user: bool,
     /// The top-level value has closed: only whitespace may follow.
     ended: bool,
-}
-
-fn not_json(why: &str) -> ApiError {
-    ApiError::BadRequest(format!(
-        "the body is not valid JSON for this request: {why}"
-    ))
 }
 
 impl ChatBody {
@@ -259,10 +254,8 @@ impl ChatBody {
             self.last_is_first_user = true;
         }
         // The buffers trade places, so reading many messages allocates for few of them.
-        let mut last = self.last.take().unwrap_or_default();
-        mem::swap(&mut last, &mut self.element);
+        mem::swap(&mut self.last, &mut self.element);
         self.element.clear();
-        self.last = Some(last);
     }
 
     fn keep_messages(&mut self) -> Result<(), ApiError> {
@@ -279,9 +272,7 @@ impl ChatBody {
             self.kept.extend_from_slice(first);
             self.kept.push(b',');
         }
-        if let Some(last) = &self.last {
-            self.kept.extend_from_slice(last);
-        }
+        self.kept.extend_from_slice(&self.last);
         Ok(())
     }
 }
