@@ -25,6 +25,11 @@ const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
 // The loopback's pause between events in the first-token measurement.
 const PAUSE_MS = 30;
+// A paced answer: PACED_TOKENS text deltas, one every PACED_GAP_MS (a fast model's pace, about
+// 200 tokens a second). Every read of the body then waits for its event, so nothing is joined:
+// this is the cost per event that no batching of reads can take away.
+const PACED_TOKENS = 200;
+const PACED_GAP_MS = 5;
 const COMPARE = process.env.BENCH_COMPARE;
 const COMPARE_V8_FLAGS = process.env.BENCH_COMPARE_V8_FLAGS;
 
@@ -195,6 +200,7 @@ try {
   put("long", await measure(workers, { text: LONG, writes: "event" }, "1,000-token answer"));
   put("oneWrite", await measure(workers, { text: LONG, writes: "one" }, "the same in one write"));
   put("short", await measure(workers, { text: "hi", writes: "event" }, '"hi"'));
+  put("paced", await measure(workers, { text: LONG.slice(0, 6 * PACED_TOKENS), writes: "event", burst: 1, gapMs: PACED_GAP_MS }, "paced answer"));
   // A later message of one chat: this Worker only (the others keep no conversation).
   const keeping = COMPARE ? [1, 4] : [1];
   const later = await measure(keeping.map((i) => workers[i]), { text: "hi", writes: "event" }, "later message", (w) => w.laterTurn);
@@ -215,7 +221,7 @@ await anthropic.close();
 
 const [base, ours, sdk, least, compared] = rows;
 console.log(`workerd per turn, medians of ${TURNS} after ${WARMUP} warm-up turns (each Worker in its own workerd, served by Miniflare; their turns taken in rounds, one Worker at a time):`);
-for (const [label, key] of [["1,000-token answer, one SSE event per write", "long"], ["the same answer in one write", "oneWrite"], ['short answer ("hi")', "short"]]) {
+for (const [label, key] of [["1,000-token answer, one SSE event per write", "long"], ["the same answer in one write", "oneWrite"], ['short answer ("hi")', "short"], [`${PACED_TOKENS}-token answer at a model's pace, one event per ${PACED_GAP_MS} ms`, "paced"]]) {
   console.log(`  ${label}:`);
   console.log("                           CPU ms   x pass-through   TTFB ms   total ms");
   for (const r of rows) {
@@ -235,7 +241,10 @@ console.log(`  1,000-token turn: this Worker ${(ours.long.cpu / base.long.cpu).t
 // "hi"'s, per Worker. The ratio above mixes the two; this says which one a gap is made of.
 const tokens = (r) => r.long.cpu - r.short.cpu;
 console.log(`  the 1,000 tokens alone (the 1,000-token turn's median CPU less the "hi"'s): this Worker ${fmt(tokens(ours), 0)} ms, the pass-through ${fmt(tokens(base), 0)} ms (${(tokens(ours) / tokens(base)).toFixed(1)}x), the platform floor ${fmt(tokens(least), 0)} ms; "hi" itself: this Worker ${fmt(ours.short.cpu - base.short.cpu, 0)} ms above the pass-through's, the floor ${fmt(least.short.cpu - base.short.cpu, 0)} ms`);
+// At a model's pace each event is read alone: what one costs each Worker above its "hi".
+const perEvent = (r) => ((r.paced.cpu - r.short.cpu) / PACED_TOKENS) * 1000;
+console.log(`  each event of the paced answer (its median CPU less the "hi"'s, per token): ${rows.map((r) => `${r.name} ${perEvent(r).toFixed(0)} µs`).join(", ")}`);
 if (compared) {
   const versus = (key) => `${fmt(ours[key].cpu, 0)} ms against ${fmt(compared[key].cpu, 0)} ms`;
-  console.log(`  this build against the compared one (${COMPARE}${COMPARE_V8_FLAGS ? `, V8 flags ${COMPARE_V8_FLAGS}` : ""}), CPU: "hi" ${versus("short")}, a later message ${versus("later")}, a later message of the long conversation ${versus("history")}, 1,000-token turn ${versus("long")}; RSS ${ours.short.rss.toFixed(0)} against ${compared.short.rss.toFixed(0)} MB`);
+  console.log(`  this build against the compared one (${COMPARE}${COMPARE_V8_FLAGS ? `, V8 flags ${COMPARE_V8_FLAGS}` : ""}), CPU: "hi" ${versus("short")}, a later message ${versus("later")}, a later message of the long conversation ${versus("history")}, 1,000-token turn ${versus("long")}, the paced answer ${versus("paced")}; RSS ${ours.short.rss.toFixed(0)} against ${compared.short.rss.toFixed(0)} MB`);
 }

@@ -70,9 +70,9 @@ const worker = await startMiniflare({
 
 let chats = 0;
 /** The counts of TURNS turns answered `text`, each in a new conversation, after a warm-up. */
-async function counted(text) {
+async function counted(text, gapMs = 0) {
   for (let i = 0; i < WARMUP + TURNS; i++) {
-    anthropic.script({ text, writes: "event" });
+    anthropic.script({ text, writes: "event", ...(gapMs ? { burst: 1, gapMs } : {}) });
     const body = await (await chatMessage(`${worker.url}/v1/chat`, `crossings-${chats++}`, "Say something.")).text();
     if (!body.includes('"type":"finish"')) throw new Error(`the turn did not finish: ${body.slice(-300)}`);
     // What the turn does after its stream ends (the last D1 writes) belongs to it too.
@@ -96,9 +96,12 @@ function summary(label, turns) {
 try {
   const short = await counted("hi");
   const long = await counted(LONG);
+  // At a model's pace every event is read, decoded and written alone.
+  const paced = await counted(LONG.slice(0, 1200), 5);
   console.log(`Calls across the wasm boundary per turn (medians of ${TURNS} turns, a new conversation each, counted by the glue):`);
   summary('"hi"', short);
   summary("1,000-token answer, one SSE event per write", long);
+  summary("200-token answer, one event per 5 ms", paced);
 } finally {
   await worker.stop();
   await anthropic.close();

@@ -34,6 +34,9 @@ const PERF = process.env.PROFILE_WITH === "perf";
 // PROFILE_WRITES=one has the provider write the whole answer at once (the work per event without
 // the reads).
 const WRITES = process.env.PROFILE_WRITES ?? "event";
+// PROFILE_GAP_MS=<ms> spaces the provider's events that far apart, as a model writing at its own
+// pace does (every read then waits for its event): the work per event that batching cannot take.
+const GAP_MS = Number(process.env.PROFILE_GAP_MS ?? 0);
 const ANSWER = process.env.PROFILE_ANSWER === "short" ? "hi" : LONG_ANSWER;
 
 // The shipped glue with the wasm that still has its name section.
@@ -78,7 +81,7 @@ const url = `${worker.url}${FLOOR ? "" : "/v1/chat"}`;
 const chat = chatSession(url, "profile-later");
 
 async function turn(i) {
-  anthropic.script({ text: ANSWER, writes: WRITES });
+  anthropic.script({ text: ANSWER, writes: WRITES, ...(GAP_MS ? { burst: 1, gapMs: GAP_MS } : {}) });
   const r = await (LATER ? chat("Say something long.") : chatMessage(url, `profile-${i}`, "Say something long."));
   await r.text();
   // What the turn does after its stream ends (the last D1 writes) belongs to it too.
@@ -88,7 +91,7 @@ async function turn(i) {
 await fillConversation(anthropic, chat, Math.ceil(HISTORY / 4000), 2000);
 // Warm up (the JIT compilers tier hot code up), then profile.
 for (let i = 0; i < WARMUP; i++) await turn(`warm-${i}`);
-const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns${LATER ? ` in one conversation${HISTORY ? ` (its history first filled to about ${HISTORY} characters)` : ""}` : ""} of ${FLOOR ? "the platform floor" : "this Worker"}`;
+const what = `${TURNS} ${ANSWER === "hi" ? '"hi"' : "1,000-token"} turns${GAP_MS ? `, one event per ${GAP_MS} ms` : ""}${LATER ? ` in one conversation${HISTORY ? ` (its history first filled to about ${HISTORY} characters)` : ""}` : ""} of ${FLOOR ? "the platform floor" : "this Worker"}`;
 if (PERF) await withPerf();
 else await withInspector();
 
