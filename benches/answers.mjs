@@ -4,6 +4,14 @@
 /** About 1,000 tokens: the loopback sends six characters per text delta. */
 export const LONG_ANSWER = "Stream me. ".repeat(546).slice(0, 6000);
 
+// A paced answer: PACED_TOKENS text deltas, one every PACED_GAP_MS (a fast model's pace, about
+// 200 tokens a second). Every read of the body then waits for its event, so nothing is joined:
+// what each event costs then is what no batching of reads can take away.
+export const PACED_TOKENS = 200;
+export const PACED_GAP_MS = 5;
+/** The loopback's script for the paced answer (its first event written at once). */
+export const PACED_ANSWER = { text: LONG_ANSWER.slice(0, 6 * PACED_TOKENS), writes: "event", burst: 1, gapMs: PACED_GAP_MS };
+
 /** `n` characters of plain prose, for the messages and answers of a long conversation. */
 export const filler = (n) => "lorem ipsum dolor sit amet, ".repeat(Math.ceil(n / 28)).slice(0, n);
 

@@ -16,7 +16,7 @@
 // times sooner, as a long-lived isolate would have it; the same build may be compared so).
 
 import path from "node:path";
-import { LONG_ANSWER as LONG, fillConversation } from "./answers.mjs";
+import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS, fillConversation } from "./answers.mjs";
 import { bundle, startMiniflare } from "./miniflare.mjs";
 import { cpuMs, rssMb } from "./workerd.mjs";
 import { ROOT, anthropicLoopback, chatMessage, chatSession, freshPersistDir } from "../tests/e2e/harness.mjs";
@@ -25,11 +25,6 @@ const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
 // The loopback's pause between events in the first-token measurement.
 const PAUSE_MS = 30;
-// A paced answer: PACED_TOKENS text deltas, one every PACED_GAP_MS (a fast model's pace, about
-// 200 tokens a second). Every read of the body then waits for its event, so nothing is joined:
-// this is the cost per event that no batching of reads can take away.
-const PACED_TOKENS = 200;
-const PACED_GAP_MS = 5;
 const COMPARE = process.env.BENCH_COMPARE;
 const COMPARE_V8_FLAGS = process.env.BENCH_COMPARE_V8_FLAGS;
 
@@ -200,7 +195,7 @@ try {
   put("long", await measure(workers, { text: LONG, writes: "event" }, "1,000-token answer"));
   put("oneWrite", await measure(workers, { text: LONG, writes: "one" }, "the same in one write"));
   put("short", await measure(workers, { text: "hi", writes: "event" }, '"hi"'));
-  put("paced", await measure(workers, { text: LONG.slice(0, 6 * PACED_TOKENS), writes: "event", burst: 1, gapMs: PACED_GAP_MS }, "paced answer"));
+  put("paced", await measure(workers, PACED_ANSWER, "paced answer"));
   // A later message of one chat: this Worker only (the others keep no conversation).
   const keeping = COMPARE ? [1, 4] : [1];
   const later = await measure(keeping.map((i) => workers[i]), { text: "hi", writes: "event" }, "later message", (w) => w.laterTurn);

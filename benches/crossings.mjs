@@ -11,7 +11,7 @@
 
 import fs from "node:fs";
 import path from "node:path";
-import { LONG_ANSWER as LONG } from "./answers.mjs";
+import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS } from "./answers.mjs";
 import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
 
@@ -69,10 +69,10 @@ const worker = await startMiniflare({
 });
 
 let chats = 0;
-/** The counts of TURNS turns answered `text`, each in a new conversation, after a warm-up. */
-async function counted(text, gapMs = 0) {
+/** The counts of TURNS turns answered `answer` (the loopback's script), each in a new conversation, after a warm-up. */
+async function counted(answer) {
   for (let i = 0; i < WARMUP + TURNS; i++) {
-    anthropic.script({ text, writes: "event", ...(gapMs ? { burst: 1, gapMs } : {}) });
+    anthropic.script(answer);
     const body = await (await chatMessage(`${worker.url}/v1/chat`, `crossings-${chats++}`, "Say something.")).text();
     if (!body.includes('"type":"finish"')) throw new Error(`the turn did not finish: ${body.slice(-300)}`);
     // What the turn does after its stream ends (the last D1 writes) belongs to it too.
@@ -94,14 +94,14 @@ function summary(label, turns) {
 }
 
 try {
-  const short = await counted("hi");
-  const long = await counted(LONG);
+  const short = await counted({ text: "hi", writes: "event" });
+  const long = await counted({ text: LONG, writes: "event" });
   // At a model's pace every event is read, decoded and written alone.
-  const paced = await counted(LONG.slice(0, 1200), 5);
+  const paced = await counted(PACED_ANSWER);
   console.log(`Calls across the wasm boundary per turn (medians of ${TURNS} turns, a new conversation each, counted by the glue):`);
   summary('"hi"', short);
   summary("1,000-token answer, one SSE event per write", long);
-  summary("200-token answer, one event per 5 ms", paced);
+  summary(`${PACED_TOKENS}-token answer, one event per ${PACED_GAP_MS} ms`, paced);
 } finally {
   await worker.stop();
   await anthropic.close();
