@@ -23,7 +23,7 @@ use crate::edge::coordinator::{
 };
 use crate::edge::error::ApiError;
 use crate::edge::store::{is_conversation_id, scoped_id};
-use crate::edge::{json_text, new_id, read_body};
+use crate::edge::{new_id, read_body};
 
 #[derive(Deserialize)]
 struct ChatRequest {
@@ -55,7 +55,8 @@ pub async fn post(
 ) -> Result<Response, ApiError> {
     let mut reader = ChatBody::default();
     read_body(req, MAX_CHAT_BODY_BYTES, &mut |chunk| reader.push(chunk)).await?;
-    let body: ChatRequest = json_text(&reader.finish()?)?;
+    let kept = reader.finish()?;
+    let body: ChatRequest = kept.parse()?;
     if !valid_name(&body.id) {
         return Err(ApiError::BadRequest(
             "`id` must be 1-64 letters, digits, `_` or `-`".into(),

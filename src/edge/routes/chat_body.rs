@@ -8,7 +8,9 @@
 //! is scanned as its chunks arrive: every top-level member but `messages` is kept as it came,
 //! and of `messages` only the first user message and the last one. Memory is bounded by the
 //! largest of those, not by the chat. The kept parts are parsed as usual afterwards; the rest is
-//! checked for balanced brackets and closed strings, not read.
+//! checked for balanced brackets and closed strings, not read. Where the kept parts came from
+//! in the body is noted as they are kept, so an error in them names its place in the body the
+//! client sent, not in the shorter document parsed.
 
 use std::borrow::Cow;
 use std::mem;
@@ -68,6 +70,18 @@ pub struct ChatBody {
     last_is_first_user: bool,
     /// The top-level value has closed: only whitespace may follow.
     ended: bool,
+    /// Where in the body each run of kept bytes began: (offset in `kept`, offset in the body).
+    spans: Vec<(usize, usize)>,
+    /// Where in the body the message being read, the last one and the first user one began.
+    element_at: usize,
+    last_at: usize,
+    first_user_at: usize,
+}
+
+/// The kept parts of a `/v1/chat` body, as one JSON document.
+pub struct KeptBody {
+    text: String,
+    spans: Vec<(usize, usize)>,
 }
 
 impl ChatBody {
@@ -80,6 +94,8 @@ impl ChatBody {
                 MAX_CHAT_BODY_BYTES,
             ));
         }
+        // Where this chunk begins in the body.
+        let base = self.total - chunk.len();
         // `start`: where the bytes not yet sent to the current mode's place begin.
         let mut start = 0;
         let mut i = 0;
@@ -108,7 +124,7 @@ impl ChatBody {
                 self.in_string = false;
                 self.reading_key = false;
                 if self.mode == Mode::Element && self.element_scalar && self.open.len() == 2 {
-                    self.flush(&chunk[start..i])?;
+                    self.flush(&chunk[start..i], base + start)?;
                     start = i;
                     self.end_element();
                 }
@@ -129,14 +145,14 @@ impl ChatBody {
                 && self.element_scalar
                 && self.open.len() == 2
             {
-                self.flush(&chunk[start..i])?;
+                self.flush(&chunk[start..i], base + start)?;
                 start = i;
                 self.end_element();
             }
             match byte {
                 b'"' => {
                     self.in_string = true;
-                    self.begin_element(&mut start, i, true);
+                    self.begin_element(&mut start, i, base, true);
                     if self.open.len() == 1 {
                         self.messages_next = false;
                         if self.expect_key {
@@ -146,12 +162,12 @@ impl ChatBody {
                     }
                 }
                 b'{' | b'[' => {
-                    self.begin_element(&mut start, i, false);
+                    self.begin_element(&mut start, i, base, false);
                     self.open.push(byte);
                     if self.open.len() == 1 {
                         self.expect_key = byte == b'{';
                     } else if self.messages_next && self.open.len() == 2 && byte == b'[' {
-                        self.flush(&chunk[start..=i])?;
+                        self.flush(&chunk[start..=i], base + start)?;
                         start = i + 1;
                         self.mode = Mode::Between;
                     }
@@ -170,7 +186,7 @@ impl ChatBody {
                             self.mode = Mode::Copy;
                         }
                         (Mode::Element, 2) => {
-                            self.flush(&chunk[start..=i])?;
+                            self.flush(&chunk[start..=i], base + start)?;
                             start = i + 1;
                             self.end_element();
                         }
@@ -187,7 +203,7 @@ impl ChatBody {
                     }
                 }
                 _ => {
-                    self.begin_element(&mut start, i, true);
+                    self.begin_element(&mut start, i, base, true);
                     if self.open.len() == 1 {
                         self.messages_next = false;
                     }
@@ -195,30 +211,38 @@ impl ChatBody {
             }
             i += 1;
         }
-        self.flush(&chunk[start..])
+        self.flush(&chunk[start..], base + start)
     }
 
     /// The body as a document of the kept parts: what the request's reader parses.
-    pub fn finish(self) -> Result<String, ApiError> {
+    pub fn finish(self) -> Result<KeptBody, ApiError> {
         if !self.ended && self.open.is_empty() && self.kept.iter().all(u8::is_ascii_whitespace) {
-            return Ok("{}".into());
+            return Ok(KeptBody {
+                text: "{}".into(),
+                spans: Vec::new(),
+            });
         }
         if self.in_string || !self.open.is_empty() {
             return Err(not_json("it ends before its last string or bracket closes"));
         }
-        utf8(self.kept)
+        Ok(KeptBody {
+            text: utf8(self.kept)?,
+            spans: self.spans,
+        })
     }
 
     /// A value starting at `i`: when it is one of `messages`' elements, it is kept from here.
-    fn begin_element(&mut self, start: &mut usize, i: usize, scalar: bool) {
+    fn begin_element(&mut self, start: &mut usize, i: usize, base: usize, scalar: bool) {
         if self.mode == Mode::Between && self.open.len() == 2 {
             *start = i;
             self.mode = Mode::Element;
             self.element_scalar = scalar;
+            self.element_at = base + i;
         }
     }
 
-    fn flush(&mut self, bytes: &[u8]) -> Result<(), ApiError> {
+    /// Keeps `bytes`, which began at `at` in the body, where the current mode keeps them.
+    fn flush(&mut self, bytes: &[u8], at: usize) -> Result<(), ApiError> {
         match self.mode {
             Mode::Copy => {
                 self.members += bytes.len();
@@ -227,7 +251,7 @@ impl ChatBody {
                         "the body's members other than `messages` are over {MAX_KEPT_BYTES} bytes"
                     )));
                 }
-                self.kept.extend_from_slice(bytes);
+                self.keep(bytes, at);
             }
             Mode::Between => {}
             Mode::Element if self.element_over => {}
@@ -249,8 +273,10 @@ impl ChatBody {
         self.mode = Mode::Between;
         self.last_over = mem::take(&mut self.element_over);
         self.last_is_first_user = false;
+        self.last_at = self.element_at;
         if !self.last_over && self.first_user.is_none() && is_user(&self.element) {
             self.first_user = Some(self.element.clone());
+            self.first_user_at = self.element_at;
             self.last_is_first_user = true;
         }
         // The buffers trade places, so reading many messages allocates for few of them.
@@ -264,16 +290,58 @@ impl ChatBody {
                 "the last message is over {MAX_KEPT_BYTES} bytes"
             )));
         }
-        if let Some(first) = self
-            .first_user
-            .as_ref()
-            .filter(|_| !self.last_is_first_user)
-        {
-            self.kept.extend_from_slice(first);
-            self.kept.push(b',');
+        if let Some(first) = self.first_user.take().filter(|_| !self.last_is_first_user) {
+            self.keep(&first, self.first_user_at);
+            // The comma is not the body's: an error there is the last message's.
+            self.keep(b",", self.last_at);
         }
-        self.kept.extend_from_slice(&self.last);
+        let last = mem::take(&mut self.last);
+        self.keep(&last, self.last_at);
         Ok(())
+    }
+
+    /// Appends to the kept document bytes that began at `at` in the body, noting where.
+    fn keep(&mut self, bytes: &[u8], at: usize) {
+        let continues = self
+            .spans
+            .last()
+            .is_some_and(|&(kept, body)| body + (self.kept.len() - kept) == at);
+        if !continues {
+            self.spans.push((self.kept.len(), at));
+        }
+        self.kept.extend_from_slice(bytes);
+    }
+}
+
+impl KeptBody {
+    /// The kept document read as `T`. An error names where it is in the body as sent.
+    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> Result<T, ApiError> {
+        crate::llm::json::from_str(&self.text).map_err(|e| {
+            let why = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            match (
+                why.strip_suffix(&suffix),
+                self.body_offset(e.line(), e.column()),
+            ) {
+                (Some(what), Some(at)) => not_json(format!("{what} at byte {at} of the body")),
+                _ => not_json(why),
+            }
+        })
+    }
+
+    /// The 1-based place in the body of what serde_json reports at `line` and `column` (both
+    /// 1-based, the column counted in bytes) of the kept document.
+    fn body_offset(&self, line: usize, column: usize) -> Option<usize> {
+        let line_start = match line {
+            0 => return None,
+            1 => 0,
+            n => memchr::memchr_iter(b'\n', self.text.as_bytes()).nth(n - 2)? + 1,
+        };
+        // The byte the error points at (the one before it at a line's start).
+        let kept = (line_start + column).saturating_sub(1);
+        let index = self.spans.partition_point(|&(k, _)| k <= kept);
+        let &(k, body) = self.spans.get(index.checked_sub(1)?)?;
+        Some(body + (kept - k) + 1)
     }
 }
 
@@ -301,7 +369,7 @@ mod tests {
         for chunk in chunks {
             body.push(chunk)?;
         }
-        body.finish()
+        body.finish().map(|kept| kept.text)
     }
 
     /// The body read in chunks of `size` bytes, parsed.
@@ -400,6 +468,76 @@ mod tests {
                 "{broken}"
             );
         }
+    }
+
+    /// The error a body's kept document gives when read as `T`, in chunks of `size` bytes.
+    fn parse_error<T: for<'a> Deserialize<'a>>(text: &str, size: usize) -> String {
+        let mut body = ChatBody::default();
+        for chunk in text.as_bytes().chunks(size) {
+            body.push(chunk).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let kept = body.finish().unwrap_or_else(|e| panic!("{e}"));
+        match kept.parse::<T>() {
+            Err(ApiError::BadRequest(why)) => why,
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("{text} read"),
+        }
+    }
+
+    #[test]
+    fn an_error_names_its_place_in_the_body_as_sent() {
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Chat {
+            id: String,
+            messages: Vec<Value>,
+            trigger: String,
+        }
+        // Three messages before the last are not kept; the errors come after them.
+        let earlier = r#"{"role": "assistant", "parts": [{"type": "text", "text": "earlier"}]}"#;
+        let head = format!(r#"{{"id": "x", "messages": [{earlier}, {earlier}, {earlier}, "#);
+        let cases = [
+            // A literal that is not one, in the last message.
+            (
+                format!(r#"{head}{{"role": "user", "parts": nope}}], "trigger": "s"}}"#),
+                "nope",
+                "expected ident",
+            ),
+            // A member after `messages` of the wrong type.
+            (
+                format!(r#"{head}{{"role": "user"}}], "trigger": 7}}"#),
+                "7}",
+                "invalid type: integer `7`",
+            ),
+        ];
+        for (text, culprit, what) in &cases {
+            let at = text.find(culprit).map(|i| i + 1);
+            for size in [3, 64, text.len()] {
+                let why = parse_error::<Chat>(text, size);
+                assert!(why.contains(what), "{why}");
+                let named: Option<usize> = why
+                    .rsplit_once(" at byte ")
+                    .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok());
+                // serde_json points at a literal's end or a value's first byte.
+                let near = named
+                    .zip(at)
+                    .is_some_and(|(n, at)| n >= at && n <= at + culprit.len());
+                assert!(near, "{why}: `{culprit}` is at byte {at:?} of {text}");
+            }
+        }
+        // Pretty-printed, so the kept document has lines: still the body's place.
+        let pretty = serde_json::to_string_pretty(&json!({
+            "id": "x",
+            "messages": [{"role": "user", "parts": []}, {"role": "assistant"}, {"role": "user"}],
+            "trigger": 7
+        }))
+        .unwrap_or_default();
+        let why = parse_error::<Chat>(&pretty, 5);
+        let at = pretty.find(": 7").map(|i| i + 3);
+        assert!(
+            why.ends_with(&format!(" at byte {} of the body", at.unwrap_or(0))),
+            "{why}"
+        );
     }
 
     #[test]
