@@ -35,8 +35,11 @@ pub use conversation::ConversationCoordinator;
 use std::future::Future;
 use std::pin::Pin;
 
+use wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::{event, Context, Env, Method, Request, Response};
+use worker::{
+    event, js_sys, wasm_bindgen_futures, web_sys, Context, Env, Method, Request, Response,
+};
 
 use config::Config;
 use error::ApiError;
@@ -317,7 +320,7 @@ pub(crate) fn utf8(bytes: Vec<u8>) -> Result<String, ApiError> {
 /// Hands the body to `take` chunk by chunk as it streams in, after refusing one whose
 /// `content-length` is over `limit` (`take` enforces the limit on what actually comes).
 pub(crate) async fn read_body(
-    mut req: Request,
+    req: Request,
     limit: usize,
     take: &mut dyn FnMut(&[u8]) -> Result<(), ApiError>,
 ) -> Result<(), ApiError> {
@@ -328,13 +331,34 @@ pub(crate) async fn read_body(
         }
     }
     // No body at all reads as an empty one.
-    if let Ok(mut stream) = req.stream() {
-        use futures::StreamExt;
-        while let Some(chunk) = stream.next().await {
-            take(&chunk?)?;
+    let Some(body) = req.inner().body() else {
+        return Ok(());
+    };
+    let reader = bulk_reader(&body);
+    let mut bytes = Vec::new();
+    loop {
+        let next = wasm_bindgen_futures::JsFuture::from(reader.next())
+            .await
+            .map_err(worker::Error::from)?;
+        if next.is_null() {
+            return Ok(());
         }
+        let read: js_sys::Uint8Array = next.unchecked_into();
+        bytes.resize(read.length() as usize, 0);
+        read.copy_to(&mut bytes);
+        take(&bytes)?;
     }
-    Ok(())
+}
+
+#[wasm_bindgen(module = "/src/edge/pump.js")]
+extern "C" {
+    /// A request body read in large reads (see `pump.js`): the runtime's own chunks are 4 KB.
+    type BulkReader;
+    #[wasm_bindgen(js_name = bulkReader)]
+    fn bulk_reader(body: &web_sys::ReadableStream) -> BulkReader;
+    /// Resolves to the next read's bytes, or to null at the end.
+    #[wasm_bindgen(method)]
+    fn next(this: &BulkReader) -> js_sys::Promise;
 }
 
 pub(crate) fn body_too_large(size: String, limit: usize) -> ApiError {
