@@ -325,16 +325,15 @@ pub(crate) async fn read_body(
     take: &mut dyn FnMut(&[u8]) -> Result<(), ApiError>,
 ) -> Result<(), ApiError> {
     let declared = req.headers().get("content-length")?;
-    if let Some(length) = declared.and_then(|v| v.trim().parse::<u64>().ok()) {
-        if length > limit as u64 {
-            return Err(body_too_large(format!("{length} bytes"), limit));
-        }
+    let declared = declared.and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(length) = declared.filter(|&length| length > limit as u64) {
+        return Err(body_too_large(format!("{length} bytes"), limit));
     }
     // No body at all reads as an empty one.
     let Some(body) = req.inner().body() else {
         return Ok(());
     };
-    let reader = bulk_reader(&body);
+    let reader = bulk_reader(&body, declared.unwrap_or(0) as f64);
     let mut bytes = Vec::new();
     loop {
         let next = wasm_bindgen_futures::JsFuture::from(reader.next())
@@ -354,8 +353,9 @@ pub(crate) async fn read_body(
 extern "C" {
     /// A request body read in large reads (see `pump.js`): the runtime's own chunks are 4 KB.
     type BulkReader;
+    /// `declared`: the body's `content-length`, 0 when it has none.
     #[wasm_bindgen(js_name = bulkReader)]
-    fn bulk_reader(body: &web_sys::ReadableStream) -> BulkReader;
+    fn bulk_reader(body: &web_sys::ReadableStream, declared: f64) -> BulkReader;
     /// Resolves to the next read's bytes, or to null at the end.
     #[wasm_bindgen(method)]
     fn next(this: &BulkReader) -> js_sys::Promise;

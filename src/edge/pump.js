@@ -22,12 +22,16 @@ const MAX_WANT = 256;
 const SMALL_WANT = 64;
 const BUFFER_BYTES = 64 << 10;
 
+/** Whether the runtime's readers join chunks (`readAtLeast`, a workerd extension). */
+function joins() {
+  return typeof ReadableStreamBYOBReader === "function" && typeof ReadableStreamBYOBReader.prototype.readAtLeast === "function";
+}
+
 /** Resolves when `body` ends; rejects with its error, or with `write`'s (then it cancels). */
 export async function pump(body, write) {
-  const byob = typeof ReadableStreamBYOBReader === "function" && typeof ReadableStreamBYOBReader.prototype.readAtLeast === "function";
   let reader;
   try {
-    reader = byob ? body.getReader({ mode: "byob" }) : null;
+    reader = joins() ? body.getReader({ mode: "byob" }) : null;
   } catch {
     reader = null; // not a byte stream
   }
@@ -76,23 +80,26 @@ function hand(reader, write, bytes, at) {
 const BULK_BYTES = 64 << 10;
 
 /** A reader of `body` in large reads: `next()` resolves to the next bytes (a view of a buffer
- * the read after reuses: copy them first), or to null at the end. */
-export function bulkReader(body) {
+ * the read after reuses: copy them first), or to null at the end. `declared`, the body's
+ * `content-length` (0 if it has none), sizes the buffer: a short body is read in one read
+ * into a buffer of its own size. */
+export function bulkReader(body, declared) {
   let reader = null;
   try {
-    reader = body.getReader({ mode: "byob" });
+    reader = joins() ? body.getReader({ mode: "byob" }) : null;
   } catch {
     reader = null; // not a byte stream
   }
-  if (reader === null || typeof reader.readAtLeast !== "function") {
-    const chunks = reader ?? body.getReader();
+  if (reader === null) {
+    const chunks = body.getReader();
     return { next: async () => { const { done, value } = await chunks.read(); return done ? null : value; } };
   }
-  let buffer = new ArrayBuffer(BULK_BYTES);
+  const size = declared > 0 ? Math.min(declared, BULK_BYTES) : BULK_BYTES;
+  let buffer = new ArrayBuffer(size);
   return {
     async next() {
       for (;;) {
-        const { done, value } = await reader.readAtLeast(BULK_BYTES, new Uint8Array(buffer));
+        const { done, value } = await reader.readAtLeast(size, new Uint8Array(buffer));
         if (done) return null;
         buffer = value.buffer;
         if (value.length > 0) return value;
