@@ -22,19 +22,20 @@ const MAX_WANT = 256;
 const SMALL_WANT = 64;
 const BUFFER_BYTES = 64 << 10;
 
-/** Whether the runtime's readers join chunks (`readAtLeast`, a workerd extension). */
-function joins() {
-  return typeof ReadableStreamBYOBReader === "function" && typeof ReadableStreamBYOBReader.prototype.readAtLeast === "function";
+/** A reader of `body` whose reads the runtime joins (`readAtLeast`, a workerd extension), or
+ * null where there is none (another runtime, or a body that is not a byte stream). */
+function joiningReader(body) {
+  if (typeof ReadableStreamBYOBReader !== "function" || typeof ReadableStreamBYOBReader.prototype.readAtLeast !== "function") return null;
+  try {
+    return body.getReader({ mode: "byob" });
+  } catch {
+    return null;
+  }
 }
 
 /** Resolves when `body` ends; rejects with its error, or with `write`'s (then it cancels). */
 export async function pump(body, write) {
-  let reader;
-  try {
-    reader = joins() ? body.getReader({ mode: "byob" }) : null;
-  } catch {
-    reader = null; // not a byte stream
-  }
+  const reader = joiningReader(body);
   if (reader === null) {
     const chunks = body.getReader();
     for (;;) {
@@ -84,12 +85,7 @@ const BULK_BYTES = 64 << 10;
  * `content-length` (0 if it has none), sizes the buffer: a short body is read in one read
  * into a buffer of its own size. */
 export function bulkReader(body, declared) {
-  let reader = null;
-  try {
-    reader = joins() ? body.getReader({ mode: "byob" }) : null;
-  } catch {
-    reader = null; // not a byte stream
-  }
+  const reader = joiningReader(body);
   if (reader === null) {
     const chunks = body.getReader();
     return { next: async () => { const { done, value } = await chunks.read(); return done ? null : value; } };
