@@ -290,13 +290,15 @@ impl ChatBody {
                 "the last message is over {MAX_KEPT_BYTES} bytes"
             )));
         }
-        if let Some(first) = self.first_user.take().filter(|_| !self.last_is_first_user) {
-            self.keep(&first, self.first_user_at);
+        // Taken out to be kept, and put back: `keep` borrows the reader.
+        let (first, last) = (self.first_user.take(), mem::take(&mut self.last));
+        if let Some(first) = first.as_ref().filter(|_| !self.last_is_first_user) {
+            self.keep(first, self.first_user_at);
             // The comma is not the body's: an error there is the last message's.
             self.keep(b",", self.last_at);
         }
-        let last = mem::take(&mut self.last);
         self.keep(&last, self.last_at);
+        (self.first_user, self.last) = (first, last);
         Ok(())
     }
 
