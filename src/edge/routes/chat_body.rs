@@ -366,12 +366,16 @@ mod tests {
     use super::*;
     use serde_json::{json, Value};
 
-    fn read(chunks: &[&[u8]]) -> Result<String, ApiError> {
+    fn kept(chunks: &[&[u8]]) -> Result<KeptBody, ApiError> {
         let mut body = ChatBody::default();
         for chunk in chunks {
             body.push(chunk)?;
         }
-        body.finish().map(|kept| kept.text)
+        body.finish()
+    }
+
+    fn read(chunks: &[&[u8]]) -> Result<String, ApiError> {
+        kept(chunks).map(|kept| kept.text)
     }
 
     /// The body read in chunks of `size` bytes, parsed.
@@ -474,11 +478,8 @@ mod tests {
 
     /// The error a body's kept document gives when read as `T`, in chunks of `size` bytes.
     fn parse_error<T: for<'a> Deserialize<'a>>(text: &str, size: usize) -> String {
-        let mut body = ChatBody::default();
-        for chunk in text.as_bytes().chunks(size) {
-            body.push(chunk).unwrap_or_else(|e| panic!("{e}"));
-        }
-        let kept = body.finish().unwrap_or_else(|e| panic!("{e}"));
+        let chunks: Vec<&[u8]> = text.as_bytes().chunks(size).collect();
+        let kept = kept(&chunks).unwrap_or_else(|e| panic!("{e}"));
         match kept.parse::<T>() {
             Err(ApiError::BadRequest(why)) => why,
             Err(e) => panic!("{e}"),
