@@ -317,8 +317,9 @@ pub(crate) fn utf8(bytes: Vec<u8>) -> Result<String, ApiError> {
         .map_err(|e| ApiError::BadRequest(format!("the body is not UTF-8: {}", e.utf8_error())))
 }
 
-/// Hands the body to `take` chunk by chunk as it streams in, after refusing one whose
-/// `content-length` is over `limit` (`take` enforces the limit on what actually comes).
+/// Hands the body to `take` read by read as it streams in (reads of up to 64 KB, joined by the
+/// runtime: see `bulkReader` in `pump.js`), after refusing one whose `content-length` is over
+/// `limit` (`take` enforces the limit on what actually comes).
 pub(crate) async fn read_body(
     req: Request,
     limit: usize,
