@@ -2,7 +2,8 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { randomBytes } from "node:crypto";
+import { anthropicLoopback, api, chatMessage, conversationObjects, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker, persistDir;
 
@@ -61,12 +62,52 @@ test("DELETE removes the history and the conversation; then it is 404 everywhere
   const id = await create("doomed");
   anthropic.script({ text: "Soon gone." });
   await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "hi" }));
+  const object = (await conversationObjects(persistDir)).find((o) => o.conversation === id);
+  assert.ok(object, "the conversation's object keeps it");
   assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}`)).status, 204);
   for (const [method, path] of [["GET", `/v1/conversations/${id}`], ["GET", `/v1/conversations/${id}/messages`], ["DELETE", `/v1/conversations/${id}`]]) {
     assert.equal((await api(worker.url, method, path)).status, 404, `${method} ${path}`);
   }
   const rows = await d1Query(persistDir, `SELECT COUNT(*) AS n FROM messages WHERE conversation_id = '${id}'`);
   assert.equal(rows[0].n, 0);
+  // The object's storage goes too, tables and all: an object that stores nothing does not exist.
+  const emptied = (await conversationObjects(persistDir)).find((o) => o.file === object.file);
+  assert.deepEqual(emptied?.tables ?? [], [], "the deleted conversation's object keeps no tables");
+});
+
+test("a chat whose conversation was deleted starts afresh on its next message, in the same object", async () => {
+  const chat = `${worker.url}/v1/chat`;
+  anthropic.script({ text: "First life." });
+  await readUiStream(await chatMessage(chat, "chat-deleted-then-reused", "Hello once"));
+  const { conversations } = await (await api(worker.url, "GET", "/v1/conversations")).json();
+  const { id } = conversations.find((c) => c.title === "Hello once");
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}`)).status, 204);
+  assert.deepEqual((await conversationObjects(persistDir)).filter((o) => o.conversation === id), []);
+  // The object, still in memory with its tables gone, makes them again with its first write.
+  anthropic.script({ text: "Second life." });
+  const response = await chatMessage(chat, "chat-deleted-then-reused", "Hello again");
+  assert.equal(response.status, 200);
+  const { chunks } = await readUiStream(response);
+  assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Second life.");
+  const { messages } = await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json();
+  assert.deepEqual(messages.map((m) => m.content[0].text), ["Hello again", "Second life."]);
+  const object = (await conversationObjects(persistDir)).find((o) => o.conversation === id);
+  assert.deepEqual(object?.tables.sort(), ["chunks", "conversation", "inbox", "paused", "turn"]);
+});
+
+test("a chat id shaped like a conversation id but naming none: the object first asked keeps nothing", async () => {
+  const before = await conversationObjects(persistDir);
+  // The Worker guesses that the id names a conversation and asks its object, which finds none
+  // and sends the message on to the caller's conversation for that chat id, created here.
+  anthropic.script({ text: "Here." });
+  const response = await chatMessage(`${worker.url}/v1/chat`, randomBytes(16).toString("hex"), "Anyone there?");
+  assert.equal(response.status, 200);
+  await readUiStream(response);
+  const made = (await conversationObjects(persistDir)).filter((o) => !before.some((b) => b.file === o.file));
+  assert.equal(made.filter((o) => o.conversation).length, 1, "one object keeps the new conversation");
+  for (const object of made.filter((o) => !o.conversation)) {
+    assert.deepEqual(object.tables, [], "an object that was only asked stores nothing");
+  }
 });
 
 test("stream: false returns the whole turn as JSON: messages, events, usage, cost", async () => {

@@ -2,7 +2,7 @@
 // Objects) with loopback servers playing the LLM providers in their exact wire formats.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readdirSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -41,6 +41,29 @@ export async function d1Query(persistDir, sql) {
   const out = await run(["d1", "execute", "DB", "--local", "--persist-to", persistDir, "--json", "--command", sql]);
   const json = JSON.parse(out.slice(out.indexOf("[")));
   return json[0].results;
+}
+
+/** The conversation objects' SQLite files in `persistDir`, each with the tables of ours it holds
+ * (workerd's own, `_cf_…`, and the one Miniflare adds, `__miniflare_do_name`, left out) and the id of the conversation it keeps, if any. Read with
+ * `node:sqlite` (Node 22.13+), read-only, while `wrangler dev` may hold them open. */
+export async function conversationObjects(persistDir) {
+  const { DatabaseSync } = await import("node:sqlite");
+  const files = readdirSync(persistDir, { recursive: true })
+    .filter((f) => /ConversationCoordinator[/\\][0-9a-f]+\.sqlite$/.test(f))
+    .map((f) => path.join(persistDir, f));
+  return files.map((file) => {
+    const db = new DatabaseSync(file, { readOnly: true });
+    try {
+      const tables = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_\\_miniflare%' ESCAPE '\\'")
+        .all()
+        .map((r) => r.name);
+      const row = tables.includes("conversation") ? db.prepare("SELECT row FROM conversation").get() : undefined;
+      return { file, tables, conversation: row ? JSON.parse(row.row).id : undefined };
+    } finally {
+      db.close();
+    }
+  });
 }
 
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous

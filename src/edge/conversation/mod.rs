@@ -789,9 +789,17 @@ impl Object {
             }
             worker::Delay::from(std::time::Duration::from_millis(25)).await;
         }
-        let cleared = self.storage.clear();
-        if let Err(e) = self.state.storage().delete_alarm().await {
+        // Everything goes, tables and all: an object whose storage is empty does not exist, and
+        // costs nothing. The alarm is deleted first, so none fires on tables that are gone (with
+        // this compatibility date `deleteAll` deletes it too).
+        let storage = self.state.storage();
+        if let Err(e) = storage.delete_alarm().await {
             console_error!("deleting the conversation alarm: {e}");
+        }
+        let cleared = storage.delete_all().await;
+        match cleared {
+            Ok(()) => self.storage.emptied(),
+            Err(_) => self.storage.maybe_emptied(),
         }
         self.deleting.set(false);
         Ok(cleared?)

@@ -10,9 +10,15 @@
 //! - `chunks`: the running turn's UI stream, in batches, for readers that re-attach
 //!
 //! The object is its storage's only writer, so what it has read or written stays true until it
-//! writes again: [`Known`] remembers it, and a read of something known costs no SQL. Opening
-//! reads it all in the statement that creates the tables, so a turn of an idle conversation
-//! makes only its writes (recording and ending the turn, saving the conversation's row).
+//! writes again: [`Known`] remembers it, and a read of something known costs no SQL. Opening an
+//! object with tables reads it all in the statement that makes what is missing of them, so a
+//! turn of an idle conversation makes only its writes (recording and ending the turn, saving
+//! the conversation's row).
+//!
+//! An object with no tables (a new conversation's, a deleted one's, one a request for an unknown
+//! id reached) gets them with its first write, not when it opens: an object whose storage is
+//! empty does not exist, so one that is only asked about, or whose conversation was deleted,
+//! keeps nothing.
 
 use std::cell::{Cell, RefCell};
 
@@ -31,6 +37,34 @@ pub struct ObjectStorage {
     known: Known,
     /// SQL statements run since the object opened (for each turn's log line).
     statements: Cell<u32>,
+    /// The tables are not there: they are made before the next statement.
+    missing: Cell<bool>,
+}
+
+/// The object's tables, made where missing.
+macro_rules! schema {
+    () => {
+        "
+        CREATE TABLE IF NOT EXISTS conversation (
+          id INTEGER PRIMARY KEY CHECK (id = 1), row TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS turn (
+          id INTEGER PRIMARY KEY CHECK (id = 1),
+          turn_id TEXT NOT NULL,
+          started_at INTEGER NOT NULL,
+          recoveries INTEGER NOT NULL DEFAULT 0,
+          client_tools TEXT NOT NULL,
+          partial TEXT);
+        CREATE TABLE IF NOT EXISTS inbox (
+          seq INTEGER PRIMARY KEY AUTOINCREMENT,
+          id TEXT NOT NULL UNIQUE,
+          delivery TEXT NOT NULL,
+          message TEXT NOT NULL,
+          queued_at INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS paused (
+          id INTEGER PRIMARY KEY CHECK (id = 1), kind TEXT NOT NULL, client_tools TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS chunks (
+          seq INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT NOT NULL);"
+    };
 }
 
 /// What the tables hold, as far as this instance knows (`None`: not known; read it). A write
@@ -101,37 +135,44 @@ struct PausedRow {
 
 impl ObjectStorage {
     pub fn open(sql: SqlStorage) -> Self {
+        let storage = Self {
+            sql,
+            known: Known::default(),
+            statements: Cell::new(0),
+            missing: Cell::new(false),
+        };
+        // Whether the object has any table of ours, or of its older versions.
+        const ANY: &str = "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN
+            ('conversation', 'turn', 'inbox', 'paused', 'chunks', 'queue', 'lease', 'cancelled')";
+        match storage.exec(ANY, None).and_then(rows::cursor::<Count>) {
+            Ok(rows) if rows.first().is_some_and(|c| c.n == 0) => {
+                storage.emptied();
+                return storage;
+            }
+            Ok(_) => {}
+            Err(e) => worker::console_error!("conversation object tables: {e}"),
+        }
+        storage.opened();
+        storage
+    }
+
+    /// Makes what is missing of the tables and reads what [`Known`] starts from.
+    fn opened(&self) {
+        let (sql, known) = (&self.sql, &self.known);
         // One `exec` (one crossing, one SQLite call) creates what is missing and asks whether a
-        // legacy table is there: an object opens once per isolate, and a new conversation's
-        // object opens on its first message.
-        const OPEN: &str = "
-            CREATE TABLE IF NOT EXISTS conversation (
-              id INTEGER PRIMARY KEY CHECK (id = 1), row TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS turn (
-              id INTEGER PRIMARY KEY CHECK (id = 1),
-              turn_id TEXT NOT NULL,
-              started_at INTEGER NOT NULL,
-              recoveries INTEGER NOT NULL DEFAULT 0,
-              client_tools TEXT NOT NULL,
-              partial TEXT);
-            CREATE TABLE IF NOT EXISTS inbox (
-              seq INTEGER PRIMARY KEY AUTOINCREMENT,
-              id TEXT NOT NULL UNIQUE,
-              delivery TEXT NOT NULL,
-              message TEXT NOT NULL,
-              queued_at INTEGER NOT NULL);
-            CREATE TABLE IF NOT EXISTS paused (
-              id INTEGER PRIMARY KEY CHECK (id = 1), kind TEXT NOT NULL, client_tools TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS chunks (
-              seq INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT NOT NULL);
+        // legacy table is there: an object with tables opens once per isolate.
+        const OPEN: &str = concat!(
+            schema!(),
+            "
             SELECT
               (SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'queue') AS legacy,
               (SELECT row FROM conversation WHERE id = 1) AS conversation,
               (SELECT COUNT(*) FROM turn) AS turns,
               (SELECT COUNT(*) FROM paused) AS paused,
               (SELECT COUNT(*) FROM inbox) AS queued,
-              (SELECT COUNT(*) FROM chunks) AS chunks";
-        let known = Known::default();
+              (SELECT COUNT(*) FROM chunks) AS chunks"
+        );
+        self.statements.set(self.statements.get().wrapping_add(1));
         // Objects created before turns moved here kept a lease and a queue without ids: keep
         // the queued messages, drop the rest.
         let legacy = match sql.exec(OPEN, None).and_then(rows::cursor::<Opened>) {
@@ -169,11 +210,25 @@ impl ObjectStorage {
                 }
             }
         }
-        Self {
-            sql,
-            known,
-            statements: Cell::new(1),
-        }
+    }
+
+    /// The object's storage was emptied (or never held anything): every table is empty, and
+    /// none is made until something is written.
+    pub fn emptied(&self) {
+        self.missing.set(true);
+        *self.known.conversation.borrow_mut() = Some(None);
+        self.known.turn.set(Some(false));
+        self.known.paused.set(Some(false));
+        self.known.queued.set(Some(0));
+        self.known.chunks.set(Some(false));
+    }
+
+    /// Emptying the storage failed, so whether it holds anything, or even its tables, is not
+    /// known: they are made where missing before the next statement, and what is needed is read
+    /// again.
+    pub fn maybe_emptied(&self) {
+        self.forget();
+        self.missing.set(true);
     }
 
     fn exec(
@@ -181,11 +236,18 @@ impl ObjectStorage {
         query: &str,
         bindings: impl Into<Option<Vec<SqlStorageValue>>>,
     ) -> Result<worker::SqlCursor> {
+        if self.missing.replace(false) {
+            self.statements.set(self.statements.get().wrapping_add(1));
+            if let Err(e) = self.sql.exec(schema!(), None) {
+                self.missing.set(true);
+                return Err(e);
+            }
+        }
         self.statements.set(self.statements.get().wrapping_add(1));
         self.sql.exec(query, bindings)
     }
 
-    /// SQL statements run since the object opened (opening is one).
+    /// SQL statements run since the object opened (opening is one or two).
     pub fn statements(&self) -> u32 {
         self.statements.get()
     }
@@ -430,19 +492,6 @@ impl ObjectStorage {
             self.write("DELETE FROM chunks", vec![])?;
             self.known.chunks.set(Some(false));
         }
-        Ok(())
-    }
-
-    /// Everything (the conversation is being deleted).
-    pub fn clear(&self) -> Result<()> {
-        for table in ["turn", "inbox", "paused", "chunks", "conversation"] {
-            self.write(&format!("DELETE FROM {table}"), vec![])?;
-        }
-        *self.known.conversation.borrow_mut() = Some(None);
-        self.known.turn.set(Some(false));
-        self.known.paused.set(Some(false));
-        self.known.queued.set(Some(0));
-        self.known.chunks.set(Some(false));
         Ok(())
     }
 }
