@@ -28,6 +28,12 @@ export function cpuMs(pid) {
   return ns / 1e6;
 }
 
+/** CPU time of `pid`'s main thread alone, in ms: the thread workerd runs its isolates on, without
+ * V8's background threads (its optimising compiler, the garbage collector's helpers). */
+export function mainThreadCpuMs(pid) {
+  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+}
+
 export function rssMb(pid) {
   const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
   return Number(line.split(/\s+/)[1]) / 1024;
