@@ -44,8 +44,9 @@ export async function d1Query(persistDir, sql) {
 }
 
 /** The conversation objects' SQLite files in `persistDir`, each with the tables of ours it holds
- * (workerd's own, `_cf_…`, and the one Miniflare adds, `__miniflare_do_name`, left out) and the id of the conversation it keeps, if any. Read with
- * `node:sqlite` (Node 22.13+), read-only, while `wrangler dev` may hold them open. */
+ * (workerd's own, `_cf_…`, and the one Miniflare adds, `__miniflare_do_name`, left out) and the
+ * id of the conversation it keeps, if any. Read with `node:sqlite` (Node 22.13+), read-only,
+ * while `wrangler dev` may hold them open. */
 export async function conversationObjects(persistDir) {
   const { DatabaseSync } = await import("node:sqlite");
   const files = readdirSync(persistDir, { recursive: true })

@@ -152,12 +152,12 @@ impl ObjectStorage {
             Ok(_) => {}
             Err(e) => worker::console_error!("conversation object tables: {e}"),
         }
-        storage.opened();
+        storage.open_tables();
         storage
     }
 
     /// Makes what is missing of the tables and reads what [`Known`] starts from.
-    fn opened(&self) {
+    fn open_tables(&self) {
         let (sql, known) = (&self.sql, &self.known);
         // One `exec` (one crossing, one SQLite call) creates what is missing and asks whether a
         // legacy table is there: an object with tables opens once per isolate.
