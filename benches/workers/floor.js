@@ -5,6 +5,11 @@
 // the provider's answer as UI message chunks (logging them for a reload to re-attach), and
 // stores the answer with its ledger row in a second batch. No auth, configuration, tools,
 // retries or error handling: only what any implementation of this design has to do.
+//
+// With FLOOR_WITHOUT_D1 set it makes neither D1 round trip (the history is the new message
+// alone): what the rest of the design costs, which `make bench` sets beside the floor to show
+// what D1 is of it. Under Miniflare local D1 runs in the same workerd, so its CPU counts here;
+// a deployment's D1 runs elsewhere.
 
 import { DurableObject } from "cloudflare:workers";
 
@@ -45,12 +50,15 @@ export class Conversation extends DurableObject {
     const sql = this.ctx.storage.sql;
     const now = Date.now();
     const user = { kind: "user", content: [{ type: "text", text }] };
-    const [, , , history] = await db.batch([
-      db.prepare("INSERT INTO conversations (id, owner, created_at, updated_at) VALUES (?1, 'anonymous', ?2, ?2) ON CONFLICT (id) DO NOTHING").bind(id, now),
-      db.prepare(STORE_MESSAGE).bind(id, crypto.randomUUID(), "user", JSON.stringify(user), null, null, now),
-      db.prepare("UPDATE conversations SET updated_at = ?2 WHERE id = ?1").bind(id, now),
-      db.prepare("SELECT seq, id, body FROM messages WHERE conversation_id = ?1 ORDER BY seq").bind(id),
-    ]);
+    const withoutD1 = Boolean(this.env.FLOOR_WITHOUT_D1);
+    const history = withoutD1
+      ? { results: [{ body: JSON.stringify(user) }] }
+      : (await db.batch([
+          db.prepare("INSERT INTO conversations (id, owner, created_at, updated_at) VALUES (?1, 'anonymous', ?2, ?2) ON CONFLICT (id) DO NOTHING").bind(id, now),
+          db.prepare(STORE_MESSAGE).bind(id, crypto.randomUUID(), "user", JSON.stringify(user), null, null, now),
+          db.prepare("UPDATE conversations SET updated_at = ?2 WHERE id = ?1").bind(id, now),
+          db.prepare("SELECT seq, id, body FROM messages WHERE conversation_id = ?1 ORDER BY seq").bind(id),
+        ]))[3];
     const messages = history.results.map((row) => JSON.parse(row.body));
     const upstream = await fetch(`${this.env.ANTHROPIC_BASE_URL}/v1/messages`, {
       method: "POST",
@@ -94,7 +102,7 @@ export class Conversation extends DurableObject {
     writer.write(encoder.encode(sse({ type: "text-end", id: "0" }) + sse({ type: "finish-step" }) + sse({ type: "finish", finishReason: "stop" }) + "data: [DONE]\n\n"));
     const assistant = { kind: "assistant", content: [{ type: "text", text: answer }] };
     const at = Date.now();
-    await db.batch([
+    if (!withoutD1) await db.batch([
       db.prepare(STORE_MESSAGE).bind(id, crypto.randomUUID(), "assistant", JSON.stringify(assistant), "claude-sonnet-4-5", "anthropic", at),
       db.prepare("UPDATE conversations SET updated_at = ?2 WHERE id = ?1").bind(id, at),
       db.prepare("INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens, output_tokens, created_at) VALUES ('anonymous', ?1, 'claude-sonnet-4-5', 'anthropic', 31, 17, ?2)").bind(id, at),
