@@ -19,11 +19,16 @@ export function workerdsOf(pid) {
   return children.flatMap(([child, comm]) => (comm === "workerd" ? [Number(child)] : workerdsOf(child)));
 }
 
+/** CPU time one thread of `pid` has run, in ns (the first field of its scheduler statistics). */
+function taskCpuNs(pid, task) {
+  return Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, "utf8").split(" ")[0]);
+}
+
 /** CPU time of every thread of `pid`, in ms. */
 export function cpuMs(pid) {
   let ns = 0;
   for (const task of readdirSync(`/proc/${pid}/task`)) {
-    try { ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, "utf8").split(" ")[0]); } catch {}
+    try { ns += taskCpuNs(pid, task); } catch {}
   }
   return ns / 1e6;
 }
@@ -31,7 +36,7 @@ export function cpuMs(pid) {
 /** CPU time of `pid`'s main thread alone, in ms: the thread workerd runs its isolates on, without
  * V8's background threads (its optimising compiler, the garbage collector's helpers). */
 export function mainThreadCpuMs(pid) {
-  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+  return taskCpuNs(pid, pid) / 1e6;
 }
 
 export function rssMb(pid) {
