@@ -256,6 +256,66 @@ impl ProviderResolver for Switches {
     }
 }
 
+/// Answers with a cheaper model from the first call (the budget was spent before the turn).
+struct StartsElsewhere {
+    asked: ModelRef,
+    answers: Rc<Scripted>,
+}
+
+#[async_trait(?Send)]
+impl ProviderResolver for StartsElsewhere {
+    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
+        Ok(self.answers.clone())
+    }
+
+    fn intended(&self) -> Option<ModelRef> {
+        Some(self.asked.clone())
+    }
+}
+
+#[test]
+fn a_turn_that_starts_on_another_model_than_asked_announces_the_switch() {
+    let resolver = StartsElsewhere {
+        asked: ModelRef::parse("big:model-9").unwrap(),
+        answers: Scripted::new(vec![text("Hello from the cheap one.")]),
+    };
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("hi")]);
+    let mut events = vec![];
+    futures::executor::block_on(run_agent_turn(
+        &resolver,
+        &mut state,
+        &ToolRegistry::new(),
+        None,
+        &Recorder::default(),
+        &mut |e| events.push(describe(&e)),
+    ));
+    let switches: Vec<_> = events.iter().filter(|e| e.starts_with("switch")).collect();
+    assert_eq!(
+        switches,
+        ["switch big:model-9->scripted:model-1"],
+        "{events:?}"
+    );
+    // The same resolver asked for the model it answers with: nothing to announce.
+    let mut events = vec![];
+    let mut state = AgentState::new(None, vec![AgentMessage::user_text("hi")]);
+    let same = StartsElsewhere {
+        asked: ModelRef::parse("scripted:model-1").unwrap(),
+        answers: Scripted::new(vec![text("Hello.")]),
+    };
+    futures::executor::block_on(run_agent_turn(
+        &same,
+        &mut state,
+        &ToolRegistry::new(),
+        None,
+        &Recorder::default(),
+        &mut |e| events.push(describe(&e)),
+    ));
+    assert!(
+        !events.iter().any(|e| e.starts_with("switch")),
+        "{events:?}"
+    );
+}
+
 #[test]
 fn a_provider_switch_mid_turn_is_reported_and_the_history_handed_over() {
     let first = Scripted::new(vec![calls(vec![("toolu_01:x", "current_time", json!({}))])]);

@@ -41,6 +41,12 @@ pub const DENIED: &str = "denied: the user did not approve this call";
 #[async_trait(?Send)]
 pub trait ProviderResolver {
     async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError>;
+
+    /// The model the conversation asked for, when the resolver may answer with another from
+    /// the first call on: a turn that starts on another model announces the switch too.
+    fn intended(&self) -> Option<ModelRef> {
+        None
+    }
 }
 
 /// Rewrites the LLM's view of the history before a call (compaction, recitation).
@@ -78,7 +84,7 @@ pub async fn run_agent_turn(
     emit: &mut dyn FnMut(AgentEvent<'_>),
 ) -> TurnOutcome {
     let started = web_time::Instant::now();
-    let mut previous: Option<ModelRef> = None;
+    let mut previous: Option<ModelRef> = resolver.intended();
     // A paused turn resumes with the calls its last answer left without results.
     let mut pending = pending_calls(&state.messages);
     loop {

@@ -239,6 +239,10 @@ impl ProviderResolver for BudgetResolver {
             Decision::Refuse => Err(LlmError::BudgetExceeded(budget.exhausted_message())),
         }
     }
+
+    fn intended(&self) -> Option<crate::llm::ModelRef> {
+        Some(self.model.model().clone())
+    }
 }
 
 #[cfg(test)]

@@ -61,6 +61,8 @@ pub struct Config {
     pub budget_model: Option<ModelRef>,
     /// Message-sending requests per user and minute (`RATE_LIMIT_PER_MINUTE`; `0`: no limit).
     pub rate_limit_per_minute: u32,
+    /// The models users may choose (`ALLOWED_MODELS`: ids or `provider:*`); `None`: any.
+    pub allowed_models: Option<Vec<String>>,
 }
 
 /// Names the runtime's own tools have; a configured tool may not take one.
@@ -99,7 +101,7 @@ impl Config {
             .transpose()?
             .unwrap_or_default();
         let (http_tools, mcp_servers, tool_secrets) = remote_tools(get)?;
-        Ok(Self {
+        let config = Self {
             default_model,
             fallback_models,
             approval_required_tools: get("APPROVAL_REQUIRED_TOOLS")
@@ -161,8 +163,30 @@ impl Config {
             http_tools,
             mcp_servers,
             tool_secrets,
-        })
+            allowed_models: get("ALLOWED_MODELS")
+                .map(|list| allowed_models(&list))
+                .transpose()?,
+        };
+        config.check_prices()?;
+        Ok(config)
     }
+}
+
+/// `ALLOWED_MODELS`: comma-separated model ids or `provider:*`.
+fn allowed_models(list: &str) -> Result<Vec<String>, ApiError> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(|id| {
+            let checked = match id.strip_suffix(":*") {
+                Some(provider) => ModelRef::parse(&format!("{provider}:x")).map(|_| ()),
+                None => ModelRef::parse(id).map(|_| ()),
+            };
+            checked
+                .map(|()| id.to_string())
+                .map_err(|e| ApiError::config("ALLOWED_MODELS", e))
+        })
+        .collect()
 }
 
 /// Reads one variable; empty values count as unset.
@@ -187,6 +211,68 @@ fn auth(get: Lookup) -> Result<AuthConfig, ApiError> {
 }
 
 impl Config {
+    /// Budgets are enforced (`USER_BUDGET_USD` is set).
+    pub fn budgets_on(&self) -> bool {
+        self.user_budget_usd.is_some()
+    }
+
+    /// With budgets on, the models the deployment itself names must each have a price: an
+    /// unpriced answer costs nothing in the ledger, so it would be free to every user.
+    fn check_prices(&self) -> Result<(), ApiError> {
+        if !self.budgets_on() {
+            return Ok(());
+        }
+        let named = std::iter::once(("DEFAULT_MODEL", &self.default_model))
+            .chain(self.fallback_models.iter().map(|m| ("FALLBACK_MODELS", m)))
+            .chain(self.budget_model.iter().map(|m| ("BUDGET_MODEL", m)));
+        for (variable, model) in named {
+            if self.models.info(model).price.is_none() {
+                return Err(ApiError::config(
+                    variable,
+                    format!(
+                        "`{model}` has no price, and USER_BUDGET_USD needs one for every model: \
+                         give it one in MODELS"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `ALLOWED_MODELS` lets users choose `model` (the deployment's default always is).
+    pub fn allows(&self, model: &str) -> bool {
+        let Some(allowed) = &self.allowed_models else {
+            return true;
+        };
+        model == self.default_model.to_string()
+            || allowed.iter().any(|a| match a.strip_suffix('*') {
+                Some(provider) => model.starts_with(provider),
+                None => a == model,
+            })
+    }
+
+    /// Refuses a model a user chose that this deployment does not serve them: one outside
+    /// `ALLOWED_MODELS`, or, with budgets on, one with no price (it would be free).
+    pub fn check_model(&self, model: &ModelRef) -> Result<(), ApiError> {
+        let id = model.to_string();
+        if !self.allows(&id) {
+            return Err(ApiError::BadRequest(format!(
+                "model `{id}` is not allowed here; allowed: {}",
+                self.allowed_models
+                    .as_deref()
+                    .unwrap_or_default()
+                    .join(", ")
+            )));
+        }
+        if self.budgets_on() && self.models.info(model).price.is_none() {
+            return Err(ApiError::BadRequest(format!(
+                "model `{id}` has no price, and this deployment enforces budgets: choose a \
+                 priced model (GET /v1/models lists them)"
+            )));
+        }
+        Ok(())
+    }
+
     /// Every toolset a conversation may choose: `artifacts`, and those of the HTTP tools and
     /// MCP servers.
     pub fn toolsets(&self) -> Vec<String> {
@@ -373,6 +459,76 @@ mod tests {
             .to_string();
         assert!(e.contains("built-in"), "{e}");
         assert!(!config(&[]).unwrap().allow_private_tool_hosts);
+    }
+
+    #[test]
+    fn with_budgets_on_every_model_has_a_price_or_is_refused() {
+        let model = |id: &str| ModelRef::parse(id).unwrap();
+        let free = config(&[]).unwrap();
+        assert!(free.check_model(&model("openai:o3")).is_ok());
+        let budgets = config(&[("USER_BUDGET_USD", "5")]).unwrap();
+        for unpriced in [
+            "openai:o3",
+            "workers-ai:@cf/meta/llama-3.1-8b",
+            "openai:gpt-5-pro",
+        ] {
+            let e = budgets.check_model(&model(unpriced)).unwrap_err();
+            assert_eq!(e.status(), 400);
+            assert!(
+                e.to_string()
+                    .contains(&format!("`{unpriced}` has no price")),
+                "{e}"
+            );
+        }
+        assert!(budgets.check_model(&model("openai:gpt-5")).is_ok());
+        assert!(budgets.check_model(&model("ollama:qwen3:8b")).is_ok());
+        // A price from MODELS serves.
+        let priced = config(&[
+            ("USER_BUDGET_USD", "5"),
+            (
+                "MODELS",
+                r#"[{"id": "openai:o3", "context_window": 200000, "max_output_tokens": 100000,
+                     "price": {"input": 2, "output": 8, "cache_read": 0.5, "cache_write": 0}}]"#,
+            ),
+        ])
+        .unwrap();
+        assert!(priced.check_model(&model("openai:o3")).is_ok());
+        // The deployment's own models are checked when the configuration is read.
+        for (variable, value) in [
+            ("DEFAULT_MODEL", "openai:o3"),
+            ("FALLBACK_MODELS", "openai:gpt-4o,workers-ai:@cf/x/y"),
+            ("BUDGET_MODEL", "openai:gpt-5-pro"),
+        ] {
+            let e = config(&[("USER_BUDGET_USD", "1"), (variable, value)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(variable) && e.contains("has no price"), "{e}");
+            assert!(config(&[(variable, value)]).is_ok());
+        }
+    }
+
+    #[test]
+    fn allowed_models_limit_what_users_choose() {
+        let c = config(&[("ALLOWED_MODELS", "openai:gpt-4o-mini, anthropic:*")]).unwrap();
+        let check = |id: &str| c.check_model(&ModelRef::parse(id).unwrap());
+        assert!(check("openai:gpt-4o-mini").is_ok());
+        assert!(check("anthropic:claude-haiku-4-5").is_ok());
+        // The default is the deployment's own choice.
+        assert!(check(DEFAULT_MODEL).is_ok());
+        let e = check("openai:gpt-4o").unwrap_err().to_string();
+        assert!(
+            e.contains("`openai:gpt-4o` is not allowed") && e.contains("anthropic:*"),
+            "{e}"
+        );
+        assert!(!c.allows("gemini:gemini-2.5-pro") && !c.allows("anthropic-x:y"));
+        let e = config(&[("ALLOWED_MODELS", "gpt-4o")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ALLOWED_MODELS"), "{e}");
+        let e = config(&[("ALLOWED_MODELS", "Bad Provider:*")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ALLOWED_MODELS"), "{e}");
     }
 
     #[test]

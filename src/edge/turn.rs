@@ -196,6 +196,9 @@ pub fn choose_model(
     signal: &AbortSignal,
 ) -> Result<(ModelRef, Rc<dyn Provider>), ApiError> {
     let model = model_of(conversation, &turn_env.config)?;
+    // Checked again at every turn: `ALLOWED_MODELS` and prices may have changed since the
+    // conversation chose its model.
+    turn_env.config.check_model(&model)?;
     let provider = resilient_provider(&turn_env.env, &turn_env.config, &model, Some(signal))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Ok((model, provider))

@@ -17,24 +17,85 @@ pub struct ModelRef {
     pub model: String,
 }
 
+/// The longest model id accepted, provider included.
+pub const MAX_MODEL_ID: usize = 128;
+
 impl ModelRef {
     /// Parses `provider:model`. The model part may itself contain `:` (e.g. Ollama tags).
+    ///
+    /// Ids are checked before they reach a provider's URL (Gemini puts the model in its path):
+    /// the provider is lowercase letters, digits and `-`; the model letters, digits and
+    /// `. _ - : @`, plus `/` for Workers AI's `@cf/vendor/model`; never `..`; at most
+    /// [`MAX_MODEL_ID`] characters in all.
     pub fn parse(id: &str) -> Result<Self, LlmError> {
-        match id.split_once(':') {
-            Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(Self {
-                provider: provider.to_string(),
-                model: model.to_string(),
-            }),
-            _ => Err(LlmError::Config(format!(
-                "model id `{id}` is not of the form provider:model (e.g. anthropic:claude-sonnet-4-5)"
-            ))),
+        let Some((provider, model)) = id
+            .split_once(':')
+            .filter(|(p, m)| !p.is_empty() && !m.is_empty())
+        else {
+            return Err(LlmError::Config(format!(
+                "model id `{}` is not of the form provider:model (e.g. anthropic:claude-sonnet-4-5)",
+                shown(id)
+            )));
+        };
+        let slash = provider == "workers-ai";
+        let bad = id.len() > MAX_MODEL_ID
+            || model.contains("..")
+            || !provider
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            || !model.bytes().all(|b| {
+                b.is_ascii_alphanumeric()
+                    || matches!(b, b'.' | b'_' | b'-' | b':' | b'@')
+                    || (slash && b == b'/')
+            });
+        if bad {
+            return Err(LlmError::Config(format!(
+                "model id `{}` is not valid: at most {MAX_MODEL_ID} characters, the provider in \
+                 lowercase letters, digits and `-`, the model in letters, digits and `._-:@` \
+                 (and `/` for workers-ai), never `..`",
+                shown(id)
+            )));
         }
+        Ok(Self {
+            provider: provider.to_string(),
+            model: model.to_string(),
+        })
     }
 
     /// What the registry knows about this model.
     pub fn info(&self) -> ModelInfo {
         lookup(self)
     }
+}
+
+/// An id as an error message shows it: cut short, so a hostile one cannot fill a response.
+fn shown(id: &str) -> &str {
+    match id.char_indices().nth(MAX_MODEL_ID) {
+        Some((end, _)) => &id[..end],
+        None => id,
+    }
+}
+
+/// Whether `full` is the registry entry `entry` itself or one of its dated snapshots: the entry
+/// followed by `-latest` (`:latest` for Ollama's tags) or by `-` and a date or revision (`-20250929`, `-2024-07-18`, `-001`).
+/// A longer name is another model (`gpt-5-pro` is not `gpt-5`, `claude-sonnet-4-5` not
+/// `claude-sonnet-4`), with its own price or none.
+pub fn is_variant_of(full: &str, entry: &str) -> bool {
+    let Some(rest) = full.strip_prefix(entry) else {
+        return false;
+    };
+    let Some(suffix) = rest.strip_prefix('-') else {
+        // Ollama's `:latest` tag is the untagged model.
+        return rest.is_empty() || rest == ":latest";
+    };
+    suffix == "latest"
+        || suffix.split('-').enumerate().all(|(i, part)| {
+            (if i == 0 {
+                part.len() >= 3
+            } else {
+                !part.is_empty()
+            }) && part.bytes().all(|b| b.is_ascii_digit())
+        })
 }
 
 impl fmt::Display for ModelRef {
@@ -273,7 +334,7 @@ impl Default for Capabilities {
 /// models whose limits and prices the built-in table cannot know.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CustomModel {
-    /// `provider:model`; like built-in ids it also matches dated variants that start with it.
+    /// `provider:model`; like built-in ids it also matches its dated variants ([`is_variant_of`]).
     pub id: String,
     pub context_window: u32,
     pub max_output_tokens: u32,
@@ -352,7 +413,7 @@ impl Registry {
         let custom = self
             .custom
             .iter()
-            .filter(|m| full.starts_with(m.id.as_str()))
+            .filter(|m| is_variant_of(&full, &m.id))
             .max_by_key(|m| m.id.len());
         match custom {
             Some(m) => ModelInfo {
@@ -381,13 +442,13 @@ impl Registry {
     }
 }
 
-/// The registry entry whose id is the longest prefix of `model` (so dated snapshots such as
-/// `claude-sonnet-4-5-20250929` match), else [`UNKNOWN`]. Local Ollama models cost nothing.
+/// The registry entry `model` is, or is a dated snapshot of (`claude-sonnet-4-5-20250929`), else
+/// [`UNKNOWN`]. Local Ollama models cost nothing.
 pub fn lookup(model: &ModelRef) -> ModelInfo {
     let full = model.to_string();
     let found = MODELS
         .iter()
-        .filter(|m| m.id.is_some_and(|id| full.starts_with(id)))
+        .filter(|m| m.id.is_some_and(|id| is_variant_of(&full, id)))
         .max_by_key(|m| m.id.map_or(0, str::len));
     match found {
         Some(info) => *info,
@@ -411,7 +472,7 @@ mod tests {
                 {"id": "anthropic:claude-sonnet-4-5", "context_window": 1000000, "max_output_tokens": 64000}]"#,
         )
         .unwrap();
-        let tuned = registry.info(&ModelRef::parse("openai:my-finetune-v2").unwrap());
+        let tuned = registry.info(&ModelRef::parse("openai:my-finetune-20260101").unwrap());
         assert_eq!((tuned.context_window, tuned.max_output_tokens), (2048, 256));
         assert_eq!(
             tuned.cost(&Usage {
@@ -516,7 +577,7 @@ mod tests {
     }
 
     #[test]
-    fn dated_snapshots_match_their_family_and_the_longest_prefix_wins() {
+    fn dated_snapshots_match_their_family_and_other_names_do_not() {
         let info = ModelRef::parse("anthropic:claude-sonnet-4-5-20250929")
             .unwrap()
             .info();
@@ -532,6 +593,62 @@ mod tests {
             ModelRef::parse("openai:gpt-5-mini").unwrap().info().id,
             Some("openai:gpt-5-mini")
         );
+        for (id, entry) in [
+            ("openai:gpt-4o-latest", Some("openai:gpt-4o")),
+            (
+                "gemini:gemini-2.0-flash-001",
+                Some("gemini:gemini-2.0-flash"),
+            ),
+            // Other models whose names only start like a priced one: unknown, so unpriced.
+            ("openai:gpt-5-pro", None),
+            ("openai:o3", None),
+            ("anthropic:claude-sonnet-4-6", None),
+            ("anthropic:claude-sonnet-4-5x", None),
+            ("openai:gpt-4o-mini-tts", None),
+        ] {
+            let info = ModelRef::parse(id).unwrap().info();
+            assert_eq!(info.id, entry, "{id}");
+            assert_eq!(info.price.is_some(), entry.is_some(), "{id}");
+        }
+        // A deployment's entries match the same way.
+        let registry = Registry::parse(
+            r#"[{"id": "openai:house", "context_window": 4096, "max_output_tokens": 1,
+                 "price": {"input": 1, "output": 1, "cache_read": 0, "cache_write": 0}}]"#,
+        )
+        .unwrap();
+        let priced = |id: &str| registry.info(&ModelRef::parse(id).unwrap()).price.is_some();
+        assert!(priced("openai:house") && priced("openai:house-20260101"));
+        assert!(!priced("openai:house-big"));
+    }
+
+    #[test]
+    fn model_ids_that_could_steer_a_provider_url_are_refused() {
+        for id in [
+            "gemini:../../v1/files",
+            "gemini:gemini-2.5-pro/../x",
+            "gemini:gemini-2.5-pro?key=x",
+            "gemini:a#b",
+            "gemini:a/b",
+            "openai:gpt 4o",
+            "Open_AI:gpt-4o",
+            "openai:gpt-4o\n",
+            "openai:é",
+        ] {
+            let err = ModelRef::parse(id).unwrap_err().to_string();
+            assert!(err.contains("is not valid"), "{id}: {err}");
+        }
+        let long = format!("openai:{}", "a".repeat(200));
+        let err = ModelRef::parse(&long).unwrap_err().to_string();
+        assert!(err.contains("at most 128") && err.len() < 400, "{err}");
+        assert!(ModelRef::parse(&format!("openai:{}", "a".repeat(121))).is_ok());
+        assert!(ModelRef::parse(&format!("openai:{}", "a".repeat(122))).is_err());
+        for id in [
+            "workers-ai:@cf/meta/llama-3.3-70b-instruct-fp8-fast",
+            "ollama:llama3.2:3b",
+            "openai:ft:gpt-4o-mini:org:custom_1.2",
+        ] {
+            assert!(ModelRef::parse(id).is_ok(), "{id}");
+        }
     }
 
     #[test]

@@ -23,7 +23,9 @@ const vars = (extra) => ({
 
 before(async () => {
   anthropic = await anthropicLoopback();
-  tiered = await startWorker({ persistDir: freshPersistDir(), vars: vars({ USER_BUDGET_USD: "5", BUDGET_MODEL: "anthropic:claude-haiku-4-5" }) });
+  tiered = await startWorker({ persistDir: freshPersistDir(), vars: vars({
+    USER_BUDGET_USD: "5", BUDGET_MODEL: "anthropic:claude-haiku-4-5", ALLOWED_MODELS: "anthropic:*,openai:o3",
+  }) });
   strict = await startWorker({ persistDir: freshPersistDir(), vars: vars({ USER_BUDGET_USD: "0" }) });
 });
 
@@ -51,6 +53,24 @@ test("only an admin key sets budgets", async () => {
   const ok = await setBudget(tiered, "alice", 1);
   assert.equal(ok.status, 200);
   assert.deepEqual(await ok.json(), { user: "alice", limit_usd: 1, period: "day", enforced: true });
+});
+
+test("with budgets on, a model with no price or outside ALLOWED_MODELS is refused, naming it", async () => {
+  const create = (model) => api(tiered.url, "POST", "/v1/conversations", { model }, as("mallory"));
+  for (const [model, why] of [
+    ["openai:o3", /model `openai:o3` has no price/], // allowed, but it would be free
+    ["openai:gpt-4o", /model `openai:gpt-4o` is not allowed here; allowed: anthropic:\*, openai:o3/],
+    ["anthropic:claude-sonnet-4-5-pro", /has no price/], // not a dated variant of a priced model
+    ["gemini:../../v1beta/files", /is not valid/],
+  ]) {
+    const response = await create(model);
+    assert.equal(response.status, 400, model);
+    assert.match((await response.json()).error.message, why);
+  }
+  assert.equal((await create("anthropic:claude-haiku-4-5-20251001")).status, 201);
+  const listed = (await (await api(tiered.url, "GET", "/v1/models", undefined, as("mallory"))).json()).models;
+  assert.ok(listed.length > 0);
+  assert.deepEqual(listed.filter((m) => !m.id.startsWith("anthropic:")), []);
 });
 
 test("a user who crosses the budget mid-turn gets the next LLM call from BUDGET_MODEL", async () => {
@@ -107,6 +127,9 @@ test("a user past 80% of the budget is warned once per period", async () => {
   const third = await turn(tiered, as("cy"), "three");
   assert.equal(third.history.filter((m) => m.kind === "system_event").length, 0);
   assert.equal(anthropic.requests.at(-1).body.model, "claude-haiku-4-5");
+  // A turn that starts on the economy model says so in its stream, as a switch mid-turn does.
+  assert.deepEqual(third.chunks.filter((c) => c.type === "data-provider-switch").map((c) => c.data),
+    [{ from: "anthropic:claude-sonnet-4-5", to: "anthropic:claude-haiku-4-5" }]);
 });
 
 test("with no BUDGET_MODEL, a spent budget is a 402 before any work, and ends a turn that crosses it", async () => {

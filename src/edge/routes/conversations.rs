@@ -32,6 +32,7 @@ pub async fn create(
     let body: Create = json_body(req).await?;
     if let Some(model) = &body.model {
         let model = ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        config.check_model(&model)?;
         // Fail now, not at the first message, on a provider we cannot serve.
         crate::edge::turn::provider_for(env, config, &model, None)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;

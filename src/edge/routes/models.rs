@@ -1,4 +1,5 @@
-//! `GET /v1/models`: the model registry, and which model a new conversation gets.
+//! `GET /v1/models`: the model registry (the models users may choose, when `ALLOWED_MODELS`
+//! limits them), and which model a new conversation gets.
 
 use worker::Response;
 
@@ -12,7 +13,12 @@ pub fn list(config: &Config) -> Result<Response, ApiError> {
         &serde_json::json!({
             "default": config.default_model.to_string(),
             "fallbacks": config.fallback_models.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "models": config.models.entries(),
+            "models": config
+                .models
+                .entries()
+                .into_iter()
+                .filter(|m| m["id"].as_str().is_some_and(|id| config.allows(id)))
+                .collect::<Vec<_>>(),
         }),
     )
 }
