@@ -15,6 +15,19 @@ pub trait ServerTool {
     /// Runs the tool. `Err` is a message for the model, recorded as an error result.
     async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String>;
 
+    /// Runs the tool for the model's call `call_id`; a tool whose API should recognise a
+    /// repeated call (an HTTP tool's `Idempotency-Key`) uses the id, others just [`call`].
+    ///
+    /// [`call`]: ServerTool::call
+    async fn call_as(
+        &self,
+        call_id: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<Value, String> {
+        let _ = call_id;
+        self.call(arguments).await
+    }
+
     /// Whether calls to this tool may run at the same time as other such calls from the same
     /// answer (no side effects that depend on order). Results are recorded in call order
     /// either way.

@@ -460,7 +460,9 @@ async fn invoke(
 ) -> (Value, bool, u64) {
     let tool_started = web_time::Instant::now();
     let result = match checked_arguments(call, &tool.definition().input_schema) {
-        Ok(arguments) => run_with_timeout(tool.call(arguments), state, &call.name).await,
+        Ok(arguments) => {
+            run_with_timeout(tool.call_as(&call.id, arguments), state, &call.name).await
+        }
         Err(e) => Err(e),
     };
     let duration_ms = tool_started.elapsed().as_millis() as u64;

@@ -50,7 +50,9 @@ impl HttpTransport for FetchTransport {
             request.body.as_deref(),
             self.signal.as_ref(),
         )?;
-        respond(outgoing).await
+        // A tool's redirects are followed by the agent layer, which checks every hop's host
+        // and keeps the deployment's headers from other origins.
+        respond(outgoing, Redirect::Manual).await
     }
 }
 
@@ -121,13 +123,10 @@ async fn send(
     signal: Option<&AbortSignal>,
 ) -> Result<HttpResponse, String> {
     let body = (method == "POST").then_some(request.body.as_str());
-    respond(new_request(
-        method,
-        &request.url,
-        &request.headers,
-        body,
-        signal,
-    )?)
+    respond(
+        new_request(method, &request.url, &request.headers, body, signal)?,
+        Redirect::Follow,
+    )
     .await
 }
 
@@ -174,8 +173,23 @@ pub(crate) fn new_request<N: AsRef<str>, V: AsRef<str>>(
     })
 }
 
-async fn respond(outgoing: web_sys::Request) -> Result<HttpResponse, String> {
-    let sent = global().fetch_with_request(&outgoing);
+/// What `fetch` does with a redirect.
+#[derive(Clone, Copy, PartialEq)]
+enum Redirect {
+    /// Follows it (providers: their URLs are the deployment's own).
+    Follow,
+    /// Hands back the 3xx with its `location`.
+    Manual,
+}
+
+async fn respond(outgoing: web_sys::Request, redirect: Redirect) -> Result<HttpResponse, String> {
+    let sent = if redirect == Redirect::Manual {
+        let init = web_sys::RequestInit::new();
+        init.set_redirect(web_sys::RequestRedirect::Manual);
+        global().fetch_with_request_and_init(&outgoing, &init)
+    } else {
+        global().fetch_with_request(&outgoing)
+    };
     let response: web_sys::Response = wasm_bindgen_futures::JsFuture::from(sent)
         .await
         .map_err(|e| worker::Error::from(e).to_string())?

@@ -15,10 +15,10 @@ use super::config::Config;
 use super::fetch::FetchTransport;
 use super::now_ms;
 use super::turn::WorkerSleeper;
-use crate::agent::remote::mcp::McpToolInfo;
+use crate::agent::remote::mcp::{McpError, McpToolInfo};
 use crate::agent::remote::{exposed_name, Breakers, HttpTool, McpClient, McpServerSpec, McpTool};
 use crate::agent::ToolRegistry;
-use crate::llm::{HttpTransport, ToolDef};
+use crate::llm::{HttpTransport, Sleeper, ToolDef};
 
 /// How long a server's tool list is used before it is listed again.
 pub const MCP_TOOLS_TTL_MS: i64 = 5 * 60 * 1000;
@@ -48,12 +48,9 @@ pub async fn list(config: &Config, signal: &AbortSignal) -> Listed {
     let breakers = BREAKERS.with(Rc::clone);
     let secret = |name: &str| secret(config, name);
     Listed(
-        join_all(
-            config
-                .mcp_servers
-                .iter()
-                .map(|spec| server_tools(spec, &secret, transport.as_ref(), &breakers, config)),
-        )
+        join_all(config.mcp_servers.iter().map(|spec| {
+            server_tools(spec, &secret, transport.as_ref(), &breakers, config, signal)
+        }))
         .await,
     )
 }
@@ -76,6 +73,8 @@ fn secret(config: &Config, name: &str) -> Option<String> {
 /// Registers the deployment's HTTP tools and the MCP servers' tools `listed`.
 pub fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal, listed: Listed) {
     let transport = transport(signal);
+    let aborted = signal.clone();
+    let cancelled: Rc<dyn Fn() -> bool> = Rc::new(move || aborted.aborted());
     let breakers = BREAKERS.with(Rc::clone);
     let secret = |name: &str| secret(config, name);
     for spec in &config.http_tools {
@@ -87,6 +86,7 @@ pub fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal,
             Rc::new(WorkerSleeper),
             breakers.clone(),
             now_ms,
+            cancelled.clone(),
             config.allow_private_tool_hosts,
         ) {
             Ok(tool) => tools.register_in_toolset(&toolset, Box::new(tool)),
@@ -118,6 +118,7 @@ pub fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal,
                     sleeper: Rc::new(WorkerSleeper),
                     breakers: breakers.clone(),
                     now_ms,
+                    cancelled: cancelled.clone(),
                 }),
             );
         }
@@ -133,6 +134,7 @@ async fn server_tools(
     transport: &dyn HttpTransport,
     breakers: &Breakers,
     config: &Config,
+    signal: &AbortSignal,
 ) -> Option<(Rc<McpClient>, Vec<McpToolInfo>)> {
     let now = now_ms();
     let (client, stale) = SERVERS.with(|servers| {
@@ -167,12 +169,25 @@ async fn server_tools(
             return Some((client, tools.clone()));
         }
     }
-    if breakers.admit(&spec.name, now).is_err() {
+    let Ok(admitted) = breakers.admit(&spec.name, now) else {
         return stale.map(|(_, tools)| (client, tools));
-    }
-    match client.list_tools(transport).await {
+    };
+    // A server that accepts and never answers holds up the turn's start for TOOL_TIMEOUT_MS at
+    // most, and counts as a failure.
+    let listed = {
+        let listing = std::pin::pin!(client.list_tools(transport));
+        let limit = std::pin::pin!(WorkerSleeper.sleep(config.tool_timeout_ms.into()));
+        match futures::future::select(listing, limit).await {
+            futures::future::Either::Left((listed, _)) => listed,
+            futures::future::Either::Right(_) => Err(McpError::Network(format!(
+                "no answer within {} ms (TOOL_TIMEOUT_MS)",
+                config.tool_timeout_ms
+            ))),
+        }
+    };
+    match listed {
         Ok(tools) => {
-            breakers.record(&spec.name, true, now_ms());
+            admitted.record(true, now_ms());
             SERVERS.with(|servers| {
                 if let Some(known) = servers.borrow_mut().get_mut(&spec.name) {
                     known.listed = Some((now_ms(), tools.clone()));
@@ -180,8 +195,10 @@ async fn server_tools(
             });
             Some((client, tools))
         }
+        // The turn was cancelled while it listed: that says nothing of the server.
+        Err(_) if signal.aborted() => None,
         Err(e) => {
-            breakers.record(&spec.name, !e.retryable(), now_ms());
+            admitted.record(!e.retryable(), now_ms());
             console_warn!("MCP server {}: listing its tools failed: {e}", spec.name);
             stale.map(|(_, tools)| (client, tools))
         }

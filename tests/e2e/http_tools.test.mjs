@@ -9,14 +9,14 @@ import { after, before, test } from "node:test";
 import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 const SECRET = "sk-weather-7f3a9c2e-SECRET";
-let anthropic, worker, server, apiUrl;
-const hits = { weather: [], down: 0 };
+let anthropic, worker, server, apiUrl, elsewhere, elsewhereUrl;
+const hits = { weather: [], down: 0, moved: 0, elsewhere: [] };
 
 before(async () => {
   server = http.createServer((req, res) => {
     const url = new URL(req.url, "http://x");
     if (url.pathname.startsWith("/weather/")) {
-      hits.weather.push({ key: req.headers["x-api-key"], path: url.pathname, query: url.search });
+      hits.weather.push({ key: req.headers["x-api-key"], path: url.pathname, query: url.search, idempotency: req.headers["idempotency-key"] });
       if (req.headers["x-api-key"] !== SECRET) {
         res.writeHead(401, { "content-type": "application/json" }).end('{"error":"bad key"}');
         return;
@@ -26,10 +26,27 @@ before(async () => {
       res.end(JSON.stringify({ city, forecast: { today: "sunny", days: Number(url.searchParams.get("days")) } }));
       return;
     }
+    if (url.pathname.startsWith("/moved/")) {
+      // Same origin first, then another server (another origin), as an API that moved would.
+      hits.moved++;
+      const to = url.pathname.endsWith("/away") ? `${elsewhereUrl}/landing?from=moved` : `${url.pathname}/away`;
+      res.writeHead(hits.moved % 2 ? 301 : 302, { location: to }).end();
+      return;
+    }
+    if (url.pathname.startsWith("/loop/")) {
+      res.writeHead(307, { location: url.pathname + "x" }).end();
+      return;
+    }
     hits.down++;
     res.writeHead(503, { "content-type": "text/plain" }).end("maintenance");
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  elsewhere = http.createServer((req, res) => {
+    hits.elsewhere.push({ key: req.headers["x-api-key"], url: req.url, method: req.method });
+    res.writeHead(200, { "content-type": "application/json" }).end('{"landed": true}');
+  });
+  await new Promise((r) => elsewhere.listen(0, "127.0.0.1", r));
+  elsewhereUrl = `http://127.0.0.1:${elsewhere.address().port}`;
   apiUrl = `http://127.0.0.1:${server.address().port}`;
   anthropic = await anthropicLoopback();
   const tools = [
@@ -48,6 +65,19 @@ before(async () => {
       input_schema: { type: "object", properties: { symbol: { type: "string" } } },
       url: `${apiUrl}/down/{symbol}`,
     },
+    {
+      name: "moved",
+      description: "An API that moved.",
+      input_schema: { type: "object", properties: { q: { type: "string" } } },
+      url: `${apiUrl}/moved/{q}`,
+      headers: { "x-api-key": "secret:WEATHER_KEY" },
+    },
+    {
+      name: "loop",
+      description: "An API that redirects forever.",
+      input_schema: { type: "object", properties: { q: { type: "string" } } },
+      url: `${apiUrl}/loop/{q}`,
+    },
   ];
   worker = await startWorker({
     persistDir: freshPersistDir(),
@@ -62,6 +92,7 @@ after(async () => {
   await worker?.stop();
   await anthropic?.close();
   await new Promise((r) => server.close(r));
+  await new Promise((r) => elsewhere.close(r));
 });
 
 async function turn(id, calls, text = "Done.") {
@@ -76,7 +107,10 @@ test("an HTTP tool calls its API with the secret, which goes nowhere else", asyn
   const { chunks, raw } = await turn(id, [{ id: "toolu_w1", name: "weather", input: { city: "São Paulo", days: 2 } }], "Sunny.");
   const output = chunks.find((c) => c.type === "tool-output-available");
   assert.deepEqual(output.output, { status: "ok", result: { today: "sunny", days: 2 } });
-  assert.deepEqual(hits.weather.at(-1), { key: SECRET, path: "/weather/S%C3%A3o%20Paulo", query: "?days=2" });
+  const { idempotency, ...hit } = hits.weather.at(-1);
+  assert.deepEqual(hit, { key: SECRET, path: "/weather/S%C3%A3o%20Paulo", query: "?days=2" });
+  // The call's Idempotency-Key comes from its id: the same call again would carry the same one.
+  assert.match(idempotency, /^[0-9a-f]{32}$/);
   // The model saw the tool and its result, never the key.
   const sent = anthropic.requests.at(-1).body;
   assert.ok(anthropic.requests.at(-2).body.tools.some((t) => t.name === "weather"));
@@ -105,4 +139,15 @@ test("a failing service is retried, then its circuit opens and the conversation 
   assert.ok(chunks.some((c) => c.type === "text-delta" && c.delta.includes("down")));
   const weather = await turn(id, [{ id: "toolu_w2", name: "weather", input: { city: "Oslo" } }]);
   assert.equal(weather.chunks.find((c) => c.type === "tool-output-available").output.status, "ok");
+});
+
+test("redirects are followed by hand: the secret stays with its origin, and a loop ends", async () => {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
+  const { chunks } = await turn(id, [{ id: "toolu_m1", name: "moved", input: { q: "a" } }], "Landed.");
+  assert.deepEqual(chunks.find((c) => c.type === "tool-output-available").output, { status: "ok", result: { landed: true } });
+  assert.equal(hits.moved, 2, "the same-origin hop kept the key and was followed");
+  assert.deepEqual(hits.elsewhere, [{ key: undefined, url: "/landing?from=moved", method: "GET" }]);
+  const looped = await turn(id, [{ id: "toolu_l1", name: "loop", input: { q: "a" } }], "It loops.");
+  const error = JSON.parse(looped.chunks.find((c) => c.type === "tool-output-error").errorText);
+  assert.match(error.message, /redirected more than 3 times/);
 });

@@ -1,6 +1,9 @@
 //! A circuit breaker per remote service: after `FAILURES_TO_OPEN` failures in a row its tools
 //! answer "unavailable" at once for `COOL_DOWN_MS`; then one call is let through (half-open) and
-//! its outcome closes the circuit or opens it again.
+//! its outcome closes the circuit or opens it again. A trial that ends with no outcome (it was
+//! cancelled, or dropped by a timeout) releases the circuit for the next call, and one that is
+//! never heard of again is given up on after another cool-down, so a lost trial cannot leave a
+//! service refused for as long as the isolate lives.
 
 /// Consecutive failures that open the circuit.
 pub const FAILURES_TO_OPEN: u32 = 3;
@@ -15,8 +18,10 @@ pub enum State {
     Open {
         until_ms: i64,
     },
-    /// One trial call is out; others are refused until it ends.
-    HalfOpen,
+    /// One trial call is out (since `since_ms`); others are refused until it ends.
+    HalfOpen {
+        since_ms: i64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,11 +43,24 @@ impl Breaker {
         match self.state {
             State::Closed { .. } => Ok(()),
             State::Open { until_ms } if now_ms >= until_ms => {
-                self.state = State::HalfOpen;
+                self.state = State::HalfOpen { since_ms: now_ms };
                 Ok(())
             }
             State::Open { until_ms } => Err(until_ms - now_ms),
-            State::HalfOpen => Err(COOL_DOWN_MS),
+            // The trial was lost without a word: another one goes.
+            State::HalfOpen { since_ms } if now_ms - since_ms >= COOL_DOWN_MS => {
+                self.state = State::HalfOpen { since_ms: now_ms };
+                Ok(())
+            }
+            State::HalfOpen { since_ms } => Err(since_ms + COOL_DOWN_MS - now_ms),
+        }
+    }
+
+    /// An admitted call ended with no outcome (cancelled, or dropped): it says nothing of the
+    /// service, so it counts neither way, and a trial it was lets the next call try.
+    pub fn release(&mut self) {
+        if let State::HalfOpen { .. } = self.state {
+            self.state = State::Open { until_ms: i64::MIN };
         }
     }
 
@@ -79,10 +97,35 @@ mod tests {
         assert_eq!(b.admit(2_000), Err(COOL_DOWN_MS - 1_000));
         // After the cool-down one trial goes out; a second waits for it.
         assert!(b.admit(1_000 + COOL_DOWN_MS).is_ok());
-        assert_eq!(b.state, State::HalfOpen);
+        assert_eq!(
+            b.state,
+            State::HalfOpen {
+                since_ms: 1_000 + COOL_DOWN_MS
+            }
+        );
         assert!(b.admit(1_000 + COOL_DOWN_MS).is_err());
         b.record(true, 1_000 + COOL_DOWN_MS);
         assert_eq!(b.state, State::Closed { failures: 0 });
+    }
+
+    #[test]
+    fn a_trial_that_is_released_or_never_ends_does_not_keep_the_circuit_refusing() {
+        let mut b = Breaker {
+            state: State::Open { until_ms: 0 },
+        };
+        assert!(b.admit(0).is_ok());
+        // Cancelled or dropped: the next call is the trial, at once.
+        b.release();
+        assert!(b.admit(5).is_ok());
+        // Lost without a release: refused for a cool-down, then tried again.
+        assert_eq!(b.admit(6), Err(COOL_DOWN_MS - 1));
+        assert!(b.admit(5 + COOL_DOWN_MS).is_ok());
+        b.record(true, 5 + COOL_DOWN_MS);
+        assert_eq!(b.state, State::Closed { failures: 0 });
+        // A released call of a closed circuit counts as nothing.
+        b.record(false, 0);
+        b.release();
+        assert_eq!(b.state, State::Closed { failures: 1 });
     }
 
     #[test]

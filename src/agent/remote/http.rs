@@ -10,10 +10,11 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
+use super::redirects::{self, SendError};
 use super::template::{encode, fill, fill_json, placeholders};
 use super::{
     answer, call_service, check_name, check_url, failure, host_of, resolve_headers, Attempt,
-    Breakers,
+    Breakers, DEFAULT_RESULT_BYTES, MAX_RESULT_BYTES,
 };
 use crate::agent::tools::ServerTool;
 use crate::llm::fields::{self, Fields};
@@ -21,8 +22,6 @@ use crate::llm::{ApiRequest, HttpTransport, Sleeper, ToolDef};
 
 /// Most of a response read, in bytes.
 const MAX_READ_BYTES: usize = 1 << 20;
-/// The default cap on what a result gives the model, in bytes.
-const DEFAULT_RESULT_BYTES: usize = 16 * 1024;
 
 /// One entry of `HTTP_TOOLS`.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,6 +148,16 @@ fn check_spec(spec: &HttpToolSpec) -> Result<(), String> {
             }
         }
     }
+    if spec
+        .result
+        .as_ref()
+        .and_then(|r| r.max_bytes)
+        .is_some_and(|max| max == 0 || max > MAX_RESULT_BYTES)
+    {
+        return Err(format!(
+            "`result.max_bytes` must be from 1 to {MAX_RESULT_BYTES}"
+        ));
+    }
     if let Some(pointer) = spec.result.as_ref().and_then(|r| r.pointer.as_deref()) {
         if !pointer.is_empty() && !pointer.starts_with('/') {
             return Err("`result.pointer` must be a JSON Pointer (start with `/`)".into());
@@ -163,10 +172,15 @@ pub struct HttpTool {
     pub definition: ToolDef,
     /// The headers with their secrets resolved (never shown to the model or logged).
     pub headers: Vec<(String, String)>,
+    /// The names of the headers the deployment configured: they go to the tool's own origin
+    /// only, never to where it redirects.
+    pub configured_headers: Vec<String>,
     pub transport: Rc<dyn HttpTransport>,
     pub sleeper: Rc<dyn Sleeper>,
     pub breakers: Rc<Breakers>,
     pub now_ms: fn() -> i64,
+    /// Whether the turn was cancelled (a failed attempt then is no failure of the API).
+    pub cancelled: Rc<dyn Fn() -> bool>,
     pub allow_private_hosts: bool,
 }
 
@@ -180,9 +194,11 @@ impl HttpTool {
         sleeper: Rc<dyn Sleeper>,
         breakers: Rc<Breakers>,
         now_ms: fn() -> i64,
+        cancelled: Rc<dyn Fn() -> bool>,
         allow_private_hosts: bool,
     ) -> Result<Self, String> {
         let mut headers = resolve_headers(&spec.name, &spec.headers, secret)?;
+        let configured_headers = headers.iter().map(|(name, _)| name.clone()).collect();
         if spec.body.is_some() && !headers.iter().any(|(n, _)| n == "content-type") {
             headers.push(("content-type".into(), "application/json".into()));
         }
@@ -195,10 +211,12 @@ impl HttpTool {
             spec,
             definition,
             headers,
+            configured_headers,
             transport,
             sleeper,
             breakers,
             now_ms,
+            cancelled,
             allow_private_hosts,
         })
     }
@@ -270,20 +288,22 @@ impl HttpTool {
             other => other.to_string(),
         };
         if rendered.len() > max || cut {
-            let mut end = max.min(rendered.len());
-            while !rendered.is_char_boundary(end) {
-                end -= 1;
-            }
-            return answer(
-                "degraded",
-                Some(Value::String(rendered[..end].to_string())),
-                Some(format!(
-                    "the result was cut to {end} bytes; ask for less if you need the rest"
-                )),
-            );
+            return super::cut(&rendered, max);
         }
         answer("ok", Some(picked), None)
     }
+}
+
+/// The key a tool call is known by to the API: derived from the call's id (the model's, which
+/// a resumed or recovered turn keeps), not the id itself.
+pub fn idempotency_key(tool: &str, call_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(tool.as_bytes())
+        .chain_update([0])
+        .chain_update(call_id.as_bytes())
+        .finalize();
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn method_name(method: &str) -> &'static str {
@@ -307,8 +327,23 @@ impl ServerTool for HttpTool {
     }
 
     async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
+        self.call_as("", arguments).await
+    }
+
+    /// Every attempt of the model's call `call_id` carries the same `Idempotency-Key`, so an
+    /// API that honours it runs a repeated call (a retry, a resumed turn) once.
+    async fn call_as(
+        &self,
+        call_id: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<Value, String> {
         let name = &self.spec.name;
-        let request = self.request(arguments).map_err(failure)?;
+        let mut request = self.request(arguments).map_err(failure)?;
+        if !call_id.is_empty() && !request.headers.iter().any(|(n, _)| n == "idempotency-key") {
+            request
+                .headers
+                .push(("idempotency-key".into(), idempotency_key(name, call_id)));
+        }
         let who = format!("`{name}`");
         let call = call_service(
             name,
@@ -316,6 +351,7 @@ impl ServerTool for HttpTool {
             &self.breakers,
             self.sleeper.as_ref(),
             self.now_ms,
+            self.cancelled.as_ref(),
             || self.attempt(request.clone()),
         );
         // The tool's own limit, inside the deployment's TOOL_TIMEOUT_MS that bounds every call.
@@ -338,9 +374,18 @@ impl ServerTool for HttpTool {
 
 impl HttpTool {
     async fn attempt(&self, request: ApiRequest) -> Attempt {
-        let response = match self.transport.send(request).await {
+        let sent = redirects::send(
+            self.transport.as_ref(),
+            request,
+            self.allow_private_hosts,
+            &self.configured_headers,
+        );
+        let response = match sent.await {
             Ok(response) => response,
-            Err(e) => return Attempt::Failed(format!("the API could not be reached: {e}")),
+            Err(SendError::Refused(e)) => return Attempt::Done(Err(failure(e))),
+            Err(SendError::Network(e)) => {
+                return Attempt::Failed(format!("the API could not be reached: {e}"))
+            }
         };
         let status = response.status;
         let (body, cut) = match Self::read(response).await {
@@ -451,6 +496,7 @@ mod tests {
             waits.clone(),
             breakers.clone(),
             now,
+            Rc::new(|| false),
             false,
         )
         .unwrap()
@@ -501,6 +547,83 @@ mod tests {
             call(&t, json!({"city": "X"})).unwrap()["status"],
             "no_result"
         );
+    }
+
+    #[test]
+    fn every_attempt_of_a_call_carries_the_same_idempotency_key_and_other_calls_another() {
+        let (api, breakers, waits) = (Rc::new(Api::default()), Rc::default(), Rc::default());
+        let t = tool(&api, &breakers, &waits, WEATHER);
+        api.answers.borrow_mut().extend([
+            Ok((503, "busy")),
+            Ok((200, r#"{"forecast": "sun"}"#)),
+            Ok((200, r#"{"forecast": "rain"}"#)),
+        ]);
+        let args = json!({"city": "A"});
+        let run = |id: &str| {
+            futures::executor::block_on(t.call_as(id, args.as_object().unwrap())).unwrap()
+        };
+        run("toolu_01");
+        run("toolu_02");
+        let keys: Vec<String> = api
+            .sent
+            .borrow()
+            .iter()
+            .map(|r| {
+                r.headers
+                    .iter()
+                    .find(|(n, _)| n == "idempotency-key")
+                    .map(|(_, v)| v.clone())
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(keys[0], keys[1], "a retry is the same call");
+        assert_ne!(keys[1], keys[2]);
+        assert_eq!(keys[0], idempotency_key("weather", "toolu_01"));
+        assert!(!keys[0].contains("toolu") && keys[0].len() == 32);
+    }
+
+    #[test]
+    fn a_cancelled_or_dropped_call_is_no_failure_of_the_api() {
+        let (api, breakers, waits) = (
+            Rc::new(Api::default()),
+            Rc::<Breakers>::default(),
+            Rc::<Waits>::default(),
+        );
+        let mut t = tool(&api, &breakers, &waits, WEATHER);
+        t.cancelled = Rc::new(|| true);
+        // Three cancelled calls (the abort fails the fetch): one attempt each, no failure.
+        for _ in 0..3 {
+            api.answers
+                .borrow_mut()
+                .push_back(Err("The operation was aborted"));
+            let e = call(&t, json!({"city": "A"})).unwrap_err();
+            assert!(e.contains("cancelled"), "{e}");
+        }
+        assert_eq!(api.sent.borrow().len(), 3);
+        assert_eq!(
+            breakers.state("weather"),
+            super::super::breaker::State::Closed { failures: 0 }
+        );
+        // A half-open trial dropped by a timeout lets the next call try at once.
+        use super::super::breaker::State;
+        use futures::FutureExt;
+        breakers.with("weather", |b| b.state = State::Open { until_ms: 0 });
+        let never = call_service(
+            "weather",
+            "w",
+            &breakers,
+            waits.as_ref(),
+            now,
+            &|| false,
+            futures::future::pending::<Attempt>,
+        );
+        assert!(never.now_or_never().is_none(), "dropped after one poll");
+        assert!(matches!(breakers.state("weather"), State::Open { .. }));
+        api.answers
+            .borrow_mut()
+            .push_back(Ok((200, r#"{"forecast": "sun"}"#)));
+        assert_eq!(call(&t, json!({"city": "A"})).unwrap()["result"], "sun");
+        assert_eq!(breakers.state("weather"), State::Closed { failures: 0 });
     }
 
     #[test]
@@ -607,6 +730,7 @@ mod tests {
             Rc::new(Waits::default()),
             Rc::default(),
             now,
+            Rc::new(|| false),
             false,
         )
         .unwrap();
@@ -669,6 +793,7 @@ mod tests {
             Rc::new(Waits::default()),
             Rc::default(),
             now,
+            Rc::new(|| false),
             false,
         );
         let e = missing_secret.err().unwrap();

@@ -16,9 +16,10 @@ use futures::StreamExt;
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
+use super::redirects::{self, SendError};
 use super::{
-    answer, call_service, check_name, check_url, failure, host_of, resolve_headers, Attempt,
-    Breakers,
+    answer, call_service, check_name, failure, host_of, resolve_headers, Attempt, Breakers,
+    DEFAULT_RESULT_BYTES, MAX_RESULT_BYTES,
 };
 use crate::agent::tools::ServerTool;
 use crate::llm::fields::{self, Fields};
@@ -48,11 +49,22 @@ pub struct McpServerSpec {
     pub approval: Vec<String>,
     /// The toolset the server's tools join (default: the server's name).
     pub toolset: Option<String>,
+    /// The most a result gives the model, in bytes (default [`DEFAULT_RESULT_BYTES`]); past it
+    /// the result is cut and marked `degraded`.
+    pub max_bytes: Option<usize>,
 }
 
 /// Parses and checks `MCP_SERVERS`. Errors name the entry, the server and the field.
 pub fn parse_mcp_servers(json: &str) -> Result<Vec<McpServerSpec>, String> {
-    let known = ["name", "url", "headers", "tools", "approval", "toolset"];
+    let known = [
+        "name",
+        "url",
+        "headers",
+        "tools",
+        "approval",
+        "toolset",
+        "max_bytes",
+    ];
     fields::entries(json, &known, "name", read_spec, check_spec)
 }
 
@@ -66,6 +78,7 @@ fn read_spec(f: &mut Fields) -> Result<McpServerSpec, String> {
         tools: f.optional("tools", fields::STRINGS)?,
         approval: f.optional("approval", fields::STRINGS)?.unwrap_or_default(),
         toolset: f.optional("toolset", fields::STRING)?,
+        max_bytes: f.optional("max_bytes", fields::USIZE)?,
     })
 }
 
@@ -73,6 +86,12 @@ fn check_spec(spec: &McpServerSpec) -> Result<(), String> {
     check_name(&spec.name, 32)?;
     if host_of(&spec.url).is_none() {
         return Err("`url` must start with http:// or https://".into());
+    }
+    if spec
+        .max_bytes
+        .is_some_and(|max| max == 0 || max > MAX_RESULT_BYTES)
+    {
+        return Err(format!("`max_bytes` must be from 1 to {MAX_RESULT_BYTES}"));
     }
     Ok(())
 }
@@ -210,8 +229,9 @@ impl McpClient {
                 json!({"name": name, "arguments": arguments}),
             )
             .await;
+        let max = self.spec.max_bytes.unwrap_or(DEFAULT_RESULT_BYTES);
         match result {
-            Ok(result) => Ok(tool_result(&result)),
+            Ok(result) => Ok(capped(tool_result(&result), max)),
             // The server ran and said no: the model reads why.
             Err(McpError::Rpc { code, message }) => Ok(Err(failure(format!(
                 "the server refused the call: {message} (JSON-RPC error {code})"
@@ -310,7 +330,7 @@ impl McpClient {
         message: Value,
         session: Option<&Session>,
     ) -> Result<Posted, McpError> {
-        check_url(&self.spec.url, self.allow_private_hosts).map_err(McpError::Protocol)?;
+        let configured: Vec<String> = self.headers.iter().map(|(n, _)| n.clone()).collect();
         let mut headers = self.headers.clone();
         headers.push(("content-type".into(), "application/json".into()));
         headers.push((
@@ -323,15 +343,18 @@ impl McpClient {
             }
             headers.push(("mcp-protocol-version".into(), session.version.clone()));
         }
-        let response = transport
-            .send(ApiRequest {
-                method: "POST",
-                url: self.spec.url.clone(),
-                headers,
-                body: Some(message.to_string()),
-            })
+        let request = ApiRequest {
+            method: "POST",
+            url: self.spec.url.clone(),
+            headers,
+            body: Some(message.to_string()),
+        };
+        let response = redirects::send(transport, request, self.allow_private_hosts, &configured)
             .await
-            .map_err(McpError::Network)?;
+            .map_err(|e| match e {
+                SendError::Network(e) => McpError::Network(e),
+                SendError::Refused(e) => McpError::Protocol(e),
+            })?;
         let status = response.status;
         let session_id = response.header("mcp-session-id").map(str::to_string);
         let is_sse = response
@@ -493,6 +516,45 @@ pub fn tool_result(result: &Value) -> Result<Value, String> {
     Ok(out)
 }
 
+/// A result held to `max` bytes as the model reads it: a longer answer is cut (its text and
+/// structured content, rendered) and marked `degraded`; a longer error is cut.
+fn capped(result: Result<Value, String>, max: usize) -> Result<Value, String> {
+    match result {
+        Ok(value) => {
+            let size = |v: Option<&Value>| match v {
+                Some(Value::String(s)) => s.len(),
+                Some(other) => other.to_string().len(),
+                None => 0,
+            };
+            if size(value.get("result")) + size(value.get("structured")) <= max {
+                return Ok(value);
+            }
+            let mut rendered = match value.get("result") {
+                Some(Value::String(s)) => s.clone(),
+                _ => String::new(),
+            };
+            if let Some(structured) = value.get("structured") {
+                if !rendered.is_empty() {
+                    rendered.push('\n');
+                }
+                rendered.push_str(&structured.to_string());
+            }
+            Ok(super::cut(&rendered, max))
+        }
+        Err(message) if message.len() > max => {
+            let mut end = max;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            Err(format!(
+                "{}… (the error was cut to {end} bytes)",
+                &message[..end]
+            ))
+        }
+        Err(message) => Err(message),
+    }
+}
+
 /// `<server>__<tool>`, in the characters and length every provider accepts; a name clipped to
 /// fit keeps a short hash of the whole so two long names stay apart.
 pub fn exposed_name(server: &str, tool: &str) -> String {
@@ -528,6 +590,8 @@ pub struct McpTool {
     pub sleeper: Rc<dyn Sleeper>,
     pub breakers: Rc<Breakers>,
     pub now_ms: fn() -> i64,
+    /// Whether the turn was cancelled (a failed attempt then is no failure of the server).
+    pub cancelled: Rc<dyn Fn() -> bool>,
 }
 
 #[async_trait(?Send)]
@@ -556,6 +620,7 @@ impl ServerTool for McpTool {
             &self.breakers,
             self.sleeper.as_ref(),
             self.now_ms,
+            self.cancelled.as_ref(),
             attempt,
         )
         .await
@@ -661,6 +726,7 @@ mod tests {
             tools: tools.map(|t| t.into_iter().map(String::from).collect()),
             approval: vec![],
             toolset: None,
+            max_bytes: None,
         };
         McpClient::new(spec, &|_| Some("Bearer t0k".into()), true).unwrap()
     }
@@ -800,6 +866,47 @@ mod tests {
     }
 
     #[test]
+    fn results_are_capped_like_http_tools_and_marked_degraded() {
+        let server = Server::default();
+        let c = client(None);
+        server.handshake("s-1");
+        // A 3 MB answer (under the 4 MB read limit) reaches the model as 16 KB.
+        let big = "é".repeat(1_500_000);
+        server.json(json!({"content": [{"type": "text", "text": big}]}));
+        let out = run(c.call_tool(&server, "dump", &Map::new()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(out["status"], "degraded");
+        let kept = out["result"].as_str().unwrap();
+        assert!(kept.len() <= DEFAULT_RESULT_BYTES && kept.len() > DEFAULT_RESULT_BYTES - 2);
+        assert!(out["note"].as_str().unwrap().contains("cut to"));
+        // Structured content counts too; an error is cut as well.
+        server.json(json!({"content": [], "structuredContent": {"rows": vec![1; 10_000]}}));
+        let out = run(c.call_tool(&server, "rows", &Map::new()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(out["status"], "degraded");
+        server.json(
+            json!({"content": [{"type": "text", "text": "x".repeat(40_000)}], "isError": true}),
+        );
+        let failed = run(c.call_tool(&server, "rows", &Map::new()))
+            .unwrap()
+            .unwrap_err();
+        assert!(failed.len() < DEFAULT_RESULT_BYTES + 100 && failed.contains("cut to"));
+        // A server's own limit, and a limit past what a history row holds refused.
+        let servers = parse_mcp_servers(
+            r#"[{"name": "d", "url": "https://mcp.example/", "max_bytes": 100}]"#,
+        )
+        .unwrap();
+        assert_eq!(servers[0].max_bytes, Some(100));
+        let e = parse_mcp_servers(
+            r#"[{"name": "d", "url": "https://mcp.example/", "max_bytes": 100000000}]"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("`max_bytes` must be from 1 to"), "{e}");
+    }
+
+    #[test]
     fn an_unknown_revision_and_http_errors_are_reported() {
         let server = Server::default();
         server.answer(
@@ -857,6 +964,7 @@ mod tests {
             sleeper: Rc::new(NoWait),
             breakers: Rc::default(),
             now_ms: || 0,
+            cancelled: Rc::new(|| false),
         };
         // Nothing scripted: every request is refused (a network error).
         for _ in 0..3 {

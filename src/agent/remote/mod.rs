@@ -2,20 +2,22 @@
 //! of MCP servers (`MCP_SERVERS`). What they share: the statuses their results carry (seed 003), which hosts
 //! they may call, retries inside the tool timeout, and a circuit breaker per service.
 
+pub mod address;
 pub mod breaker;
 pub mod http;
 pub mod mcp;
+pub mod redirects;
 pub mod template;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::net::IpAddr;
 
 use serde_json::{json, Value};
 
 use crate::llm::Sleeper;
 
+pub use address::{check_url, host_of, is_private_host};
 pub use breaker::Breaker;
 pub use http::{parse_http_tools, HttpTool, HttpToolSpec};
 pub use mcp::{exposed_name, parse_mcp_servers, McpClient, McpServerSpec, McpTool};
@@ -38,66 +40,31 @@ pub fn answer(status: &str, result: Option<Value>, note: Option<String>) -> Valu
     out
 }
 
+/// The most a tool's result may give the model unless its configuration says otherwise
+/// (`max_bytes`), in bytes.
+pub const DEFAULT_RESULT_BYTES: usize = 16 * 1024;
+/// The most any configuration may allow: a result stays far below a D1 row's 2 MB.
+pub const MAX_RESULT_BYTES: usize = 256 * 1024;
+
+/// A result too long for the model, cut to `max` bytes (at a character boundary) and marked
+/// `degraded` with a note saying so.
+pub fn cut(rendered: &str, max: usize) -> Value {
+    let mut end = max.min(rendered.len());
+    while !rendered.is_char_boundary(end) {
+        end -= 1;
+    }
+    answer(
+        "degraded",
+        Some(Value::String(rendered[..end].to_string())),
+        Some(format!(
+            "the result was cut to {end} bytes; ask for less if you need the rest"
+        )),
+    )
+}
+
 /// A failed call as the error text the model reads: `{"status": "error", "message": ...}`.
 pub fn failure(message: impl Into<String>) -> String {
     json!({"status": "error", "message": message.into()}).to_string()
-}
-
-/// The host of an `http(s)://` URL, without port or brackets, lower-cased.
-pub fn host_of(url: &str) -> Option<String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        v6.split(']').next()?
-    } else {
-        authority.split(':').next()?
-    };
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
-
-/// Loopback, private, link-local and unspecified addresses, and `localhost`: what a tool may
-/// not call unless the operator allows it (`ALLOW_PRIVATE_TOOL_HOSTS`). Names are not resolved
-/// (the runtime has no DNS API), so only literal addresses and `localhost` are recognised.
-pub fn is_private_host(host: &str) -> bool {
-    if host == "localhost" || host.ends_with(".localhost") {
-        return true;
-    }
-    match host.parse::<IpAddr>() {
-        Ok(IpAddr::V4(ip)) => {
-            let [a, b, ..] = ip.octets();
-            ip.is_loopback()
-                || ip.is_private()
-                || ip.is_link_local()
-                || ip.is_unspecified()
-                || ip.is_broadcast()
-                || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
-        }
-        Ok(IpAddr::V6(ip)) => {
-            let first = ip.segments()[0];
-            ip.is_loopback()
-                || ip.is_unspecified()
-                || (first & 0xfe00) == 0xfc00 // unique local
-                || (first & 0xffc0) == 0xfe80 // link-local
-                || ip
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_private_host(&v4.to_string()))
-        }
-        Err(_) => false,
-    }
-}
-
-/// Checks a URL a tool is about to call: `http(s)`, and a public host unless `allow_private`.
-pub fn check_url(url: &str, allow_private: bool) -> Result<(), String> {
-    let host = host_of(url).ok_or_else(|| format!("`{url}` is not an http(s) URL"))?;
-    if !allow_private && is_private_host(&host) {
-        return Err(format!(
-            "`{host}` is a private address; tools may call it only with ALLOW_PRIVATE_TOOL_HOSTS=true"
-        ));
-    }
-    Ok(())
 }
 
 /// A declared `name`: 1 to `max` letters, digits, `_` or `-` (what tool names may hold).
@@ -146,25 +113,32 @@ pub enum Attempt {
 }
 
 /// A call to a remote service through its circuit breaker, retried with jittered backoff while
-/// it fails; `who` names it in the "unavailable" answer of an open circuit.
+/// it fails; `who` names it in the "unavailable" answer of an open circuit. A call that is
+/// cancelled (`cancelled()` once an attempt fails), or dropped by a timeout, is not a failure
+/// of the service: it releases the breaker instead of counting against it.
+#[allow(clippy::too_many_arguments)]
 pub async fn call_service<F, Fut>(
     service: &str,
     who: &str,
     breakers: &Breakers,
     sleeper: &dyn Sleeper,
     now_ms: fn() -> i64,
+    cancelled: &dyn Fn() -> bool,
     attempt: F,
 ) -> Result<Value, String>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Attempt>,
 {
-    if let Err(wait_ms) = breakers.admit(service, now_ms()) {
-        return Err(failure(format!(
-            "unavailable: {who} failed repeatedly and is not called for another {} s",
-            (wait_ms + 999) / 1000
-        )));
-    }
+    let admitted = match breakers.admit(service, now_ms()) {
+        Ok(admitted) => admitted,
+        Err(wait_ms) => {
+            return Err(failure(format!(
+                "unavailable: {who} failed repeatedly and is not called for another {} s",
+                (wait_ms + 999) / 1000
+            )))
+        }
+    };
     let mut last = String::new();
     for n in 0..ATTEMPTS {
         if n > 0 {
@@ -174,14 +148,41 @@ where
         }
         match attempt().await {
             Attempt::Done(result) => {
-                breakers.record(service, true, now_ms());
+                admitted.record(true, now_ms());
                 return result;
+            }
+            Attempt::Failed(what) if cancelled() => {
+                return Err(failure(format!("cancelled: {what}")));
             }
             Attempt::Failed(what) => last = what,
         }
     }
-    breakers.record(service, false, now_ms());
+    admitted.record(false, now_ms());
     Err(failure(format!("{last} (after {ATTEMPTS} attempts)")))
+}
+
+/// A call the breaker let through; ended without [`Admitted::record`] (cancelled, dropped), it
+/// releases the breaker.
+pub struct Admitted<'a> {
+    breakers: &'a Breakers,
+    service: &'a str,
+    recorded: bool,
+}
+
+impl Admitted<'_> {
+    pub fn record(mut self, succeeded: bool, now_ms: i64) {
+        self.recorded = true;
+        self.breakers
+            .with(self.service, |b| b.record(succeeded, now_ms));
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if !self.recorded {
+            self.breakers.with(self.service, Breaker::release);
+        }
+    }
 }
 
 /// Circuit breakers by service name, kept for as long as the isolate lives (across requests).
@@ -189,67 +190,22 @@ where
 pub struct Breakers(RefCell<HashMap<String, Breaker>>);
 
 impl Breakers {
-    pub fn admit(&self, service: &str, now_ms: i64) -> Result<(), i64> {
-        self.0
-            .borrow_mut()
-            .entry(service.to_string())
-            .or_default()
-            .admit(now_ms)
+    /// Lets a call to `service` go out, or says for how long it is refused.
+    pub fn admit<'a>(&'a self, service: &'a str, now_ms: i64) -> Result<Admitted<'a>, i64> {
+        self.with(service, |b| b.admit(now_ms))?;
+        Ok(Admitted {
+            breakers: self,
+            service,
+            recorded: false,
+        })
     }
 
-    pub fn record(&self, service: &str, succeeded: bool, now_ms: i64) {
-        self.0
-            .borrow_mut()
-            .entry(service.to_string())
-            .or_default()
-            .record(succeeded, now_ms);
+    fn with<T>(&self, service: &str, f: impl FnOnce(&mut Breaker) -> T) -> T {
+        f(self.0.borrow_mut().entry(service.to_string()).or_default())
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts_and_private_addresses() {
-        assert_eq!(
-            host_of("https://api.example.com/v1?q=1").as_deref(),
-            Some("api.example.com")
-        );
-        assert_eq!(
-            host_of("http://user:pw@10.0.0.1:8080/x").as_deref(),
-            Some("10.0.0.1")
-        );
-        assert_eq!(host_of("http://[::1]:9/").as_deref(), Some("::1"));
-        assert_eq!(host_of("ftp://example.com"), None);
-        for private in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "0.0.0.0",
-            "100.64.0.1",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "localhost",
-            "db.localhost",
-        ] {
-            assert!(is_private_host(private), "{private}");
-        }
-        for public in [
-            "8.8.8.8",
-            "api.example.com",
-            "2606:4700::1111",
-            "172.32.0.1",
-        ] {
-            assert!(!is_private_host(public), "{public}");
-        }
-        assert!(check_url("http://127.0.0.1:9/x", false)
-            .unwrap_err()
-            .contains("ALLOW_PRIVATE_TOOL_HOSTS"));
-        assert!(check_url("http://127.0.0.1:9/x", true).is_ok());
+    /// The breaker of `service` as it stands (for tests and logs).
+    pub fn state(&self, service: &str) -> breaker::State {
+        self.with(service, |b| b.state)
     }
 }
