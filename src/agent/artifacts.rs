@@ -155,8 +155,33 @@ pub fn check(kind: ArtifactKind, title: &str, content: &str) -> Result<(), Strin
     Ok(())
 }
 
+/// Most operations in one JSON Patch.
+pub const MAX_PATCH_OPERATIONS: usize = 1_000;
+
+/// The bytes `value` takes as compact JSON, counted without building the text.
+fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// Applies a JSON Patch (RFC 6902) to a `json` artifact's content. The error names the
 /// operation that failed (counted from 0) and why.
+///
+/// The document cannot grow past the artifact limit on the way: each `add`, `replace` and
+/// `copy` adds what it brings to a bound on the document's size, and once the bound passes
+/// the limit the document is measured; over it, the patch is refused there (ten `copy`s of the
+/// root would otherwise ask for 2^10 times the document).
 pub fn apply_json_patch(content: &str, operations: &Value) -> Result<String, String> {
     use json_patch::jsonptr::PointerBuf;
     use json_patch::{
@@ -168,6 +193,12 @@ pub fn apply_json_patch(content: &str, operations: &Value) -> Result<String, Str
     let Value::Array(operations) = operations else {
         return Err("`patch` must be a list of JSON Patch operations".into());
     };
+    if operations.len() > MAX_PATCH_OPERATIONS {
+        return Err(format!(
+            "the patch has {} operations; one patch holds at most {MAX_PATCH_OPERATIONS}",
+            operations.len()
+        ));
+    }
     let mut parsed = Vec::with_capacity(operations.len());
     for (i, op) in operations.iter().enumerate() {
         let field = |name: &str| op.get(name).and_then(Value::as_str);
@@ -213,16 +244,49 @@ pub fn apply_json_patch(content: &str, operations: &Value) -> Result<String, Str
             None => return Err(format!("operation {i} has no `op`")),
         });
     }
-    json_patch::patch(&mut doc, &parsed).map_err(|e| {
-        let op = operations[e.operation]
-            .get("op")
-            .and_then(Value::as_str)
-            .unwrap_or("?");
+    let too_big = |i: usize| {
         format!(
-            "operation {} ({op} at `{}`) failed: {}; nothing was changed",
-            e.operation, e.path, e.kind
+            "operation {i} makes the document over {MAX_ARTIFACT_BYTES} bytes, the most an \
+             artifact holds; nothing was changed"
         )
-    })?;
+    };
+    // At least the document's size: what it was, plus what each operation brought.
+    let mut bound = content.len();
+    for (i, op) in parsed.iter().enumerate() {
+        let growth = match op {
+            PatchOperation::Add(AddOperation { value, .. })
+            | PatchOperation::Replace(ReplaceOperation { value, .. }) => json_size(value),
+            PatchOperation::Copy(CopyOperation { from, .. }) => {
+                doc.pointer(from.as_str()).map_or(0, json_size)
+            }
+            _ => 0,
+        };
+        // A copy is refused before it is made; what an add or replace brings is in memory
+        // already (and may replace as much), so the document is measured after it.
+        if matches!(op, PatchOperation::Copy(_)) && bound + growth > MAX_ARTIFACT_BYTES {
+            bound = json_size(&doc);
+            if bound + growth > MAX_ARTIFACT_BYTES {
+                return Err(too_big(i));
+            }
+        }
+        json_patch::patch(&mut doc, std::slice::from_ref(op)).map_err(|e| {
+            let name = operations[i]
+                .get("op")
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            format!(
+                "operation {i} ({name} at `{}`) failed: {}; nothing was changed",
+                e.path, e.kind
+            )
+        })?;
+        bound += growth;
+        if bound > MAX_ARTIFACT_BYTES {
+            bound = json_size(&doc);
+            if bound > MAX_ARTIFACT_BYTES {
+                return Err(too_big(i));
+            }
+        }
+    }
     serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())
 }
 
@@ -750,6 +814,41 @@ mod tests {
         );
         assert!(apply_json_patch(doc, &json!({"op": "add"})).is_err());
         assert!(apply_json_patch("not json", &json!([])).is_err());
+    }
+
+    #[test]
+    fn a_patch_cannot_grow_the_document_past_the_artifact_limit() {
+        // Ten copies of the root would be 1,024 times the document: refused at the first copy
+        // that passes the limit, fast and without building the rest.
+        let doc = json!({"data": "x".repeat(50_000)}).to_string();
+        let doubling: Vec<Value> = (0..10)
+            .map(|n| json!({"op": "copy", "from": "", "path": format!("/c{n}")}))
+            .collect();
+        let started = std::time::Instant::now();
+        let e = apply_json_patch(&doc, &Value::Array(doubling)).unwrap_err();
+        assert!(
+            e.starts_with("operation 2 makes the document over 262144 bytes"),
+            "{e}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        // Adds that pile up are refused too; a patch within the limit goes through.
+        let adds: Vec<Value> = (0..20)
+            .map(|n| json!({"op": "add", "path": format!("/a{n}"), "value": "y".repeat(20_000)}))
+            .collect();
+        let e = apply_json_patch("{}", &Value::Array(adds)).unwrap_err();
+        assert!(e.starts_with("operation 13 makes the document over"), "{e}");
+        let small: Vec<Value> = (0..2)
+            .map(|n| json!({"op": "copy", "from": "", "path": format!("/c{n}")}))
+            .collect();
+        assert!(apply_json_patch(&doc, &Value::Array(small)).is_ok());
+        // Replacing a large value with another is measured, not refused by the bound.
+        let replaces: Vec<Value> = (0..10)
+            .map(|_| json!({"op": "replace", "path": "/data", "value": "z".repeat(50_000)}))
+            .collect();
+        assert!(apply_json_patch(&doc, &Value::Array(replaces)).is_ok());
+        let many = Value::Array(vec![json!({"op": "test", "path": "", "value": {}}); 1_001]);
+        let e = apply_json_patch("{}", &many).unwrap_err();
+        assert!(e.contains("at most 1000"), "{e}");
     }
 
     #[test]
