@@ -54,6 +54,24 @@ function postEndlessly(path, headers = {}) {
   });
 }
 
+test("a conversation's system prompt, title and metadata are held to their limits, with a 413 naming the field", async () => {
+  for (const [body, field] of [
+    [{ system: "s".repeat(32 * 1024 + 1) }, /`system` is 32769 bytes; the limit is 32768 bytes/],
+    [{ title: "é".repeat(201) }, /`title` is 201 characters; the limit is 200 characters/],
+    [{ metadata: { blob: "m".repeat(16 * 1024) } }, /`metadata` is \d+ bytes as JSON; the limit is 16384 bytes/],
+  ]) {
+    const response = await api(worker.url, "POST", "/v1/conversations", body);
+    assert.equal(response.status, 413);
+    const { error } = await response.json();
+    assert.equal(error.code, "payload_too_large");
+    assert.match(error.message, field);
+  }
+  const { conversations } = await (await api(worker.url, "GET", "/v1/conversations?limit=100")).json();
+  assert.ok(!conversations.some((c) => c.title?.startsWith("éé")), "nothing was stored");
+  const fits = await api(worker.url, "POST", "/v1/conversations", { system: "s".repeat(32 * 1024), title: "é".repeat(200), metadata: { a: 1 } });
+  assert.equal(fits.status, 201);
+});
+
 test("a body past 1 MiB is refused while it streams in, not after it ends", async () => {
   const id = await conversation();
   const { status, written } = await postEndlessly(`/v1/conversations/${id}/messages`);

@@ -42,6 +42,7 @@ pub async fn create(
             "`metadata` must be a JSON object".into(),
         ));
     }
+    check_sizes(&body)?;
     if let Some(toolsets) = &body.toolsets {
         config.check_toolsets(toolsets)?;
     }
@@ -61,6 +62,55 @@ pub async fn create(
         .create_conversation(&conversation)
         .await?;
     json_response(201, &conversation)
+}
+
+/// The longest `system` prompt, in bytes.
+pub const MAX_SYSTEM_BYTES: usize = 32 * 1024;
+/// The longest `title`, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+/// The most `metadata` may take as JSON, in bytes.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+
+/// A conversation's row is shared D1 space: its free-form fields are held to sizes a user
+/// needs, and one past them is a 413 naming the field and its limit.
+fn check_sizes(body: &Create) -> Result<(), ApiError> {
+    let too_large = |field: &str, size: String, limit: String| {
+        Err(ApiError::PayloadTooLarge(format!(
+            "`{field}` is {size}; the limit is {limit}"
+        )))
+    };
+    if let Some(system) = body
+        .system
+        .as_deref()
+        .filter(|s| s.len() > MAX_SYSTEM_BYTES)
+    {
+        return too_large(
+            "system",
+            format!("{} bytes", system.len()),
+            format!("{MAX_SYSTEM_BYTES} bytes"),
+        );
+    }
+    if let Some(title) = &body.title {
+        let chars = title.chars().count();
+        if chars > MAX_TITLE_CHARS {
+            return too_large(
+                "title",
+                format!("{chars} characters"),
+                format!("{MAX_TITLE_CHARS} characters"),
+            );
+        }
+    }
+    if let Some(metadata) = &body.metadata {
+        let size = serde_json::to_string(metadata).map_or(usize::MAX, |s| s.len());
+        if size > MAX_METADATA_BYTES {
+            return too_large(
+                "metadata",
+                format!("{size} bytes as JSON"),
+                format!("{MAX_METADATA_BYTES} bytes"),
+            );
+        }
+    }
+    Ok(())
 }
 
 pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
