@@ -17,7 +17,7 @@ build_web() {
   rm -rf web/dist && mkdir -p web/dist
   "$ESBUILD_BIN" web/src/main.tsx --bundle --minify --format=esm --target=es2022 --jsx=automatic \
     --define:process.env.NODE_ENV='"production"' --outfile=web/dist/app.js --log-level=warning
-  cp web/index.html web/style.css web/dist/
+  cp web/index.html web/style.css web/favicon.svg web/dist/
   printf '==> web/dist: the playground, %d bytes of script gzipped\n' "$(gzip -9 -c web/dist/app.js | wc -c)" >&2
 }
 if [ "${1:-}" = --web ]; then build_web; exit 0; fi

@@ -65,7 +65,7 @@ impl CorsOrigins {
             ("vary", "Origin".to_string()),
             (
                 "access-control-allow-methods",
-                "GET, POST, DELETE, OPTIONS".to_string(),
+                "GET, POST, PUT, DELETE, OPTIONS".to_string(),
             ),
             (
                 "access-control-allow-headers",

