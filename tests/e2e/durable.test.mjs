@@ -176,6 +176,35 @@ test("reconnectToStream replays a running turn from its start; two readers see t
   assert.equal(direct.status, 204);
 });
 
+test("at most 16 readers follow a turn: the 17th is a 429, and a reader that leaves makes room", async () => {
+  const id = await create();
+  anthropic.script({ text: "A slow answer that many tabs watch. ".repeat(20), writes: "event", gapMs: 25 });
+  const before = anthropic.requests.length;
+  const starter = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Go slowly." });
+  await untilRequests(before + 1);
+  const attach = () => api(worker.url, "GET", `/v1/conversations/${id}/stream`);
+  const controllers = Array.from({ length: 15 }, () => new AbortController());
+  const readers = await Promise.all(controllers.map((c) => fetch(`${worker.url}/v1/conversations/${id}/stream`, { signal: c.signal })));
+  assert.deepEqual(readers.map((r) => r.status), Array(15).fill(200), "the POST and 15 readers");
+  const refused = await attach();
+  assert.equal(refused.status, 429);
+  assert.match((await refused.json()).error.message, /16 readers follow this turn already/);
+  // One tab closes: its place is free once the object sees it gone.
+  controllers[0].abort();
+  let again;
+  for (let i = 0; i < 100; i++) {
+    again = await attach();
+    if (again.status === 200) break;
+    await again.body?.cancel();
+    await sleep(50);
+  }
+  assert.equal(again.status, 200);
+  // Everyone else still gets the whole turn.
+  const [first] = await Promise.all([readUiStream(readers[1]), readUiStream(again), readUiStream(await starter)]);
+  assert.equal(first.chunks.at(-1).type, "finish");
+  for (const r of readers.slice(2)) await r.body.cancel();
+});
+
 test("DELETE cancels a running turn before the history goes", async () => {
   const id = await create();
   anthropic.script({ text: "An answer that is deleted while it streams. ".repeat(10), gapMs: 20 });

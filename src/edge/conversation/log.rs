@@ -5,6 +5,10 @@
 //! The log is written to the object's SQLite in batches (by size or age, and at the end), never
 //! per chunk, and is bounded: past [`MAX_LOG_BYTES`] it stops growing and a late reader is told
 //! there is nothing to replay (204) rather than given a stream with a hole in it.
+//!
+//! What readers hold is bounded too, since each live chunk is copied to every reader that has
+//! not taken it yet: at most [`MAX_READERS`] follow a turn, and a reader that falls more than
+//! [`MAX_BEHIND_BYTES`] behind is closed (it may attach again and replay from the log).
 
 use std::cell::{Cell, RefCell};
 use std::pin::Pin;
@@ -21,6 +25,19 @@ pub const MAX_LOG_BYTES: usize = 4 << 20;
 const FLUSH_BYTES: usize = 16 << 10;
 /// ...or this old (so a crash loses little of a slow answer).
 const FLUSH_MS: i64 = 1_000;
+/// Most readers following one turn (the request that started it among them).
+pub const MAX_READERS: usize = 16;
+/// Most a reader may leave untaken before it is closed.
+pub const MAX_BEHIND_BYTES: usize = 1 << 20;
+
+/// Why a reader cannot attach.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NoReader {
+    /// The stream outgrew the log: there is nothing whole to replay.
+    Overflowed,
+    /// [`MAX_READERS`] follow the turn already.
+    Full,
+}
 
 pub struct ChunkLog {
     storage: Rc<ObjectStorage>,
@@ -89,11 +106,17 @@ impl ChunkLog {
         }
     }
 
-    /// A new reader: the stream so far, then live chunks until the turn ends. `None` when the
-    /// stream outgrew the log.
-    pub fn attach(&self) -> Option<LogReader> {
+    /// A new reader: the stream so far, then live chunks until the turn ends.
+    pub fn attach(&self) -> Result<LogReader, NoReader> {
         if self.overflowed.get() {
-            return None;
+            return Err(NoReader::Overflowed);
+        }
+        if !self.closed.get() {
+            let mut readers = self.readers.borrow_mut();
+            readers.retain(|reader| !reader.gone.get());
+            if readers.len() >= MAX_READERS {
+                return Err(NoReader::Full);
+            }
         }
         // Storage holds only what this log wrote (`new` pruned the rest): nothing to read when
         // it wrote nothing, as for the POST that starts the turn.
@@ -104,7 +127,7 @@ impl ChunkLog {
                 Ok(logged) => logged,
                 Err(e) => {
                     worker::console_error!("reading the chunk log: {e}");
-                    return None;
+                    return Err(NoReader::Overflowed);
                 }
             }
         };
@@ -118,7 +141,7 @@ impl ChunkLog {
         if !self.closed.get() {
             self.readers.borrow_mut().push(follower.clone());
         }
-        Some(LogReader(follower))
+        Ok(LogReader(follower))
     }
 
     /// The turn ended: every reader's stream closes. The log is pruned by the turn's end step.
@@ -143,12 +166,23 @@ struct Follower {
 }
 
 impl Follower {
-    /// Appends `chunk`; `false` when the reader has gone away.
+    /// Appends `chunk`; `false` when the reader has gone away, or is closed now for having
+    /// fallen [`MAX_BEHIND_BYTES`] behind (what it had not taken is dropped with it).
     fn append(&self, chunk: &str) -> bool {
         if self.gone.get() {
             return false;
         }
-        self.unread.borrow_mut().extend_from_slice(chunk.as_bytes());
+        let mut unread = self.unread.borrow_mut();
+        if unread.len() + chunk.len() > MAX_BEHIND_BYTES {
+            *unread = Vec::new();
+            drop(unread);
+            self.ended.set(true);
+            self.gone.set(true);
+            self.wake();
+            return false;
+        }
+        unread.extend_from_slice(chunk.as_bytes());
+        drop(unread);
         self.wake();
         true
     }
@@ -184,5 +218,49 @@ impl Stream for LogReader {
 impl Drop for LogReader {
     fn drop(&mut self) {
         self.0.gone.set(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+
+    fn follower() -> Rc<Follower> {
+        Rc::new(Follower {
+            unread: RefCell::default(),
+            waiting: RefCell::default(),
+            ended: Cell::new(false),
+            gone: Cell::new(false),
+        })
+    }
+
+    #[test]
+    fn a_reader_that_falls_a_megabyte_behind_is_closed_and_holds_nothing() {
+        let slow = follower();
+        let reader = LogReader(slow.clone());
+        let chunk = format!("data: {}\n\n", "x".repeat(64 * 1024));
+        let mut kept = 0;
+        while slow.append(&chunk) {
+            kept += 1;
+            assert!(kept < 100, "never closed");
+        }
+        // Closed at the chunk that would pass the bound, its backlog dropped with it.
+        assert_eq!(kept, MAX_BEHIND_BYTES / chunk.len());
+        assert!(slow.unread.borrow().capacity() == 0 && slow.ended.get());
+        assert!(!slow.append("data: more\n\n"), "it takes nothing more");
+        assert_eq!(
+            futures::executor::block_on(reader.collect::<Vec<_>>()),
+            Vec::<Vec<u8>>::new()
+        );
+        // A reader that keeps up is never closed, however much passes through it.
+        let quick = follower();
+        let mut reader = LogReader(quick.clone());
+        for _ in 0..100 {
+            assert!(quick.append(&chunk));
+            let taken = futures::executor::block_on(reader.next()).unwrap();
+            assert_eq!(taken.len(), chunk.len());
+        }
     }
 }

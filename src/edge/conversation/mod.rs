@@ -29,7 +29,7 @@ use worker::{
     Request, Response, Result, State,
 };
 
-use self::log::{ChunkLog, LogReader};
+use self::log::{ChunkLog, LogReader, NoReader, MAX_READERS};
 use self::machine::{Activity, AfterTurn, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind};
 use self::storage::ObjectStorage;
 use super::coordinator::{
@@ -395,8 +395,7 @@ impl Object {
                     .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
                     .await;
             });
-            let reader =
-                reader.ok_or_else(|| ApiError::Internal("the turn's log is full".into()))?;
+            let reader = reader.map_err(|_| ApiError::Internal("the turn's log is full".into()))?;
             return sse(reader);
         }
         let ready = prepare(
@@ -427,7 +426,7 @@ impl Object {
             *prepared,
             (!stream).then_some(summary_tx),
         );
-        let reader = reader.ok_or_else(|| ApiError::Internal("the turn's log is full".into()))?;
+        let reader = reader.map_err(|_| ApiError::Internal("the turn's log is full".into()))?;
         if stream {
             return sse(reader);
         }
@@ -769,12 +768,19 @@ impl Object {
         true
     }
 
-    /// The running turn's stream from its start, then live; 204 when none runs.
+    /// The running turn's stream from its start, then live; 204 when none runs (or the stream
+    /// outgrew its log), 429 when as many readers as may follow it do.
     fn attach(&self) -> std::result::Result<Response, ApiError> {
-        let reader = self.live.borrow().as_ref().and_then(|l| l.log.attach());
+        let reader = self.live.borrow().as_ref().map(|l| l.log.attach());
         match reader {
-            Some(reader) => sse(reader),
-            None => Ok(Response::empty()?.with_status(204)),
+            Some(Ok(reader)) => sse(reader),
+            Some(Err(NoReader::Full)) => Err(ApiError::TooManyRequests {
+                message: format!(
+                    "{MAX_READERS} readers follow this turn already; attach again when one leaves"
+                ),
+                retry_after_s: 1,
+            }),
+            Some(Err(NoReader::Overflowed)) | None => Ok(Response::empty()?.with_status(204)),
         }
     }
 
