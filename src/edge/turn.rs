@@ -176,7 +176,8 @@ pub enum Ready {
 pub struct Start {
     pub kickoff: Kickoff,
     pub queued: Vec<QueuedRow>,
-    pub own: Option<(String, AgentMessage)>,
+    /// With its place in the object's inbox, where it is kept until it is in D1.
+    pub own: Option<(String, AgentMessage, Option<i64>)>,
     /// The toolsets the message that started the turn narrowed it to.
     pub narrowed: Option<Vec<String>>,
     /// No call in the history can wait for an answer: the conversation was not paused, and no
@@ -240,7 +241,7 @@ pub async fn prepare(
             Some((row.id, message, Some(row.seq)))
         })
         .collect();
-    incoming.extend(own.map(|(id, message)| (id, message, None)));
+    incoming.extend(own);
     // New messages join the history in the round trip that loads it, unless calls may wait for
     // answers: those are answered (for the record) before a message follows them.
     let together = settled && matches!(kickoff, Kickoff::Queued) && !incoming.is_empty();

@@ -5,9 +5,11 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { readdirSync } from "node:fs";
+import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DefaultChatTransport } from "ai";
-import { anthropicLoopback, api, freshPersistDir, parseUiStream, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, api, chatMessage, freshPersistDir, parseUiStream, readUiStream, startWorker } from "./harness.mjs";
 
 // A model with a 2,048-token window, declared by the deployment.
 const TINY = { id: "anthropic:tiny-model", context_window: 2048, max_output_tokens: 256, price: { input: 1, output: 2, cache_read: 0, cache_write: 0 } };
@@ -260,6 +262,36 @@ test("a model declared in MODELS with a 2,048-token window stays usable over 25 
   // A turn loads only what the model sees: the latest summary first, then what follows it.
   const sent = anthropic.requests.at(-1).body.messages;
   assert.match(sent[0].content[0].text, /^Summary of the earlier conversation:\nNotes/);
+});
+
+test("a new message is kept by the object until it is in D1: D1 failing, then the runtime killed, loses nothing", async () => {
+  // A /v1/chat id the Worker hands to the conversation's object without reading D1; D1 held
+  // locked by another writer, so the object's write of the message fails as the runtime dies.
+  const { DatabaseSync } = await import("node:sqlite");
+  const d1File = readdirSync(persistDir, { recursive: true }).find((f) => /D1DatabaseObject[/\\][0-9a-f]+\.sqlite$/.test(f));
+  assert.ok(d1File, "the local D1 database file");
+  const lock = new DatabaseSync(path.join(persistDir, d1File));
+  lock.exec("BEGIN EXCLUSIVE");
+  const before = anthropic.requests.length;
+  anthropic.script({ text: "Milk, noted." });
+  const chat = `milk-${Date.now()}`;
+  const dying = chatMessage(`${worker.url}/v1/chat`, chat, "Remember the milk.").then((r) => r.text()).catch(() => "");
+  await sleep(1500);
+  const during = anthropic.requests.length;
+  await worker.kill();
+  await dying;
+  lock.exec("ROLLBACK");
+  lock.close();
+  assert.equal(during, before, "the provider was not called before the message was stored");
+  worker = await startWorker({ persistDir, vars });
+  // The conversation's row comes with the message's write, so it is polled until it exists.
+  let h = [];
+  for (const deadline = Date.now() + 60_000; !answered("Milk, noted.")(h); await sleep(250)) {
+    assert.ok(Date.now() < deadline, `timed out waiting for the kept message to be answered: ${JSON.stringify(h)}`);
+    h = (await (await api(worker.url, "GET", `/v1/conversations/${chat}/messages`)).json()).messages ?? [];
+  }
+  assert.deepEqual(h.map((m) => m.kind), ["user", "assistant"]);
+  assert.match(JSON.stringify(h[0]), /Remember the milk\./);
 });
 
 test("wrangler dev killed mid-turn and started again finishes that turn unasked within a minute", async () => {

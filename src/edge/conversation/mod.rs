@@ -306,7 +306,7 @@ impl Object {
                 message,
                 delivery,
             } => match machine::on_message(activity) {
-                OnMessage::StartTurn => (Kickoff::Queued, Some((id, message))),
+                OnMessage::StartTurn => (Kickoff::Queued, Some((id, message, delivery))),
                 queue => {
                     if self.storage.queue_len(None)? >= MAX_QUEUED {
                         return Err(ApiError::TooManyRequests {
@@ -360,12 +360,28 @@ impl Object {
             Kickoff::Resume { .. } => None,
             _ => Some(new_id()?),
         };
+        // What waited before this message; then the message itself is kept in the inbox, as a
+        // queued one is, in the same write as the turn's start: an object that dies before the
+        // message reaches D1 finds it there when it recovers. It leaves the inbox once in D1.
+        let queued = self.storage.queued(None)?;
+        let own = match own_message {
+            Some((id, message, delivery)) => {
+                let body = serde_json::to_string(&message)?;
+                let seq = self.storage.hold(&id, delivery, &body, now)?;
+                Some((id, message, seq))
+            }
+            None => None,
+        };
         let mut claimed = self.claim(0, &client_tools, message_id, Some(request_id))?;
         claimed.d1_before = claimed.d1_before.wrapping_sub(resolving);
         claimed.sql_before = sql_before;
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {
+                // Refused before any work: the message is not kept either.
+                if let Some(seq) = own.as_ref().and_then(|(_, _, seq)| *seq) {
+                    self.storage.dequeue(seq)?;
+                }
                 self.abandon(&claimed);
                 return Err(e);
             }
@@ -373,8 +389,8 @@ impl Object {
         let new_message = matches!(kickoff, Kickoff::Queued);
         let start = Start {
             kickoff,
-            queued: self.storage.queued(None)?,
-            own: own_message,
+            queued,
+            own,
             narrowed,
             settled: self.storage.paused()?.is_none(),
             create,
@@ -576,6 +592,20 @@ impl Object {
                 return Err(e);
             }
         };
+        // The D1 row is created unless it exists: a `/v1/chat` conversation's first message may
+        // be kept here while the write that creates its row failed.
+        let now = now_ms();
+        let create = Conversation {
+            id: conversation.id.clone(),
+            owner: conversation.owner.clone(),
+            title: None,
+            system: conversation.system.clone(),
+            model: conversation.model.clone(),
+            metadata: None,
+            toolsets: conversation.toolsets.clone(),
+            created_at: now,
+            updated_at: now,
+        };
         let start = Start {
             kickoff,
             queued: self.storage.queued(None)?,
@@ -583,7 +613,7 @@ impl Object {
             narrowed: None,
             // It may follow a turn that just paused.
             settled: false,
-            create: None,
+            create: Some(create),
         };
         let object = self.clone();
         self.state.wait_until(async move {

@@ -123,6 +123,11 @@ struct Count {
 }
 
 #[derive(Deserialize)]
+struct Seq {
+    seq: i64,
+}
+
+#[derive(Deserialize)]
 struct Text {
     t: String,
 }
@@ -405,6 +410,37 @@ impl ObjectStorage {
         let known = self.known.queued.get();
         self.known.queued.set(known.zip(added).map(|(n, a)| n + a));
         self.queue_len(None)
+    }
+
+    /// Keeps the message that starts a turn in the inbox until it is in D1; its `seq`, or
+    /// `None` when a message with its id is kept already.
+    pub fn hold(
+        &self,
+        id: &str,
+        delivery: Delivery,
+        message: &str,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let seq = self
+            .write(
+                "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
+                 RETURNING seq",
+                vec![
+                    id.into(),
+                    delivery.as_str().into(),
+                    message.into(),
+                    now.into(),
+                ],
+            )?
+            .to_array::<Seq>()?
+            .into_iter()
+            .next()
+            .map(|row| row.seq);
+        let known = self.known.queued.get();
+        self.known
+            .queued
+            .set(known.map(|n| n + i64::from(seq.is_some())));
+        Ok(seq)
     }
 
     /// Queued messages of one delivery (or all), oldest first. They stay queued until
