@@ -1,5 +1,6 @@
 //! Compaction in the loop: older exchanges summarised by a (cheaper) provider, tool calls never
-//! separated from their results, the latest user message kept verbatim, and a drop fallback.
+//! separated from their results, the latest user message kept verbatim, only what a summary
+//! covers replaced, and a failed summary hiding old exchanges from that call alone.
 
 mod support;
 
@@ -149,7 +150,7 @@ fn cuts_never_separate_a_tool_call_from_its_result() {
 }
 
 #[test]
-fn a_failing_summariser_falls_back_to_dropping_the_oldest_exchanges() {
+fn a_failing_summariser_hides_old_exchanges_from_that_call_only_and_marks_nothing() {
     let mut broken = text("");
     broken.error = Some(LlmError::Overloaded {
         provider: "scripted".into(),
@@ -166,13 +167,60 @@ fn a_failing_summariser_falls_back_to_dropping_the_oldest_exchanges() {
         model.seen.borrow()[0],
         vec![Message::user_text("Q3: and now?")]
     );
-    assert_eq!(
-        hooks.compactions.borrow()[0],
-        Compaction {
-            replaces: 0..8,
-            summary: None
-        }
+    // Nothing is replaced: the history keeps every exchange, and the application is told of no
+    // compaction, so it marks no row.
+    assert!(hooks.compactions.borrow().is_empty());
+    assert_eq!(state.messages.len(), 10);
+}
+
+#[test]
+fn only_what_the_summary_covers_is_replaced_and_the_rest_waits_for_the_next_one() {
+    // Old exchanges too long for one summary request: the oldest that fit are summarised (the
+    // earlier summary first among them), the others stay in the history, out of this call.
+    let summariser = Scripted::new(vec![text("Notes on Q1 and Q2.")]);
+    let model = Scripted::new(vec![text("Still noon.")]);
+    let mut h = vec![AgentMessage::Summary {
+        text: "Earlier notes.".into(),
+    }];
+    for (i, q) in ["Q1", "Q2", "Q3", "Q4"].iter().enumerate() {
+        h.extend(exchange(q, &format!("t{i}")));
+    }
+    h.push(AgentMessage::user_text("latest?"));
+    let mut state = AgentState::new(None, h);
+    state.compactor = Some(Rc::new(Compactor {
+        summariser: Rc::new(Resolver(summariser.clone())),
+        context_window: 900,
+        threshold_ratio: 0.25,
+        max_output_tokens: 4096,
+    }));
+    let hooks = Persist::default();
+    assert_eq!(run(&mut state, &model, &hooks), TurnOutcome::Completed);
+    let compactions = hooks.compactions.borrow();
+    let Compaction {
+        replaces, hidden, ..
+    } = &compactions[0];
+    // The earlier summary and what fitted after it, whole exchanges.
+    assert_eq!(replaces.start, 0);
+    assert!(
+        replaces.end > 1 && replaces.end < 17 && (replaces.end - 1) % 4 == 0,
+        "{replaces:?}"
     );
+    assert_eq!(hidden.start, replaces.end);
+    let asked = &summariser.seen.borrow()[0];
+    assert_eq!(
+        asked[0],
+        Message::user_text("Summary of the earlier conversation:\nEarlier notes.")
+    );
+    assert_eq!(
+        asked.len(),
+        replaces.end + 1,
+        "what it covers, and the instruction"
+    );
+    // The model saw the new summary and the latest question; the uncovered exchanges are still
+    // in the history, after the summary, for the next compaction.
+    let seen = &model.seen.borrow()[0];
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(state.messages.len(), 1 + (17 - replaces.end) + 2);
 }
 
 #[test]

@@ -133,7 +133,8 @@ pub fn message_tokens(message: &AgentMessage) -> u64 {
     text + FRAMING
 }
 
-fn block_tokens(block: &ContentBlock) -> u64 {
+/// Estimated tokens of one content block.
+pub(crate) fn block_tokens(block: &ContentBlock) -> u64 {
     match block {
         ContentBlock::Text { text } => estimate_tokens(text),
         ContentBlock::Thinking { thinking, .. } => estimate_tokens(thinking),
@@ -146,17 +147,36 @@ fn block_tokens(block: &ContentBlock) -> u64 {
     }
 }
 
-/// A change to the history: `replaces` is taken out and `summary` (if any) put in its place.
+/// A change to the history: `replaces` is taken out and `summary` put in its place (what the
+/// application marks as compacted: only what the summary covers), and `hidden`, the old
+/// exchanges after it that the summary does not cover, are left out of this call's view only.
+/// When summarising fails there is no summary, nothing is replaced, and every old exchange is
+/// hidden from this call: nothing is lost for good because a summary call failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Compaction {
     pub replaces: Range<usize>,
-    /// `None` when summarising failed and the oldest exchanges were dropped instead.
+    /// `None` when summarising failed.
     pub summary: Option<AgentMessage>,
+    /// Left out of this call's view, kept in the history (indices before `apply`).
+    pub hidden: Range<usize>,
 }
 
 impl Compaction {
+    /// Puts the summary in place of what it covers (nothing without a summary).
     pub fn apply(&self, messages: &mut Vec<AgentMessage>) {
-        messages.splice(self.replaces.clone(), self.summary.clone());
+        if self.summary.is_some() {
+            messages.splice(self.replaces.clone(), self.summary.clone());
+        }
+    }
+
+    /// Where the hidden exchanges are once [`Compaction::apply`] has run.
+    pub fn hidden_after_apply(&self) -> Range<usize> {
+        let start = if self.summary.is_some() {
+            self.hidden.start + 1 - self.replaces.len()
+        } else {
+            self.hidden.start
+        };
+        start..start + self.hidden.len()
     }
 }
 
@@ -183,29 +203,37 @@ impl Compactor {
             return None;
         }
         let cut = cut(messages, &tokens, threshold / 2)?;
-        let replaces = 0..cut;
-        match self.summarise(&messages[replaces.clone()]).await {
-            Some(text) => Some(Compaction {
-                replaces,
+        Some(match self.summarise(&messages[..cut]).await {
+            Some((text, covered)) => Compaction {
+                replaces: 0..covered,
                 summary: Some(AgentMessage::Summary { text }),
-            }),
-            None => Some(Compaction {
-                replaces,
+                hidden: covered..cut,
+            },
+            None => Compaction {
+                replaces: 0..0,
                 summary: None,
-            }),
-        }
+                hidden: 0..cut,
+            },
+        })
     }
 
-    async fn summarise(&self, old: &[AgentMessage]) -> Option<String> {
+    /// A summary of the oldest of `old` that fit one summary request, and how many messages
+    /// it covers. Oldest first, so an earlier summary (always first) is folded into the new
+    /// one and each compaction moves forward from where the last stopped.
+    async fn summarise(&self, old: &[AgentMessage]) -> Option<(String, usize)> {
         let provider = self.summariser.resolve().await.ok()?;
         // The summary request must fit the window too: it gets a quarter of it to answer in
-        // (at most 1,024 tokens) and the newest old exchanges that fit in the rest, less room
-        // for the instruction and the system prompt.
+        // (at most 1,024 tokens) and the oldest exchanges that fit in the rest, less room for
+        // the instruction and the system prompt.
         let max_tokens = (self.context_window / 4)
             .clamp(64, 1024)
             .min(self.max_output_tokens.max(1));
         let budget = self.context_window.saturating_sub(max_tokens + 96);
-        let old = &old[fitting_tail(old, budget)..];
+        let covered = fitting_head(old, budget);
+        if covered == 0 {
+            return None;
+        }
+        let old = &old[..covered];
         let mut history = crate::llm::transform::prepare_for(convert_to_llm(old), provider.model());
         history.push(Message::user_text(INSTRUCTION));
         let request = LlmRequest {
@@ -217,7 +245,7 @@ impl Compactor {
         };
         let completion = provider.complete(&request).await;
         let text = completion.message.text();
-        (completion.error.is_none() && !text.trim().is_empty()).then_some(text)
+        (completion.error.is_none() && !text.trim().is_empty()).then_some((text, covered))
     }
 }
 
@@ -246,24 +274,26 @@ fn cut(messages: &[AgentMessage], tokens: &[u64], target: u64) -> Option<usize> 
     chosen
 }
 
-/// Where the longest tail of `messages` that starts an exchange and fits `budget` tokens begins
-/// (`messages.len()` if none does).
-fn fitting_tail(messages: &[AgentMessage], budget: u64) -> usize {
+/// How many of `messages` (whole exchanges, from the first) fit `budget` tokens: the end of the
+/// longest head that stops where an exchange starts, or all of them when they all fit.
+fn fitting_head(messages: &[AgentMessage], budget: u64) -> usize {
     let mut used = 0;
-    let mut start = messages.len();
-    for i in (0..messages.len()).rev() {
-        used += message_tokens(&messages[i]);
-        if used > budget {
-            break;
+    let mut end = 0;
+    for (i, message) in messages.iter().enumerate() {
+        if i > 0
+            && matches!(
+                message,
+                AgentMessage::User { .. } | AgentMessage::Summary { .. }
+            )
+        {
+            end = i;
         }
-        if matches!(
-            messages[i],
-            AgentMessage::User { .. } | AgentMessage::Summary { .. }
-        ) {
-            start = i;
+        used += message_tokens(message);
+        if used > budget {
+            return end;
         }
     }
-    start
+    messages.len()
 }
 
 #[cfg(test)]
@@ -359,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn the_summarised_tail_starts_an_exchange_and_fits() {
+    fn the_summarised_head_ends_where_an_exchange_starts_and_fits() {
         let long = "word ".repeat(400); // about 500 tokens
         let messages = vec![
             AgentMessage::user_text(long.clone()),
@@ -372,9 +402,9 @@ mod tests {
             }),
             AgentMessage::user_text("short"),
         ];
-        assert_eq!(fitting_tail(&messages, 10_000), 0);
-        assert_eq!(fitting_tail(&messages, 700), 1);
-        assert_eq!(fitting_tail(&messages, 50), 3);
-        assert_eq!(fitting_tail(&messages, 1), 4);
+        assert_eq!(fitting_head(&messages, 10_000), 4);
+        assert_eq!(fitting_head(&messages, 1_100), 3);
+        assert_eq!(fitting_head(&messages, 700), 1);
+        assert_eq!(fitting_head(&messages, 50), 0);
     }
 }

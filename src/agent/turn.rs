@@ -133,16 +133,28 @@ pub async fn run_agent_turn(
             emit(AgentEvent::ProviderSwitch { from, to: &model });
         }
 
+        // Old exchanges a summary does not cover are left out of this call only.
+        let mut hidden = 0..0;
         if let Some(compactor) = state.compactor.clone() {
             if let Some(compaction) = compactor.compact(&state.messages).await {
-                if let Err(e) = hooks.on_compaction(&compaction).await {
-                    hooks.warn(&format!("on_compaction failed; the turn goes on: {e}"));
+                if compaction.summary.is_some() {
+                    if let Err(e) = hooks.on_compaction(&compaction).await {
+                        hooks.warn(&format!("on_compaction failed; the turn goes on: {e}"));
+                    }
                 }
                 compaction.apply(&mut state.messages);
+                hidden = compaction.hidden_after_apply();
             }
         }
         // Normalised for this model: the history may come from another provider (handoff).
-        let mut history = prepare_for(super::convert_to_llm(&state.messages), &model);
+        let seen = if hidden.is_empty() {
+            super::convert_to_llm(&state.messages)
+        } else {
+            let mut seen = super::convert_to_llm(&state.messages[..hidden.start]);
+            seen.extend(super::convert_to_llm(&state.messages[hidden.end..]));
+            seen
+        };
+        let mut history = prepare_for(seen, &model);
         if let Some(t) = transform {
             history = t.transform(history).await;
         }
@@ -165,7 +177,7 @@ pub async fn run_agent_turn(
             max_tokens: state.max_tokens,
             temperature: state.temperature,
         };
-        let completion = provider
+        let mut completion = provider
             .stream(&request, &mut |event| match event {
                 // A fallback inside the provider is a provider switch like any other.
                 LlmEvent::Fallback { from, to, .. } => {
@@ -175,6 +187,17 @@ pub async fn run_agent_turn(
             })
             .await;
         drop(history);
+        if completion.error.is_some() || state.cancel.is_cancelled() {
+            charge_unreported(&mut completion.message, || {
+                let system = system.as_deref().or(state.system_prompt.as_deref());
+                system.map_or(0, super::compact::estimate_tokens)
+                    + state
+                        .messages
+                        .iter()
+                        .map(super::compact::message_tokens)
+                        .sum::<u64>()
+            });
+        }
         state.total_usage.add(&completion.message.usage);
 
         if state.cancel.is_cancelled() {
@@ -571,6 +594,27 @@ async fn run_with_timeout(
     }
 }
 
+/// An answer cut short (cancelled, or failed mid-stream) whose provider never reported its
+/// usage (OpenAI sends it last, Anthropic its output tokens at the end) is charged from
+/// estimates of what was sent (`input`, computed only when needed) and of what streamed, and
+/// marked estimated. A count the provider did report stays where it is at least the estimate.
+pub fn charge_unreported(answer: &mut crate::llm::AssistantMessage, input: impl FnOnce() -> u64) {
+    let streamed: u64 = answer
+        .content
+        .iter()
+        .map(super::compact::block_tokens)
+        .sum();
+    let usage = &mut answer.usage;
+    if usage.input_tokens == 0 && usage.cache_read_tokens == 0 {
+        usage.input_tokens = input();
+        usage.estimated |= usage.input_tokens > 0;
+    }
+    if streamed > usage.output_tokens {
+        usage.output_tokens = streamed;
+        usage.estimated = true;
+    }
+}
+
 fn error_result(call: &ToolCall, message: &str) -> ToolResult {
     ToolResult {
         tool_call_id: call.id.clone(),
@@ -640,5 +684,56 @@ async fn fail(
     TurnOutcome::Failed {
         message,
         is_retryable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{AssistantMessage, ContentBlock, Usage};
+
+    fn cut_short(usage: Usage) -> AssistantMessage {
+        AssistantMessage {
+            content: vec![ContentBlock::Text {
+                text: "x".repeat(400),
+            }],
+            stop_reason: StopReason::Aborted,
+            model: "m".into(),
+            provider: "p".into(),
+            usage,
+        }
+    }
+
+    #[test]
+    fn an_answer_cut_short_without_usage_is_charged_from_estimates() {
+        // OpenAI: nothing reported before the cut.
+        let mut answer = cut_short(Usage::default());
+        charge_unreported(&mut answer, || 1_200);
+        assert_eq!(
+            (answer.usage.input_tokens, answer.usage.output_tokens),
+            (1_200, 100)
+        );
+        assert!(answer.usage.estimated);
+        // Anthropic: input reported at the start, output only at the end.
+        let mut answer = cut_short(Usage {
+            input_tokens: 900,
+            output_tokens: 1,
+            ..Usage::default()
+        });
+        charge_unreported(&mut answer, || unreachable!("input was reported"));
+        assert_eq!(
+            (answer.usage.input_tokens, answer.usage.output_tokens),
+            (900, 100)
+        );
+        assert!(answer.usage.estimated);
+        // Everything reported: nothing changes.
+        let reported = Usage {
+            input_tokens: 900,
+            output_tokens: 150,
+            ..Usage::default()
+        };
+        let mut answer = cut_short(reported);
+        charge_unreported(&mut answer, || unreachable!());
+        assert_eq!(answer.usage, reported);
     }
 }

@@ -380,8 +380,9 @@ impl Store {
             .db
             .prepare(
                 "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
-                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at,
+                   estimated)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )
             .bind(&[
                 row.owner.into(),
@@ -394,6 +395,7 @@ impl Store {
                 (usage.cache_write_tokens as f64).into(),
                 row.cost_usd.map(JsValue::from_f64).unwrap_or(JsValue::NULL),
                 (now_ms as f64).into(),
+                f64::from(u8::from(usage.estimated)).into(),
             ])?)
     }
 

@@ -661,6 +661,7 @@ mod tests {
             output_tokens: 100_000,
             cache_read_tokens: 2_000_000,
             cache_write_tokens: 0,
+            estimated: false,
         };
         let cost = info.cost(&usage).unwrap();
         assert!((cost - (3.0 + 1.5 + 0.6)).abs() < 1e-9, "{cost}");

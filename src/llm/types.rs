@@ -149,6 +149,10 @@ pub struct Usage {
     pub cache_read_tokens: u64,
     #[serde(default)]
     pub cache_write_tokens: u64,
+    /// The provider never said (an answer cancelled or failed before its usage came): the
+    /// counts are estimated from what was sent and what streamed, so the ledger still charges.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl Usage {
@@ -157,6 +161,7 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
+        self.estimated |= other.estimated;
     }
 }
 

@@ -327,6 +327,35 @@ describe("messages sent while a turn runs", () => {
     assert.deepEqual(replay[0].content.map((c) => c.text), ["Talk to me.", "Again, briefly."]);
   });
 
+  test("a cancelled answer whose provider never sent usage is charged from an estimate, marked estimated", async () => {
+    // OpenAI sends usage in the stream's last chunk: a cancel mid-answer never sees it.
+    const full = "A long answer from a provider that reports usage only at the very end. ".repeat(4);
+    openai.script({ text: full, gapMs: 25 });
+    const id = await createConversation({ model: "openai:gpt-4o" });
+    const before = openai.requests.length;
+    const response = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Tell me everything about the sea." });
+    await untilRequests(openai, before + 1);
+    const reader = response.body.getReader();
+    let body = "";
+    while (!body.includes('"text-delta"')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      body += new TextDecoder().decode(value);
+    }
+    assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/cancel`)).status, 202);
+    while (!(await reader.read()).done);
+    const [row] = await d1Query(persistDir, `SELECT input_tokens, output_tokens, cost_usd, estimated FROM usage_ledger WHERE conversation_id = '${id}'`);
+    assert.ok(row, "the cancelled answer has its ledger row");
+    assert.equal(row.estimated, 1);
+    assert.ok(row.input_tokens > 5 && row.output_tokens > 0, JSON.stringify(row));
+    assert.ok(row.cost_usd > 0, "it is charged");
+    // A finished answer's reported usage is not an estimate.
+    openai.script({ text: "Short." });
+    await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Briefly." }));
+    const rows = await d1Query(persistDir, `SELECT input_tokens, estimated FROM usage_ledger WHERE conversation_id = '${id}' ORDER BY id`);
+    assert.deepEqual(rows.at(-1), { input_tokens: 42, estimated: 0 });
+  });
+
   test("ten concurrent POSTs: one turn runs, nine are queued and consumed in order, no duplicates", async () => {
     anthropic.script({ text: "Answering the first message slowly.", gapMs: 10 }, { text: "And the other nine." });
     const id = await createConversation();

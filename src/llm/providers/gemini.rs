@@ -283,6 +283,7 @@ impl Decode for Decoder {
                     + u.thoughts_token_count.unwrap_or(0),
                 cache_read_tokens: cached,
                 cache_write_tokens: 0,
+                estimated: false,
             };
             message.set_usage(usage, out);
         }

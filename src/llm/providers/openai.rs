@@ -452,6 +452,7 @@ pub(crate) mod wire {
                 output_tokens: u.completion_tokens,
                 cache_read_tokens: cached,
                 cache_write_tokens: 0,
+                estimated: false,
             }
         }
     }
