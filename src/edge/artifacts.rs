@@ -8,6 +8,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
+use super::config::ArtifactLimits;
 use super::now_ms;
 use super::store::Store;
 use crate::agent::artifacts::{index, Artifact, ArtifactContext, ArtifactStore, ArtifactSummary};
@@ -20,6 +21,7 @@ pub const INDEX_BUDGET: usize = 2_000;
 pub struct D1Artifacts {
     pub store: Rc<Store>,
     pub conversation_id: String,
+    pub limits: ArtifactLimits,
 }
 
 #[async_trait(?Send)]
@@ -40,7 +42,7 @@ impl ArtifactStore for D1Artifacts {
 
     async fn put(&self, artifact: &Artifact) -> Result<(), String> {
         self.store
-            .put_artifact(&self.conversation_id, artifact)
+            .put_artifact(&self.conversation_id, artifact, self.limits)
             .await
             .map_err(|e| e.to_string())
     }

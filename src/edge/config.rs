@@ -63,6 +63,18 @@ pub struct Config {
     pub rate_limit_per_minute: u32,
     /// The models users may choose (`ALLOWED_MODELS`: ids or `provider:*`); `None`: any.
     pub allowed_models: Option<Vec<String>>,
+    /// Conversations one user may keep (`MAX_CONVERSATIONS_PER_USER`).
+    pub max_conversations_per_user: u32,
+    /// How many artifacts a conversation, and versions an artifact, may hold
+    /// (`MAX_ARTIFACTS_PER_CONVERSATION`, `MAX_ARTIFACT_VERSIONS`).
+    pub artifact_limits: ArtifactLimits,
+}
+
+/// How much artifact history a conversation may keep in the shared D1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArtifactLimits {
+    pub artifacts: u32,
+    pub versions: u32,
 }
 
 /// Names the runtime's own tools have; a configured tool may not take one.
@@ -166,6 +178,16 @@ impl Config {
             allowed_models: get("ALLOWED_MODELS")
                 .map(|list| allowed_models(&list))
                 .transpose()?,
+            max_conversations_per_user: number(
+                get,
+                "MAX_CONVERSATIONS_PER_USER",
+                1_000,
+                1..=1_000_000,
+            )?,
+            artifact_limits: ArtifactLimits {
+                artifacts: number(get, "MAX_ARTIFACTS_PER_CONVERSATION", 50, 1..=10_000)?,
+                versions: number(get, "MAX_ARTIFACT_VERSIONS", 100, 1..=10_000)?,
+            },
         };
         config.check_prices()?;
         Ok(config)

@@ -117,13 +117,21 @@ async fn route(
         .auth
         .caller(authorization.as_deref(), now_ms() / 1000)?;
     let user = caller.user.as_str();
-    if method == Method::Post
+    let sends = method == Method::Post
         && matches!(
             segments.as_slice(),
             ["v1", "chat"] | ["v1", "conversations", _, "messages" | "retry"]
-        )
-    {
+        );
+    // Writes that take D1 space count against the same limit as messages.
+    let writes = matches!(
+        (&method, segments.as_slice()),
+        (Method::Post, ["v1", "conversations"])
+            | (Method::Put, ["v1", "conversations", _, "artifacts", _])
+    );
+    if sends || writes {
         rate_limit::check(env, config, user).await?;
+    }
+    if sends {
         budget_check(env, config, user).await?;
     }
     match (method, segments.as_slice()) {
@@ -167,7 +175,7 @@ async fn route(
             own(routes::artifacts::get(&req, env, user, id, artifact)).await
         }
         (Method::Put, ["v1", "conversations", id, "artifacts", artifact]) => {
-            own(routes::artifacts::put(req, env, user, id, artifact)).await
+            own(routes::artifacts::put(req, env, config, user, id, artifact)).await
         }
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
             own(routes::messages::list(&req, env, user, id)).await

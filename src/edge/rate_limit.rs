@@ -1,5 +1,6 @@
 //! Per-user limits on message-sending requests (`POST /v1/chat`, `.../messages`, `.../retry`)
-//! through the Workers Rate Limiting binding. Reads are never counted.
+//! and on writes that take D1 space (`POST /v1/conversations`, artifact `PUT`s), through the
+//! Workers Rate Limiting binding. Reads are never counted.
 //!
 //! The platform takes the limit from the binding's declaration (`[[ratelimits]]` in
 //! `wrangler.toml`, `simple = { limit = 30, period = 60 }`); `RATE_LIMIT_PER_MINUTE` states the
@@ -35,7 +36,8 @@ pub async fn check(env: &Env, config: &Config, user: &str) -> Result<(), ApiErro
     }
     Err(ApiError::TooManyRequests {
         message: format!(
-            "too many messages: each user may send {} a minute; try again in {PERIOD_S} s",
+            "too many requests: each user may send {} a minute (messages, new conversations and \
+             artifact edits together); try again in {PERIOD_S} s",
             config.rate_limit_per_minute
         ),
         retry_after_s: PERIOD_S,

@@ -7,6 +7,7 @@ use worker::wasm_bindgen::JsValue;
 use worker::D1Database;
 
 use super::budget::{Budget, Period};
+use super::config::ArtifactLimits;
 use super::error::ApiError;
 use super::rows;
 use crate::agent::artifacts::{first_line, Artifact, ArtifactKind, ArtifactSummary, Author};
@@ -122,9 +123,43 @@ impl Store {
         self.round_trips.set(self.round_trips.get().wrapping_add(n));
     }
 
-    pub async fn create_conversation(&self, c: &Conversation) -> Result<(), ApiError> {
+    /// Creates `c` unless its owner keeps `max` conversations already (a 429 saying so).
+    pub async fn create_conversation(&self, c: &Conversation, max: u32) -> Result<(), ApiError> {
         self.tick(1);
-        self.insert_conversation(c, "")?.run().await?;
+        let metadata = c.metadata.as_ref().map(Value::to_string);
+        let toolsets = c
+            .toolsets
+            .as_ref()
+            .and_then(|t| serde_json::to_string(t).ok());
+        let statement = self
+            .db
+            .prepare(
+                "INSERT INTO conversations
+                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8
+                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?9
+                 RETURNING id",
+            )
+            .bind(&[
+                c.id.as_str().into(),
+                c.owner.as_str().into(),
+                opt(&c.title),
+                opt(&c.system),
+                opt(&c.model),
+                opt(&metadata),
+                (c.created_at as f64).into(),
+                opt(&toolsets),
+                f64::from(max).into(),
+            ])?;
+        if rows::all::<Created>(&statement).await?.is_empty() {
+            return Err(ApiError::TooManyRequests {
+                message: format!(
+                    "you keep {max} conversations, the most this deployment allows; delete one \
+                     to start another"
+                ),
+                retry_after_s: 3_600,
+            });
+        }
         Ok(())
     }
 
@@ -969,19 +1004,31 @@ impl Store {
             .bind(&[conversation_id.into()])?)
     }
 
-    /// Stores a new version. Someone else having written that version first is a conflict.
+    /// Stores a new version. Someone else having written that version first is a conflict; an
+    /// artifact past `limits.versions` versions, or a new one in a conversation that holds
+    /// `limits.artifacts`, is refused (413) with what to do.
     pub async fn put_artifact(
         &self,
         conversation_id: &str,
         artifact: &Artifact,
+        limits: ArtifactLimits,
     ) -> Result<(), ApiError> {
+        if artifact.version > limits.versions {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "artifact `{}` has {} versions, the most one keeps; create a new artifact instead",
+                artifact.id, limits.versions
+            )));
+        }
         self.tick(1);
-        let result = self
+        let statement = self
             .db
             .prepare(
                 "INSERT INTO artifacts
                    (conversation_id, id, version, title, kind, content, author, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9
+                 WHERE ?3 > 1 OR (SELECT COUNT(DISTINCT id) FROM artifacts
+                                  WHERE conversation_id = ?1) < ?10
+                 RETURNING version",
             )
             .bind(&[
                 conversation_id.into(),
@@ -993,19 +1040,28 @@ impl Store {
                 artifact.author.as_str().into(),
                 (artifact.created_at as f64).into(),
                 (artifact.updated_at as f64).into(),
-            ])?
-            .run()
-            .await;
+                f64::from(limits.artifacts).into(),
+            ])?;
+        let result = rows::all::<Created>(&statement).await;
         match result {
+            Ok(rows) if rows.is_empty() => Err(ApiError::PayloadTooLarge(format!(
+                "this conversation holds {} artifacts, the most one keeps; update one of them \
+                 instead",
+                limits.artifacts
+            ))),
             Ok(_) => Ok(()),
             Err(e) if e.to_string().contains("UNIQUE") => Err(ApiError::Conflict(format!(
                 "version {} of artifact `{}` was written by someone else first; read it and try again",
                 artifact.version, artifact.id
             ))),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     }
 }
+
+/// A row an `INSERT ... RETURNING` wrote; none when its condition held it back.
+#[derive(serde::Deserialize)]
+struct Created {}
 
 #[cfg(test)]
 mod tests {

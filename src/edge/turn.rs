@@ -479,6 +479,7 @@ impl Prepared {
             store: Rc::new(D1Artifacts {
                 store: turn_env.store.clone(),
                 conversation_id: conversation.id.clone(),
+                limits: config.artifact_limits,
             }),
             now: Box::new(now_ms),
             new_id: Box::new(|| new_id().unwrap_or_else(|_| format!("a{}", now_ms()))),

@@ -115,8 +115,9 @@ test("a server key from API_KEYS acts as its named user", async () => {
 test("each user may send 30 messages a minute; the 31st is a 429 with Retry-After, reads and other users go on", async () => {
   const carol = as(jwt({ sub: "carol", exp: now() + 600 }));
   const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, carol)).json();
-  // Counted before the body is read: a refused body still counts as a message request.
-  for (let i = 0; i < 30; i++) {
+  // Counted before the body is read: a refused body still counts as a message request. The
+  // conversation's creation counted too.
+  for (let i = 0; i < 29; i++) {
     const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, {}, carol);
     assert.equal(r.status, 400, `request ${i + 1}`);
   }
@@ -127,6 +128,9 @@ test("each user may send 30 messages a minute; the 31st is a 429 with Retry-Afte
   assert.equal(body.error.code, "rate_limited");
   assert.match(body.error.message, /30 a minute/);
   assert.equal((await api(worker.url, "POST", "/v1/chat", { id: "c1", messages: [] }, carol)).status, 429);
+  // So do writes that take D1 space: a new conversation, an artifact's new version.
+  assert.equal((await api(worker.url, "POST", "/v1/conversations", {}, carol)).status, 429);
+  assert.equal((await api(worker.url, "PUT", `/v1/conversations/${id}/artifacts/a1`, { content: "x" }, carol)).status, 429);
   // Reads are not counted, and the limit is per user.
   for (let i = 0; i < 5; i++) assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, carol)).status, 200);
   const dave = as(jwt({ sub: "dave", exp: now() + 600 }));

@@ -7,6 +7,7 @@ use worker::{Env, Request, Response};
 
 use super::messages::owned;
 use crate::agent::artifacts::{check, Artifact, ArtifactKind, Author};
+use crate::edge::config::Config;
 use crate::edge::error::ApiError;
 use crate::edge::store::Store;
 use crate::edge::{json_body, json_response, now_ms};
@@ -72,6 +73,7 @@ struct Put {
 pub async fn put(
     req: Request,
     env: &Env,
+    config: &Config,
     user: &str,
     id: &str,
     artifact_id: &str,
@@ -140,6 +142,8 @@ pub async fn put(
             ApiError::BadRequest(e)
         }
     })?;
-    store.put_artifact(id, &next).await?;
+    store
+        .put_artifact(id, &next, config.artifact_limits)
+        .await?;
     json_response(if next.version == 1 { 201 } else { 200 }, &next)
 }

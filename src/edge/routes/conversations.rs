@@ -59,7 +59,7 @@ pub async fn create(
         updated_at: now,
     };
     Store::new(env.d1("DB")?)
-        .create_conversation(&conversation)
+        .create_conversation(&conversation, config.max_conversations_per_user)
         .await?;
     json_response(201, &conversation)
 }

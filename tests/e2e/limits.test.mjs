@@ -1,0 +1,71 @@
+// What one user may keep in the shared D1: conversations per user, artifacts per conversation
+// and versions per artifact, each refused past its limit with a message saying what to do,
+// for the user's requests and the model's tools alike.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+
+let anthropic, worker;
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  worker = await startWorker({
+    persistDir: freshPersistDir(),
+    vars: {
+      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+      MAX_CONVERSATIONS_PER_USER: "3", MAX_ARTIFACTS_PER_CONVERSATION: "2", MAX_ARTIFACT_VERSIONS: "3",
+    },
+  });
+});
+
+after(async () => {
+  await worker?.stop();
+  await anthropic?.close();
+});
+
+const create = () => api(worker.url, "POST", "/v1/conversations", {});
+
+test("a user keeps at most MAX_CONVERSATIONS_PER_USER conversations; deleting one makes room", async () => {
+  const ids = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await create();
+    assert.equal(r.status, 201);
+    ids.push((await r.json()).id);
+  }
+  const refused = await create();
+  assert.equal(refused.status, 429);
+  const { error } = await refused.json();
+  assert.match(error.message, /you keep 3 conversations, the most this deployment allows; delete one/);
+  const listed = (await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations;
+  assert.equal(listed.length, 3, "nothing was stored");
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${ids[0]}`)).status, 204);
+  assert.equal((await create()).status, 201);
+  for (const id of ids.slice(1)) await api(worker.url, "DELETE", `/v1/conversations/${id}`);
+});
+
+test("a conversation holds at most MAX_ARTIFACTS_PER_CONVERSATION artifacts of MAX_ARTIFACT_VERSIONS versions", async () => {
+  const listed = (await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations;
+  const id = listed[0]?.id ?? (await (await create()).json()).id;
+  const put = (aid, body) => api(worker.url, "PUT", `/v1/conversations/${id}/artifacts/${aid}`, body);
+  assert.equal((await put("a1", { title: "One", kind: "text", content: "1" })).status, 201);
+  assert.equal((await put("a2", { title: "Two", kind: "text", content: "2" })).status, 201);
+  const third = await put("a3", { title: "Three", kind: "text", content: "3" });
+  assert.equal(third.status, 413);
+  assert.match((await third.json()).error.message, /holds 2 artifacts, the most one keeps; update one of them/);
+  assert.equal((await put("a1", { content: "1b" })).status, 200);
+  assert.equal((await put("a1", { content: "1c" })).status, 200);
+  const fourth = await put("a1", { content: "1d" });
+  assert.equal(fourth.status, 413);
+  assert.match((await fourth.json()).error.message, /artifact `a1` has 3 versions, the most one keeps/);
+  // The model's tools meet the same limit, as an error result it can read.
+  anthropic.script(
+    { tools: [{ id: "toolu_c", name: "create_artifact", input: { title: "Three", kind: "text", content: "3" } }] },
+    { text: "It is full." },
+  );
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Make another." }));
+  const error = chunks.find((c) => c.type === "tool-output-error");
+  assert.match(error.errorText, /holds 2 artifacts/);
+  const artifacts = (await (await api(worker.url, "GET", `/v1/conversations/${id}/artifacts`)).json()).artifacts;
+  assert.deepEqual(artifacts.map((a) => [a.id, a.version]), [["a1", 3], ["a2", 1]]);
+});
