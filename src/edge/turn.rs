@@ -92,7 +92,12 @@ pub fn resilient_provider(
     for fallback in config.fallback_models.iter().filter(|m| *m != model) {
         chain.push(provider_for(env, config, fallback, signal)?);
     }
-    let provider = Resilient::new(chain, RetryPolicy::default(), Rc::new(WorkerSleeper))
+    // A cancelled turn does not sit out a retry's wait (up to 8 s, a fallback's too).
+    let sleeper: Rc<dyn Sleeper> = match signal {
+        Some(signal) => Rc::new(UntilAborted(signal.clone())),
+        None => Rc::new(WorkerSleeper),
+    };
+    let provider = Resilient::new(chain, RetryPolicy::default(), sleeper)
         .ok_or_else(|| LlmError::Config("no model to call".into()))?;
     Ok(Rc::new(provider))
 }
@@ -102,6 +107,26 @@ pub fn model_of(conversation: &TurnConversation, config: &Config) -> Result<Mode
     match &conversation.model {
         Some(model) => ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string())),
         None => Ok(config.default_model.clone()),
+    }
+}
+
+/// Waits that end early once `signal` is aborted (looked at every 50 ms: these are only the
+/// waits between retries).
+pub struct UntilAborted(pub AbortSignal);
+
+#[async_trait(?Send)]
+impl Sleeper for UntilAborted {
+    async fn sleep(&self, ms: u64) {
+        let mut left = ms;
+        while left > 0 && !self.0.aborted() {
+            let step = left.min(50);
+            WorkerSleeper.sleep(step).await;
+            left -= step;
+        }
+    }
+
+    fn random(&self) -> f64 {
+        WorkerSleeper.random()
     }
 }
 

@@ -49,6 +49,24 @@ async function logLines(field, value) {
   return [];
 }
 
+test("a cancel during a retry's wait ends the turn at once, and nothing more is sent", async () => {
+  const [a, o] = [anthropic.requests.length, openai.requests.length];
+  anthropic.script({ status: 429, headers: { "retry-after": "6" }, message: "Number of requests has exceeded your rate limit" });
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
+  const started = Date.now();
+  const response = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "hello" });
+  while (anthropic.requests.length === a) await new Promise((r) => setTimeout(r, 10));
+  await new Promise((r) => setTimeout(r, 300)); // into the 6 s wait
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/cancel`)).status, 202);
+  const { chunks } = await readUiStream(await response);
+  const ms = Date.now() - started;
+  assert.ok(ms < 3_000, `the turn ended ${ms} ms after it started, not after the 6 s wait`);
+  assert.equal(chunks.at(-1).type, "finish");
+  assert.deepEqual([anthropic.requests.length - a, openai.requests.length - o], [1, 0], "no retry and no fallback went out");
+  const status = await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json();
+  assert.equal(status.status, "idle");
+});
+
 test("a 429 with retry-after and a 529 are retried on the same model until it answers", async () => {
   const [a, o] = [anthropic.requests.length, openai.requests.length];
   anthropic.script({ status: 429, headers: { "retry-after": "1" }, message: "Number of requests has exceeded your rate limit" }, { status: 529, message: "Overloaded" }, { text: "Third time lucky." });
