@@ -1,8 +1,10 @@
 //! The deployment's remote tools for a turn: `HTTP_TOOLS` and the tools of `MCP_SERVERS`, each
 //! in its toolset, calling out with the turn's abort signal (a cancelled turn stops its tool
-//! calls too). MCP clients (with their sessions), their tool lists (for `MCP_TOOLS_TTL_MS`) and
-//! the circuit breakers live as long as the isolate, so a turn does not list tools every time
-//! and a server that is down is given up on across requests.
+//! calls too). An MCP session belongs to one conversation (a server may keep per-session state,
+//! which must never pass between users): clients are kept per conversation and server. The
+//! servers' tool lists (for `MCP_TOOLS_TTL_MS`) and the circuit breakers live as long as the
+//! isolate, so a turn does not list tools every time and a server that is down is given up on
+//! across requests.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -23,24 +25,31 @@ use crate::llm::{HttpTransport, Sleeper, ToolDef};
 /// How long a server's tool list is used before it is listed again.
 pub const MCP_TOOLS_TTL_MS: i64 = 5 * 60 * 1000;
 
-/// One MCP server as this isolate knows it.
-struct KnownServer {
-    client: Rc<McpClient>,
-    /// The tools it listed, and when.
-    listed: Option<(i64, Vec<McpToolInfo>)>,
+/// Sessions kept at most: past it the isolate forgets them all (each is renewed on its next use).
+const MAX_SESSIONS: usize = 256;
+
+/// A server's tools as last listed: for which declaration, when, and what.
+struct Listing {
+    spec: McpServerSpec,
+    at: i64,
+    tools: Vec<McpToolInfo>,
 }
 
 thread_local! {
     static BREAKERS: Rc<Breakers> = Rc::default();
-    static SERVERS: RefCell<HashMap<String, KnownServer>> = RefCell::default();
+    /// Clients (with their sessions) by conversation and server name.
+    static SESSIONS: RefCell<HashMap<(String, String), Rc<McpClient>>> = RefCell::default();
+    /// Tool lists by server name.
+    static LISTINGS: RefCell<HashMap<String, Listing>> = RefCell::default();
 }
 
 /// What each of `MCP_SERVERS` offers a turn (in the configuration's order): its client and
 /// tools, or nothing when it cannot say. Listed by [`list`] while the turn's history loads.
 pub struct Listed(Vec<Option<(Rc<McpClient>, Vec<McpToolInfo>)>>);
 
-/// The tools of the MCP servers: the isolate's lists while fresh, else listed now, all at once.
-pub async fn list(config: &Config, signal: &AbortSignal) -> Listed {
+/// The tools of the MCP servers for a turn of `conversation`: the isolate's lists while fresh,
+/// else listed now, all at once.
+pub async fn list(config: &Config, conversation: &str, signal: &AbortSignal) -> Listed {
     if config.mcp_servers.is_empty() {
         return Listed(Vec::new());
     }
@@ -49,7 +58,8 @@ pub async fn list(config: &Config, signal: &AbortSignal) -> Listed {
     let secret = |name: &str| secret(config, name);
     Listed(
         join_all(config.mcp_servers.iter().map(|spec| {
-            server_tools(spec, &secret, transport.as_ref(), &breakers, config, signal)
+            let session = (conversation, transport.as_ref(), signal);
+            server_tools(spec, &secret, session, &breakers, config)
         }))
         .await,
     )
@@ -125,45 +135,46 @@ pub fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal,
     }
 }
 
-/// A server's client and tools: the isolate's list while it is fresh, else listed now. A server
-/// that cannot list keeps its last list (its calls then fail fast through the breaker), or
-/// offers nothing this turn.
+/// A server's client (the conversation's session) and tools: the isolate's list while it is
+/// fresh, else listed now. A server that cannot list keeps its last list (its calls then fail
+/// fast through the breaker), or offers nothing this turn.
 async fn server_tools(
     spec: &McpServerSpec,
     secret: &dyn Fn(&str) -> Option<String>,
-    transport: &dyn HttpTransport,
+    (conversation, transport, signal): (&str, &dyn HttpTransport, &AbortSignal),
     breakers: &Breakers,
     config: &Config,
-    signal: &AbortSignal,
 ) -> Option<(Rc<McpClient>, Vec<McpToolInfo>)> {
     let now = now_ms();
-    let (client, stale) = SERVERS.with(|servers| {
-        let mut servers = servers.borrow_mut();
-        let known = servers.get(&spec.name).filter(|k| k.client.spec == *spec);
-        let (client, listed) = match known {
-            Some(k) => (k.client.clone(), k.listed.clone()),
-            None => {
-                let client =
-                    match McpClient::new(spec.clone(), secret, config.allow_private_tool_hosts) {
-                        Ok(c) => Rc::new(c),
-                        Err(e) => {
-                            console_warn!("MCP_SERVERS: {e}");
-                            return (None, None);
-                        }
-                    };
-                servers.insert(
-                    spec.name.clone(),
-                    KnownServer {
-                        client: client.clone(),
-                        listed: None,
-                    },
-                );
-                (client, None)
-            }
-        };
-        (Some(client), listed)
+    let key = (conversation.to_string(), spec.name.clone());
+    let known = SESSIONS.with(|s| s.borrow().get(&key).filter(|c| c.spec == *spec).cloned());
+    let client = match known {
+        Some(client) => client,
+        None => {
+            let client = match McpClient::new(spec.clone(), secret, config.allow_private_tool_hosts)
+            {
+                Ok(c) => Rc::new(c),
+                Err(e) => {
+                    console_warn!("MCP_SERVERS: {e}");
+                    return None;
+                }
+            };
+            SESSIONS.with(|s| {
+                let mut sessions = s.borrow_mut();
+                if sessions.len() >= MAX_SESSIONS {
+                    sessions.clear();
+                }
+                sessions.insert(key, client.clone());
+            });
+            client
+        }
+    };
+    let stale = LISTINGS.with(|l| {
+        l.borrow()
+            .get(&spec.name)
+            .filter(|l| l.spec == *spec)
+            .map(|l| (l.at, l.tools.clone()))
     });
-    let client = client?;
     if let Some((at, tools)) = &stale {
         if now - at < MCP_TOOLS_TTL_MS {
             return Some((client, tools.clone()));
@@ -188,10 +199,15 @@ async fn server_tools(
     match listed {
         Ok(tools) => {
             admitted.record(true, now_ms());
-            SERVERS.with(|servers| {
-                if let Some(known) = servers.borrow_mut().get_mut(&spec.name) {
-                    known.listed = Some((now_ms(), tools.clone()));
-                }
+            LISTINGS.with(|l| {
+                l.borrow_mut().insert(
+                    spec.name.clone(),
+                    Listing {
+                        spec: spec.clone(),
+                        at: now_ms(),
+                        tools: tools.clone(),
+                    },
+                )
             });
             Some((client, tools))
         }

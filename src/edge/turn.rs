@@ -284,7 +284,7 @@ pub async fn prepare(
     // loads, not after it.
     let (history, mcp) = futures::future::join(
         store.turn_history(id, create.as_ref(), &stored_first, budget_read, now_ms()),
-        remote_tools::list(&turn_env.config, signal),
+        remote_tools::list(&turn_env.config, id, signal),
     )
     .await;
     let TurnHistory {

@@ -51,6 +51,20 @@ test("the server's tools are offered under its name and a call returns its text"
   assert.match(JSON.stringify(anthropic.requests.at(-1).body.messages), /close to the user/);
 });
 
+test("an MCP session belongs to one conversation: another conversation, another user's, gets its own", async () => {
+  const number = async (id) => {
+    anthropic.script({ tools: [{ id: `toolu_${Math.random().toString(36).slice(2, 10)}`, name: "glossary__session_number", input: {} }] }, { text: "Noted." });
+    const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Which session?" }));
+    return chunks.find((c) => c.type === "tool-output-available").output.result;
+  };
+  const other = (await (await api(worker.url, "POST", "/v1/conversations", {})).json()).id;
+  const first = await number(conversation);
+  assert.equal(await number(conversation), first, "a conversation keeps its session");
+  const second = await number(other);
+  assert.notEqual(second, first, "another conversation never shares it");
+  assert.equal(await number(other), second);
+});
+
 test("a failing tool and a tool past TOOL_TIMEOUT_MS become error results the model reads", async () => {
   const broken = await turn("glossary__broken", { term: "edge" });
   const error = JSON.parse(broken.error.errorText);

@@ -1,5 +1,6 @@
 """A real MCP server for the end-to-end tests: the Python SDK's MCPServer over streamable HTTP
-(stateful sessions, SSE responses), with a fast tool, a slow one and one that fails.
+(stateful sessions, SSE responses), with a fast tool, a slow one, one that fails and one that
+says which session a call came in.
 
     python mcp_server.py <port>
 """
@@ -7,7 +8,7 @@
 import sys
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 GLOSSARY = {
     "edge": "computing close to the user, in many small data centres",
@@ -34,6 +35,19 @@ async def slow_lookup(term: str, seconds: float) -> str:
 def broken(term: str) -> str:
     """Always fails."""
     raise ValueError(f"the glossary is on fire (looking for {term})")
+
+
+SESSIONS = []
+
+
+@server.tool()
+def session_number(ctx: Context) -> str:
+    """Which session (numbered in order of first use) this call came in."""
+    for number, session in enumerate(SESSIONS, start=1):
+        if session is ctx.session:
+            return str(number)
+    SESSIONS.append(ctx.session)
+    return str(len(SESSIONS))
 
 
 if __name__ == "__main__":
