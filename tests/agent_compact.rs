@@ -13,7 +13,8 @@ use edge_agent::agent::{
     TurnHooks, TurnOutcome,
 };
 use edge_agent::llm::{
-    AssistantMessage, ContentBlock, LlmError, Message, StopReason, ToolCall, ToolResult, Usage,
+    AssistantMessage, ContentBlock, LlmError, Message, ModelRef, StopReason, ToolCall, ToolResult,
+    Usage,
 };
 use serde_json::json;
 use support::*;
@@ -75,10 +76,18 @@ fn compactor(summariser: Rc<Scripted>) -> Rc<Compactor> {
 #[derive(Default)]
 struct Persist {
     compactions: RefCell<Vec<Compaction>>,
+    summary_calls: RefCell<Vec<(String, Usage)>>,
 }
 
 #[async_trait(?Send)]
 impl TurnHooks for Persist {
+    async fn on_summary_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
+        self.summary_calls
+            .borrow_mut()
+            .push((model.to_string(), *usage));
+        Ok(())
+    }
+
     async fn on_compaction(&self, compaction: &Compaction) -> Result<(), HookError> {
         self.compactions.borrow_mut().push(compaction.clone());
         Ok(())
@@ -120,6 +129,9 @@ fn old_exchanges_become_a_summary_and_the_latest_question_stays_verbatim() {
     assert_eq!(seen[1], Message::user_text("Q3: and now?"));
 
     assert_eq!(kinds(&state), ["summary", "user", "assistant"]);
+    // The summary request is a call like any: the application is told what it used.
+    assert_eq!(hooks.summary_calls.borrow().len(), 1);
+    assert_eq!(hooks.summary_calls.borrow()[0].0, "scripted:model-1");
     let compactions = hooks.compactions.borrow();
     assert_eq!(compactions.len(), 1);
     assert_eq!(
@@ -171,6 +183,10 @@ fn a_failing_summariser_hides_old_exchanges_from_that_call_only_and_marks_nothin
     // compaction, so it marks no row.
     assert!(hooks.compactions.borrow().is_empty());
     assert_eq!(state.messages.len(), 10);
+    // The failed summary request still cost what it used: the application is told, to charge it.
+    let calls = hooks.summary_calls.borrow();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].1.input_tokens, 10, "{calls:?}");
 }
 
 #[test]

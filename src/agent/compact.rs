@@ -17,7 +17,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::{convert_to_llm, AgentMessage, ProviderResolver};
-use crate::llm::{ContentBlock, LlmRequest, Message};
+use crate::llm::{ContentBlock, LlmRequest, Message, ModelRef, Usage};
 
 /// Roughly how many tokens `text` is.
 pub fn estimate_tokens(text: &str) -> u64 {
@@ -159,6 +159,9 @@ pub struct Compaction {
     pub summary: Option<AgentMessage>,
     /// Left out of this call's view, kept in the history (indices before `apply`).
     pub hidden: Range<usize>,
+    /// The summary request, when one was made (whether or not it succeeded): the model that
+    /// answered and what it used (estimated when the provider never said), for the ledger.
+    pub call: Option<(ModelRef, Usage)>,
 }
 
 impl Compaction {
@@ -203,16 +206,19 @@ impl Compactor {
             return None;
         }
         let cut = cut(messages, &tokens, threshold / 2)?;
-        Some(match self.summarise(&messages[..cut]).await {
+        let (summary, call) = self.summarise(&messages[..cut]).await;
+        Some(match summary {
             Some((text, covered)) => Compaction {
                 replaces: 0..covered,
                 summary: Some(AgentMessage::Summary { text }),
                 hidden: covered..cut,
+                call,
             },
             None => Compaction {
                 replaces: 0..0,
                 summary: None,
                 hidden: 0..cut,
+                call,
             },
         })
     }
@@ -220,8 +226,13 @@ impl Compactor {
     /// A summary of the oldest of `old` that fit one summary request, and how many messages
     /// it covers. Oldest first, so an earlier summary (always first) is folded into the new
     /// one and each compaction moves forward from where the last stopped.
-    async fn summarise(&self, old: &[AgentMessage]) -> Option<(String, usize)> {
-        let provider = self.summariser.resolve().await.ok()?;
+    async fn summarise(
+        &self,
+        old: &[AgentMessage],
+    ) -> (Option<(String, usize)>, Option<(ModelRef, Usage)>) {
+        let Ok(provider) = self.summariser.resolve().await else {
+            return (None, None);
+        };
         // The summary request must fit the window too: it gets a quarter of it to answer in
         // (at most 1,024 tokens) and the oldest exchanges that fit in the rest, less room for
         // the instruction and the system prompt.
@@ -231,7 +242,7 @@ impl Compactor {
         let budget = self.context_window.saturating_sub(max_tokens + 96);
         let covered = fitting_head(old, budget);
         if covered == 0 {
-            return None;
+            return (None, None);
         }
         let old = &old[..covered];
         let mut history = crate::llm::transform::prepare_for(convert_to_llm(old), provider.model());
@@ -243,9 +254,22 @@ impl Compactor {
             max_tokens: max_tokens as u32,
             temperature: None,
         };
-        let completion = provider.complete(&request).await;
+        let mut completion = provider.complete(&request).await;
+        if completion.error.is_some() {
+            super::turn::charge_unreported(&mut completion.message, || {
+                old.iter().map(message_tokens).sum::<u64>() + estimate_tokens(INSTRUCTION)
+            });
+        }
+        // The model that answered (a fallback's, after a switch) is the one that is paid.
+        let answered = ModelRef {
+            provider: completion.message.provider.clone(),
+            model: completion.message.model.clone(),
+        };
+        let call = Some((answered, completion.message.usage));
         let text = completion.message.text();
-        (completion.error.is_none() && !text.trim().is_empty()).then_some((text, covered))
+        let summary =
+            (completion.error.is_none() && !text.trim().is_empty()).then_some((text, covered));
+        (summary, call)
     }
 }
 

@@ -43,6 +43,16 @@ pub trait TurnHooks {
         Ok(())
     }
 
+    /// A summary request was made for compaction (whether or not it succeeded): `model`
+    /// answered and used `usage`. It costs like any call; the ledger records it here.
+    async fn on_summary_call(
+        &self,
+        _model: &crate::llm::ModelRef,
+        _usage: &crate::llm::Usage,
+    ) -> Result<(), HookError> {
+        Ok(())
+    }
+
     /// The system prompt for the next LLM call, rebuilt before every call (seed 004: it may
     /// carry state that tools change, such as an index of artifacts). `None` keeps the
     /// conversation's own prompt (`base`) as it is.

@@ -137,6 +137,11 @@ pub async fn run_agent_turn(
         let mut hidden = 0..0;
         if let Some(compactor) = state.compactor.clone() {
             if let Some(compaction) = compactor.compact(&state.messages).await {
+                if let Some((model, usage)) = &compaction.call {
+                    if let Err(e) = hooks.on_summary_call(model, usage).await {
+                        hooks.warn(&format!("on_summary_call failed; the turn goes on: {e}"));
+                    }
+                }
                 if compaction.summary.is_some() {
                     if let Err(e) = hooks.on_compaction(&compaction).await {
                         hooks.warn(&format!("on_compaction failed; the turn goes on: {e}"));

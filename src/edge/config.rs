@@ -59,6 +59,9 @@ pub struct Config {
     pub budget_period: crate::edge::budget::Period,
     /// The cheaper model a turn moves to once the budget is spent (`BUDGET_MODEL`).
     pub budget_model: Option<ModelRef>,
+    /// The model that writes compaction's summaries (`SUMMARY_MODEL`; default: the
+    /// conversation's).
+    pub summary_model: Option<ModelRef>,
     /// Message-sending requests per user and minute (`RATE_LIMIT_PER_MINUTE`; `0`: no limit).
     pub rate_limit_per_minute: u32,
     /// The models users may choose (`ALLOWED_MODELS`: ids or `provider:*`); `None`: any.
@@ -172,6 +175,9 @@ impl Config {
             budget_model: get("BUDGET_MODEL")
                 .map(|id| ModelRef::parse(&id).map_err(|e| ApiError::config("BUDGET_MODEL", e)))
                 .transpose()?,
+            summary_model: get("SUMMARY_MODEL")
+                .map(|id| ModelRef::parse(&id).map_err(|e| ApiError::config("SUMMARY_MODEL", e)))
+                .transpose()?,
             http_tools,
             mcp_servers,
             tool_secrets,
@@ -246,7 +252,8 @@ impl Config {
         }
         let named = std::iter::once(("DEFAULT_MODEL", &self.default_model))
             .chain(self.fallback_models.iter().map(|m| ("FALLBACK_MODELS", m)))
-            .chain(self.budget_model.iter().map(|m| ("BUDGET_MODEL", m)));
+            .chain(self.budget_model.iter().map(|m| ("BUDGET_MODEL", m)))
+            .chain(self.summary_model.iter().map(|m| ("SUMMARY_MODEL", m)));
         for (variable, model) in named {
             if self.models.info(model).price.is_none() {
                 return Err(ApiError::config(

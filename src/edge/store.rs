@@ -403,6 +403,20 @@ impl Store {
         Ok(seq.seq)
     }
 
+    /// A ledger row for a call that stores no message (compaction's summary requests).
+    pub async fn record_usage(
+        &self,
+        conversation_id: &str,
+        usage: &UsageRow<'_>,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        self.ledger_row(conversation_id, usage, now_ms)?
+            .run()
+            .await?;
+        Ok(())
+    }
+
     /// What one LLM call cost, as a row of the owner's usage ledger.
     fn ledger_row(
         &self,

@@ -482,8 +482,49 @@ impl Prepared {
         state.max_tokens = config.max_tokens.min(info.max_output_tokens);
         state.answers = answers;
         state.cancel = cancel;
+        // Within a budget, or moved to the economy model once it is spent (`USER_BUDGET_USD`):
+        // the turn's calls and compaction's summary calls alike.
+        let budget_switches = Rc::new(Cell::new(0u32));
+        let turn_spent = Rc::new(Cell::new(0.0f64));
+        let economy = config
+            .user_budget_usd
+            .and(config.budget_model.as_ref())
+            .and_then(|m| {
+                resilient_provider(&turn_env.env, config, m, Some(&signal))
+                    .inspect_err(|e| console_error!("BUDGET_MODEL {m}: {e}"))
+                    .ok()
+            });
+        let resolve_with = |answers: Rc<dyn Provider>| -> Rc<dyn ProviderResolver> {
+            match config.user_budget_usd {
+                Some(limit) => Rc::new(BudgetResolver {
+                    store: Rc::new(D1Budget {
+                        store: turn_env.store.clone(),
+                        owner: conversation.owner.clone(),
+                        conversation_id: conversation.id.clone(),
+                        default: (limit, config.budget_period),
+                    }),
+                    model: answers,
+                    economy: economy.clone(),
+                    turn_spent: turn_spent.clone(),
+                    switches: budget_switches.clone(),
+                    read: RefCell::new(budget.clone()),
+                }),
+                None => Rc::new(FixedProvider(answers)),
+            }
+        };
+        // Summaries are written by `SUMMARY_MODEL` when set, else by the conversation's model.
+        let summaries = config
+            .summary_model
+            .as_ref()
+            .filter(|m| **m != model)
+            .and_then(|m| {
+                resilient_provider(&turn_env.env, config, m, Some(&signal))
+                    .inspect_err(|e| console_error!("SUMMARY_MODEL {m}: {e}"))
+                    .ok()
+            })
+            .unwrap_or_else(|| provider.clone());
         state.compactor = Some(Rc::new(Compactor {
-            summariser: Rc::new(FixedProvider(provider.clone())),
+            summariser: resolve_with(summaries),
             context_window: info.context_window.into(),
             threshold_ratio: config.compact_threshold,
             max_output_tokens: info.max_output_tokens.into(),
@@ -548,6 +589,7 @@ impl Prepared {
             storage: turn_env.storage.clone(),
             persisted,
             ledger_failure: RefCell::default(),
+            turn_spent: turn_spent.clone(),
         };
 
         let mut out = String::new();
@@ -561,29 +603,7 @@ impl Prepared {
             }
             out.clear();
         };
-        // Within a budget, or moved to the economy model once it is spent (`USER_BUDGET_USD`).
-        let budget_switches = Rc::new(Cell::new(0u32));
-        let turn_spent = Rc::new(Cell::new(0.0f64));
-        let resolver: Box<dyn ProviderResolver> = match config.user_budget_usd {
-            Some(limit) => Box::new(BudgetResolver {
-                store: Rc::new(D1Budget {
-                    store: turn_env.store.clone(),
-                    owner: conversation.owner.clone(),
-                    conversation_id: conversation.id.clone(),
-                    default: (limit, config.budget_period),
-                }),
-                model: provider.clone(),
-                economy: config.budget_model.as_ref().and_then(|m| {
-                    resilient_provider(&turn_env.env, config, m, Some(&signal))
-                        .inspect_err(|e| console_error!("BUDGET_MODEL {m}: {e}"))
-                        .ok()
-                }),
-                turn_spent: turn_spent.clone(),
-                switches: budget_switches.clone(),
-                read: RefCell::new(budget),
-            }),
-            None => Box::new(FixedProvider(provider)),
-        };
+        let resolver = resolve_with(provider);
         // The time of each event, for the turn's figures and the chunk log's batching: read
         // once per poll of the turn, which handles every event of a read's worth of tokens.
         let clock = PollClock::default();
@@ -775,6 +795,8 @@ struct D1Hooks {
     /// Why the last answer's ledger row could not be written; `on_turn_end` stops the turn.
     ledger_failure: RefCell<Option<String>>,
     prompt: SystemPrompt,
+    /// What the turn's calls cost so far, for the budget resolver.
+    turn_spent: Rc<Cell<f64>>,
 }
 
 #[async_trait(?Send)]
@@ -846,6 +868,28 @@ impl TurnHooks for D1Hooks {
             .borrow_mut()
             .push(stored.as_ref().ok().copied());
         stored.map(|_| ()).map_err(|e| HookError(e.to_string()))
+    }
+
+    /// A summary call is charged like an answer, in a ledger row of its own.
+    async fn on_summary_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
+        let cost = self.config.models.info(model).cost(usage);
+        self.turn_spent
+            .set(self.turn_spent.get() + cost.unwrap_or(0.0));
+        let row = UsageRow {
+            owner: &self.owner,
+            model: &model.model,
+            provider: &model.provider,
+            usage,
+            cost_usd: cost,
+        };
+        let recorded = self
+            .store
+            .record_usage(&self.conversation_id, &row, now_ms())
+            .await;
+        if let Err(e) = &recorded {
+            *self.ledger_failure.borrow_mut() = Some(e.to_string());
+        }
+        recorded.map_err(|e| HookError(e.to_string()))
     }
 
     /// D1 mirrors the compaction: the summary is stored and the rows it replaces are marked,

@@ -9,7 +9,7 @@ import { readdirSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DefaultChatTransport } from "ai";
-import { anthropicLoopback, api, chatMessage, freshPersistDir, parseUiStream, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, api, chatMessage, d1Query, freshPersistDir, parseUiStream, readUiStream, startWorker } from "./harness.mjs";
 
 // A model with a 2,048-token window, declared by the deployment.
 const TINY = { id: "anthropic:tiny-model", context_window: 2048, max_output_tokens: 256, price: { input: 1, output: 2, cache_read: 0, cache_write: 0 } };
@@ -255,6 +255,9 @@ test("a model declared in MODELS with a 2,048-token window stays usable over 25 
     assert.ok(chars / 4 + body.max_tokens <= TINY.context_window, `a request of ~${Math.round(chars / 4)} tokens + ${body.max_tokens}`);
   }
   assert.ok(summaries >= 3, `compacted ${summaries} times`);
+  // Each summary request is charged like an answer: the ledger holds a row for each.
+  const [{ rows }] = await d1Query(persistDir, `SELECT COUNT(*) AS rows FROM usage_ledger WHERE conversation_id = '${id}'`);
+  assert.equal(rows, 25 + summaries, `${rows} ledger rows for 25 answers and ${summaries} summaries`);
   const h = await history(id);
   assert.ok(h.some((m) => m.kind === "summary" && !m.compacted), "the history shows the latest summary");
   assert.ok(h.filter((m) => m.compacted).length > 20, "replaced rows stay readable, marked compacted");
