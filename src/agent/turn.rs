@@ -603,7 +603,13 @@ async fn run_with_timeout(
 /// usage (OpenAI sends it last, Anthropic its output tokens at the end) is charged from
 /// estimates of what was sent (`input`, computed only when needed) and of what streamed, and
 /// marked estimated. A count the provider did report stays where it is at least the estimate.
+/// An answer that streamed nothing is left as it is.
 pub fn charge_unreported(answer: &mut crate::llm::AssistantMessage, input: impl FnOnce() -> u64) {
+    // Nothing streamed: the provider refused or failed before it worked (a 429, a 5xx), and
+    // providers do not bill for that.
+    if answer.content.is_empty() {
+        return;
+    }
     let streamed: u64 = answer
         .content
         .iter()
@@ -731,6 +737,11 @@ mod tests {
             (900, 100)
         );
         assert!(answer.usage.estimated);
+        // Nothing streamed (refused before any work): nothing is charged.
+        let mut refused = cut_short(Usage::default());
+        refused.content.clear();
+        charge_unreported(&mut refused, || unreachable!());
+        assert_eq!(refused.usage, Usage::default());
         // Everything reported: nothing changes.
         let reported = Usage {
             input_tokens: 900,
