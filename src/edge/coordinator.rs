@@ -63,6 +63,10 @@ pub enum TurnRequest {
         id: String,
         message: AgentMessage,
         delivery: Delivery,
+        /// `id` comes from the client's idempotency key ([`keyed_id`]): a send with a key
+        /// already accepted runs nothing again.
+        #[serde(default)]
+        keyed: bool,
     },
     /// Answers for a paused turn.
     Resume {
@@ -74,6 +78,30 @@ pub enum TurnRequest {
     },
     /// Runs the last user message again.
     Retry,
+}
+
+/// The message id a client's idempotency key stands for: the same key sent again by the same
+/// caller to the same conversation names the same message, and nothing else does.
+pub fn keyed_id(caller: &str, conversation: &str, key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(caller.as_bytes())
+        .chain_update([0])
+        .chain_update(conversation.as_bytes())
+        .chain_update([0])
+        .chain_update(key.as_bytes())
+        .finalize();
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An idempotency key as a client may send it: 1 to 255 visible ASCII characters.
+pub fn check_key(key: &str, name: &str) -> Result<(), super::error::ApiError> {
+    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(super::error::ApiError::BadRequest(format!(
+            "`{name}` must be 1 to 255 visible ASCII characters"
+        )));
+    }
+    Ok(())
 }
 
 /// What a turn needs of the conversation's row (checked against the caller by the Worker).

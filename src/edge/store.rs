@@ -403,6 +403,23 @@ impl Store {
         Ok(seq.seq)
     }
 
+    /// Where message `message_id` is in the conversation's history, if it is there.
+    pub async fn message_seq(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+    ) -> Result<Option<i64>, ApiError> {
+        self.tick(1);
+        let found = rows::first::<Seq>(
+            &self
+                .db
+                .prepare("SELECT seq FROM messages WHERE conversation_id = ?1 AND id = ?2")
+                .bind(&[conversation_id.into(), message_id.into()])?,
+        )
+        .await?;
+        Ok(found.map(|row| row.seq))
+    }
+
     /// A ledger row for a call that stores no message (compaction's summary requests).
     pub async fn record_usage(
         &self,

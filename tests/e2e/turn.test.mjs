@@ -327,6 +327,42 @@ describe("messages sent while a turn runs", () => {
     assert.deepEqual(replay[0].content.map((c) => c.text), ["Talk to me.", "Again, briefly."]);
   });
 
+  test("a send repeated with its Idempotency-Key runs one turn: it re-attaches while it runs, then gets what was stored", async () => {
+    const id = await createConversation();
+    const before = anthropic.requests.length;
+    anthropic.script({ text: "An answer worth waiting for, streamed slowly. ".repeat(3), writes: "event", gapMs: 20 });
+    const send = (key, message = "Tell me once.") =>
+      fetch(`${worker.url}/v1/conversations/${id}/messages`, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": key }, body: JSON.stringify({ message }) });
+    const first = await send("order-7f3a");
+    await untilRequests(anthropic, before + 1);
+    // The client retried (its connection dropped): the same turn's stream, from its start.
+    const again = await send("order-7f3a");
+    assert.equal(again.status, 200);
+    assert.match(again.headers.get("content-type"), /text\/event-stream/);
+    const [a, b] = await Promise.all([readUiStream(first), readUiStream(again)]);
+    assert.deepEqual(b.chunks, a.chunks);
+    // Once it ended: what was stored for it, and still no second turn.
+    const late = await send("order-7f3a");
+    assert.equal(late.status, 200);
+    const stored = await late.json();
+    assert.equal(stored.repeated, true);
+    assert.deepEqual(stored.messages.map((m) => m.kind), ["user", "assistant"]);
+    assert.equal(anthropic.requests.length, before + 1, "one provider call for three sends");
+    assert.deepEqual((await history(id)).map((m) => m.kind), ["user", "assistant"]);
+    // Another key is another message; a malformed key is refused.
+    anthropic.script({ text: "Second." });
+    await readUiStream(await send("order-8b21", "And again."));
+    assert.equal(anthropic.requests.length, before + 2);
+    assert.equal((await send("x".repeat(300))).status, 400);
+    // /v1/chat's messageId does the same.
+    anthropic.script({ text: "Chat answer." });
+    const chat = () => api(worker.url, "POST", "/v1/chat", { id: `idem-${id}`, trigger: "submit-message", messageId: "ui-1", messages: [{ id: "ui-1", role: "user", parts: [{ type: "text", text: "hello" }] }] });
+    await readUiStream(await chat());
+    const repeated = await chat();
+    assert.equal((await repeated.json()).repeated, true);
+    assert.equal(anthropic.requests.length, before + 3);
+  });
+
   test("a cancelled answer whose provider never sent usage is charged from an estimate, marked estimated", async () => {
     // OpenAI sends usage in the stream's last chunk: a cancel mid-answer never sees it.
     const full = "A long answer from a provider that reports usage only at the very end. ".repeat(4);

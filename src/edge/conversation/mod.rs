@@ -120,6 +120,8 @@ struct Live {
     cancel: CancelToken,
     abort: Option<AbortController>,
     log: Rc<ChunkLog>,
+    /// The id of the message that started the turn, if one did.
+    started_by: Option<String>,
 }
 
 /// A turn that holds the conversation.
@@ -292,6 +294,16 @@ impl Object {
         if !kept {
             self.storage.set_conversation(&conversation)?;
         }
+        // A send whose idempotency key was accepted before runs nothing again: it re-attaches
+        // to the turn it started, is queued once, or gets what was stored for it.
+        if let TurnRequest::Message {
+            id, keyed: true, ..
+        } = &request
+        {
+            if let Some(repeat) = self.repeated(&conversation.id, id).await? {
+                return Ok(repeat);
+            }
+        }
         let activity = self.activity()?;
         let now = now_ms();
         let busy = || {
@@ -305,6 +317,7 @@ impl Object {
                 id,
                 message,
                 delivery,
+                ..
             } => match machine::on_message(activity) {
                 OnMessage::StartTurn => (Kickoff::Queued, Some((id, message, delivery))),
                 queue => {
@@ -373,6 +386,9 @@ impl Object {
             None => None,
         };
         let mut claimed = self.claim(0, &client_tools, message_id, Some(request_id))?;
+        if let (Some(live), Some((id, _, _))) = (self.live.borrow_mut().as_mut(), &own) {
+            live.started_by = Some(id.clone());
+        }
         claimed.d1_before = claimed.d1_before.wrapping_sub(resolving);
         claimed.sql_before = sql_before;
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
@@ -521,6 +537,7 @@ impl Object {
             cancel: cancel.clone(),
             abort: Some(abort),
             log: log.clone(),
+            started_by: None,
         });
         self.keep_alarm();
         Ok(Claimed {
@@ -796,6 +813,52 @@ impl Object {
             abort.abort();
         }
         true
+    }
+
+    /// What a repeated send of message `id` gets: the running turn's stream when it started
+    /// that turn, 202 when it waits in the queue, or the stored message and what followed it
+    /// when it is in D1 (one D1 read, for keyed sends only). `None`: never accepted.
+    async fn repeated(
+        &self,
+        conversation_id: &str,
+        id: &str,
+    ) -> std::result::Result<Option<Response>, ApiError> {
+        let started = self
+            .live
+            .borrow()
+            .as_ref()
+            .filter(|l| l.started_by.as_deref() == Some(id))
+            .map(|l| l.log.attach());
+        if let Some(reader) = started {
+            return match reader {
+                Ok(reader) => sse(reader).map(Some),
+                Err(NoReader::Full) => self.attach().map(Some),
+                Err(NoReader::Overflowed) => Ok(Some(Response::empty()?.with_status(204))),
+            };
+        }
+        if let Some(row) = self.storage.queued(None)?.into_iter().find(|r| r.id == id) {
+            let position = self.storage.queue_len(None)?;
+            let delivery = if row.delivery == Delivery::Followup.as_str() {
+                Delivery::Followup
+            } else {
+                Delivery::Steering
+            };
+            return json_response(
+                202,
+                &serde_json::json!({"queued": delivery.as_str(), "position": position}),
+            )
+            .map(Some);
+        }
+        let store = &self.turn_env()?.store;
+        let Some(seq) = store.message_seq(conversation_id, id).await? else {
+            return Ok(None);
+        };
+        let (messages, _) = store.history_page(conversation_id, seq - 1, 50).await?;
+        json_response(
+            200,
+            &serde_json::json!({"repeated": true, "message_id": id, "messages": messages}),
+        )
+        .map(Some)
     }
 
     /// The running turn's stream from its start, then live; 204 when none runs (or the stream

@@ -18,8 +18,8 @@ use super::messages::{checked_turn, client_tools, valid_name, yes, ClientTool};
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::coordinator::{
-    ApprovalIn, ChatStart, Coordinator, Delivery, Send, ToolResultIn, TurnConversation,
-    TurnRequest, ELSEWHERE,
+    check_key, keyed_id, ApprovalIn, ChatStart, Coordinator, Delivery, Send, ToolResultIn,
+    TurnConversation, TurnRequest, ELSEWHERE,
 };
 use crate::edge::error::ApiError;
 use crate::edge::store::{is_conversation_id, scoped_id};
@@ -36,6 +36,9 @@ struct ChatRequest {
     tools: Vec<ClientTool>,
     #[serde(default = "yes")]
     stream: bool,
+    /// The client's id for this send: one already accepted runs nothing again.
+    #[serde(default, rename = "messageId")]
+    message_id: Option<String>,
 }
 
 /// The part of a `UIMessage` we read.
@@ -77,8 +80,15 @@ pub async fn post(
                         "the last user message has no text".into(),
                     ));
                 }
+                if let Some(key) = &body.message_id {
+                    check_key(key, "messageId")?;
+                }
                 TurnRequest::Message {
-                    id: new_id()?,
+                    id: match &body.message_id {
+                        Some(key) => keyed_id(user, &body.id, key),
+                        None => new_id()?,
+                    },
+                    keyed: body.message_id.is_some(),
                     message: AgentMessage::user_text(text),
                     delivery: Delivery::Steering,
                 }

@@ -8,8 +8,8 @@ use super::conversations::not_found;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::coordinator::{
-    ApprovalIn, Coordinator, Delivery, Send as CoordinatorSend, ToolResultIn, TurnConversation,
-    TurnRequest, UNKNOWN_CONVERSATION,
+    check_key, keyed_id, ApprovalIn, Coordinator, Delivery, Send as CoordinatorSend, ToolResultIn,
+    TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
 };
 use crate::edge::error::ApiError;
 use crate::edge::store::{Conversation, Store};
@@ -199,6 +199,10 @@ pub async fn send(
     id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
+    let key = req.headers().get("idempotency-key")?;
+    if let Some(key) = &key {
+        check_key(key, "Idempotency-Key")?;
+    }
     let body: Send = json_body(req).await?;
     let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
     let message = match body.message {
@@ -227,7 +231,11 @@ pub async fn send(
             only_pending: false,
         },
         Some(message) => TurnRequest::Message {
-            id: new_id()?,
+            id: match &key {
+                Some(key) => keyed_id(user, id, key),
+                None => new_id()?,
+            },
+            keyed: key.is_some(),
             message,
             delivery: match body.delivery {
                 DeliveryRequest::Auto | DeliveryRequest::Steer => Delivery::Steering,
