@@ -43,11 +43,10 @@ SESSIONS = []
 @server.tool()
 def session_number(ctx: Context) -> str:
     """Which session (numbered in order of first use) this call came in."""
-    for number, session in enumerate(SESSIONS, start=1):
-        if session is ctx.session:
-            return str(number)
-    SESSIONS.append(ctx.session)
-    return str(len(SESSIONS))
+    session = (ctx.headers or {}).get("mcp-session-id", "")
+    if session not in SESSIONS:
+        SESSIONS.append(session)
+    return str(SESSIONS.index(session) + 1)
 
 
 if __name__ == "__main__":

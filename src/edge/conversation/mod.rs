@@ -856,7 +856,13 @@ impl Object {
         let (messages, _) = store.history_page(conversation_id, seq - 1, 50).await?;
         json_response(
             200,
-            &serde_json::json!({"repeated": true, "message_id": id, "messages": messages}),
+            // The shape of a `stream: false` turn's answer, with nothing run.
+            &serde_json::json!({
+                "repeated": true,
+                "message_id": id,
+                "messages": messages,
+                "events": [],
+            }),
         )
         .map(Some)
     }
