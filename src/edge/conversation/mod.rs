@@ -319,7 +319,7 @@ impl Object {
                 delivery,
                 ..
             } => match machine::on_message(activity) {
-                OnMessage::StartTurn => (Kickoff::Queued, Some((id, message, delivery))),
+                OnMessage::StartTurn => (Kickoff::Queued, Some((id, message))),
                 queue => {
                     if self.storage.queue_len(None)? >= MAX_QUEUED {
                         return Err(ApiError::TooManyRequests {
@@ -332,7 +332,8 @@ impl Object {
                         });
                     }
                     let body = serde_json::to_string(&message)?;
-                    let position = self.storage.enqueue(&id, delivery, &body, now)?;
+                    self.storage.enqueue(&id, delivery, &body, now)?;
+                    let position = self.storage.waiting_len()?;
                     if queue == OnMessage::QueueAndRecover {
                         self.recover_orphan()?;
                     }
@@ -378,9 +379,9 @@ impl Object {
         // message reaches D1 finds it there when it recovers. It leaves the inbox once in D1.
         let queued = self.storage.queued(None)?;
         let own = match own_message {
-            Some((id, message, delivery)) => {
+            Some((id, message)) => {
                 let body = serde_json::to_string(&message)?;
-                let seq = self.storage.hold(&id, delivery, &body, now)?;
+                let seq = self.storage.hold(&id, &body, now)?;
                 Some((id, message, seq))
             }
             None => None,
@@ -837,7 +838,7 @@ impl Object {
             };
         }
         if let Some(row) = self.storage.queued(None)?.into_iter().find(|r| r.id == id) {
-            let position = self.storage.queue_len(None)?;
+            let position = self.storage.waiting_len()?;
             let delivery = if row.delivery == Delivery::Followup.as_str() {
                 Delivery::Followup
             } else {

@@ -122,6 +122,9 @@ struct Count {
     n: i64,
 }
 
+/// The delivery of a message kept while the turn it starts stores it.
+pub const STARTING: &str = "starting";
+
 #[derive(Deserialize)]
 struct Seq {
     seq: i64,
@@ -413,24 +416,14 @@ impl ObjectStorage {
     }
 
     /// Keeps the message that starts a turn in the inbox until it is in D1; its `seq`, or
-    /// `None` when a message with its id is kept already.
-    pub fn hold(
-        &self,
-        id: &str,
-        delivery: Delivery,
-        message: &str,
-        now: i64,
-    ) -> Result<Option<i64>> {
+    /// `None` when a message with its id is kept already. Its delivery is [`STARTING`]: no
+    /// drain takes it and no queue position counts it; recovery and the alarm do see it.
+    pub fn hold(&self, id: &str, message: &str, now: i64) -> Result<Option<i64>> {
         let seq = self
             .write(
                 "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
                  RETURNING seq",
-                vec![
-                    id.into(),
-                    delivery.as_str().into(),
-                    message.into(),
-                    now.into(),
-                ],
+                vec![id.into(), STARTING.into(), message.into(), now.into()],
             )?
             .to_array::<Seq>()?
             .into_iter()
@@ -487,6 +480,19 @@ impl ObjectStorage {
             .queued
             .set(known.zip(removed).map(|(n, r)| n - r));
         Ok(())
+    }
+
+    /// Messages waiting for the running turn (or the next), the one that starts a turn left
+    /// out: a queued message's position.
+    pub fn waiting_len(&self) -> Result<i64> {
+        if self.known.queued.get() == Some(0) {
+            return Ok(0);
+        }
+        let rows: Vec<Count> = rows::cursor(self.exec(
+            "SELECT COUNT(*) AS n FROM inbox WHERE delivery != ?",
+            vec![STARTING.into()],
+        )?)?;
+        Ok(rows.first().map_or(0, |c| c.n))
     }
 
     pub fn queue_len(&self, only: Option<Delivery>) -> Result<i64> {
