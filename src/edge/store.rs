@@ -126,11 +126,8 @@ impl Store {
     /// Creates `c` unless its owner keeps `max` conversations already (a 429 saying so).
     pub async fn create_conversation(&self, c: &Conversation, max: u32) -> Result<(), ApiError> {
         self.tick(1);
-        let metadata = c.metadata.as_ref().map(Value::to_string);
-        let toolsets = c
-            .toolsets
-            .as_ref()
-            .and_then(|t| serde_json::to_string(t).ok());
+        let mut values = conversation_values(c);
+        values.push(f64::from(max).into());
         let statement = self
             .db
             .prepare(
@@ -140,17 +137,7 @@ impl Store {
                  WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?9
                  RETURNING id",
             )
-            .bind(&[
-                c.id.as_str().into(),
-                c.owner.as_str().into(),
-                opt(&c.title),
-                opt(&c.system),
-                opt(&c.model),
-                opt(&metadata),
-                (c.created_at as f64).into(),
-                opt(&toolsets),
-                f64::from(max).into(),
-            ])?;
+            .bind(&values)?;
         if rows::all::<Created>(&statement).await?.is_empty() {
             return Err(ApiError::TooManyRequests {
                 message: format!(
@@ -216,11 +203,6 @@ impl Store {
         c: &Conversation,
         on_conflict: &str,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
-        let metadata = c.metadata.as_ref().map(Value::to_string);
-        let toolsets = c
-            .toolsets
-            .as_ref()
-            .and_then(|t| serde_json::to_string(t).ok());
         Ok(self
             .db
             .prepare(format!(
@@ -228,16 +210,7 @@ impl Store {
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) {on_conflict}"
             ))
-            .bind(&[
-                c.id.as_str().into(),
-                c.owner.as_str().into(),
-                opt(&c.title),
-                opt(&c.system),
-                opt(&c.model),
-                opt(&metadata),
-                (c.created_at as f64).into(),
-                opt(&toolsets),
-            ])?)
+            .bind(&conversation_values(c))?)
     }
 
     pub async fn conversation(
@@ -1088,6 +1061,26 @@ impl Store {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A conversation row's values, bound as `?1` to `?8` (id, owner, title, system, model,
+/// metadata, created, toolsets).
+fn conversation_values(c: &Conversation) -> Vec<JsValue> {
+    let metadata = c.metadata.as_ref().map(Value::to_string);
+    let toolsets = c
+        .toolsets
+        .as_ref()
+        .and_then(|t| serde_json::to_string(t).ok());
+    vec![
+        c.id.as_str().into(),
+        c.owner.as_str().into(),
+        opt(&c.title),
+        opt(&c.system),
+        opt(&c.model),
+        opt(&metadata),
+        (c.created_at as f64).into(),
+        opt(&toolsets),
+    ]
 }
 
 /// A row an `INSERT ... RETURNING` wrote; none when its condition held it back.
