@@ -427,7 +427,8 @@ mod tests {
             AgentMessage::user_text("short"),
         ];
         assert_eq!(fitting_head(&messages, 10_000), 4);
-        assert_eq!(fitting_head(&messages, 1_100), 3);
+        // 504 + 504 + 5 fit 1,015; the short question (6 more) does not, and starts the rest.
+        assert_eq!(fitting_head(&messages, 1_015), 3);
         assert_eq!(fitting_head(&messages, 700), 1);
         assert_eq!(fitting_head(&messages, 50), 0);
     }
