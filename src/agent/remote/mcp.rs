@@ -139,6 +139,8 @@ pub struct McpClient {
     pub spec: McpServerSpec,
     /// The headers with their secrets resolved.
     headers: Vec<(String, String)>,
+    /// Their names: they go to the server's own origin only, never to where it redirects.
+    configured_headers: Vec<String>,
     session: RefCell<Option<Session>>,
     next_id: Cell<u64>,
     allow_private_hosts: bool,
@@ -152,9 +154,11 @@ impl McpClient {
         allow_private_hosts: bool,
     ) -> Result<Self, String> {
         let headers = resolve_headers(&spec.name, &spec.headers, secret)?;
+        let configured_headers = headers.iter().map(|(name, _)| name.clone()).collect();
         Ok(Self {
             spec,
             headers,
+            configured_headers,
             session: RefCell::default(),
             next_id: Cell::new(1),
             allow_private_hosts,
@@ -330,7 +334,6 @@ impl McpClient {
         message: Value,
         session: Option<&Session>,
     ) -> Result<Posted, McpError> {
-        let configured: Vec<String> = self.headers.iter().map(|(n, _)| n.clone()).collect();
         let mut headers = self.headers.clone();
         headers.push(("content-type".into(), "application/json".into()));
         headers.push((
@@ -349,7 +352,8 @@ impl McpClient {
             headers,
             body: Some(message.to_string()),
         };
-        let response = redirects::send(transport, request, self.allow_private_hosts, &configured)
+        let configured = &self.configured_headers;
+        let response = redirects::send(transport, request, self.allow_private_hosts, configured)
             .await
             .map_err(|e| match e {
                 SendError::Network(e) => McpError::Network(e),
@@ -542,13 +546,10 @@ fn capped(result: Result<Value, String>, max: usize) -> Result<Value, String> {
             Ok(super::cut(&rendered, max))
         }
         Err(message) if message.len() > max => {
-            let mut end = max;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
+            let kept = super::clip(&message, max);
             Err(format!(
-                "{}… (the error was cut to {end} bytes)",
-                &message[..end]
+                "{kept}… (the error was cut to {} bytes)",
+                kept.len()
             ))
         }
         Err(message) => Err(message),

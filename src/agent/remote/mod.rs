@@ -49,17 +49,24 @@ pub const MAX_RESULT_BYTES: usize = 256 * 1024;
 /// A result too long for the model, cut to `max` bytes (at a character boundary) and marked
 /// `degraded` with a note saying so.
 pub fn cut(rendered: &str, max: usize) -> Value {
-    let mut end = max.min(rendered.len());
-    while !rendered.is_char_boundary(end) {
-        end -= 1;
-    }
+    let kept = clip(rendered, max);
     answer(
         "degraded",
-        Some(Value::String(rendered[..end].to_string())),
+        Some(Value::String(kept.to_string())),
         Some(format!(
-            "the result was cut to {end} bytes; ask for less if you need the rest"
+            "the result was cut to {} bytes; ask for less if you need the rest",
+            kept.len()
         )),
     )
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a character boundary.
+pub fn clip(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// A failed call as the error text the model reads: `{"status": "error", "message": ...}`.
