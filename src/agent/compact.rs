@@ -206,7 +206,7 @@ impl Compactor {
             return None;
         }
         let cut = cut(messages, &tokens, threshold / 2)?;
-        let (summary, call) = self.summarise(&messages[..cut]).await;
+        let (summary, call) = self.summarise(&messages[..cut], &tokens[..cut]).await;
         Some(match summary {
             Some((text, covered)) => Compaction {
                 replaces: 0..covered,
@@ -226,9 +226,11 @@ impl Compactor {
     /// A summary of the oldest of `old` that fit one summary request, and how many messages
     /// it covers. Oldest first, so an earlier summary (always first) is folded into the new
     /// one and each compaction moves forward from where the last stopped.
+    /// `tokens` holds each message's estimate (made once, by [`Compactor::compact`]).
     async fn summarise(
         &self,
         old: &[AgentMessage],
+        tokens: &[u64],
     ) -> (Option<(String, usize)>, Option<(ModelRef, Usage)>) {
         let Ok(provider) = self.summariser.resolve().await else {
             return (None, None);
@@ -240,7 +242,7 @@ impl Compactor {
             .clamp(64, 1024)
             .min(self.max_output_tokens.max(1));
         let budget = self.context_window.saturating_sub(max_tokens + 96);
-        let covered = fitting_head(old, budget);
+        let covered = fitting_head(old, tokens, budget);
         if covered == 0 {
             return (None, None);
         }
@@ -257,7 +259,7 @@ impl Compactor {
         let mut completion = provider.complete(&request).await;
         if completion.error.is_some() {
             super::turn::charge_unreported(&mut completion.message, || {
-                old.iter().map(message_tokens).sum::<u64>() + estimate_tokens(INSTRUCTION)
+                tokens[..covered].iter().sum::<u64>() + estimate_tokens(INSTRUCTION)
             });
         }
         // The model that answered (a fallback's, after a switch) is the one that is paid.
@@ -298,12 +300,13 @@ fn cut(messages: &[AgentMessage], tokens: &[u64], target: u64) -> Option<usize> 
     chosen
 }
 
-/// How many of `messages` (whole exchanges, from the first) fit `budget` tokens: the end of the
-/// longest head that stops where an exchange starts, or all of them when they all fit.
-fn fitting_head(messages: &[AgentMessage], budget: u64) -> usize {
+/// How many of `messages` (whole exchanges, from the first; `tokens` their estimates) fit
+/// `budget` tokens: the end of the longest head that stops where an exchange starts, or all of
+/// them when they all fit.
+fn fitting_head(messages: &[AgentMessage], tokens: &[u64], budget: u64) -> usize {
     let mut used = 0;
     let mut end = 0;
-    for (i, message) in messages.iter().enumerate() {
+    for (i, (message, &own)) in messages.iter().zip(tokens).enumerate() {
         if i > 0
             && matches!(
                 message,
@@ -312,7 +315,7 @@ fn fitting_head(messages: &[AgentMessage], budget: u64) -> usize {
         {
             end = i;
         }
-        used += message_tokens(message);
+        used += own;
         if used > budget {
             return end;
         }
@@ -426,10 +429,12 @@ mod tests {
             }),
             AgentMessage::user_text("short"),
         ];
-        assert_eq!(fitting_head(&messages, 10_000), 4);
+        let tokens: Vec<u64> = messages.iter().map(message_tokens).collect();
+        let fitting_head = |budget| fitting_head(&messages, &tokens, budget);
+        assert_eq!(fitting_head(10_000), 4);
         // 504 + 504 + 5 fit 1,015; the short question (6 more) does not, and starts the rest.
-        assert_eq!(fitting_head(&messages, 1_015), 3);
-        assert_eq!(fitting_head(&messages, 700), 1);
-        assert_eq!(fitting_head(&messages, 50), 0);
+        assert_eq!(fitting_head(1_015), 3);
+        assert_eq!(fitting_head(700), 1);
+        assert_eq!(fitting_head(50), 0);
     }
 }
