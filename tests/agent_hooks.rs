@@ -9,10 +9,10 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    AgentMessage, AgentState, HookError, NoHooks, ProviderResolver, TurnEndInfo, TurnHooks,
-    TurnOutcome,
+    AgentMessage, AgentState, CallPlan, HookError, NoHooks, ProviderResolver, Resolved,
+    TurnEndInfo, TurnHooks, TurnOutcome,
 };
-use edge_agent::llm::{LlmError, Provider};
+use edge_agent::llm::LlmError;
 use serde_json::json;
 use support::*;
 
@@ -265,7 +265,7 @@ fn hook_9_a_resolver_failure_reaches_on_error_and_ends_the_turn() {
     struct NoProvider;
     #[async_trait(?Send)]
     impl ProviderResolver for NoProvider {
-        async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
+        async fn resolve(&self, _: CallPlan<'_>) -> Result<Resolved, LlmError> {
             Err(LlmError::Config("no credits left for any model".into()))
         }
     }

@@ -11,11 +11,12 @@ use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, LocalInbox, ProviderResolver, ServerTool,
-    ToolRegistry, TurnOutcome,
+    run_agent_turn, AgentMessage, AgentState, CallPlan, LocalInbox, ProviderResolver, Resolved,
+    ServerTool, ToolRegistry, TurnOutcome,
 };
 use edge_agent::llm::{
-    Completion, LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, ToolDef,
+    AssistantMessage, Completion, LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider,
+    StopReason, ToolDef,
 };
 use serde_json::{json, Map, Value};
 use support::*;
@@ -206,8 +207,11 @@ struct Fixed(Rc<dyn Provider>);
 
 #[async_trait(?Send)]
 impl ProviderResolver for Fixed {
-    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
-        Ok(self.0.clone())
+    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        Ok(Resolved {
+            provider: self.0.clone(),
+            max_tokens: call.max_tokens,
+        })
     }
 }
 
@@ -245,13 +249,17 @@ struct Switches {
 
 #[async_trait(?Send)]
 impl ProviderResolver for Switches {
-    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
+    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
         let n = self.calls.get();
         self.calls.set(n + 1);
-        Ok(if n == 0 {
+        let provider: Rc<dyn Provider> = if n == 0 {
             self.first.clone()
         } else {
             self.second.clone()
+        };
+        Ok(Resolved {
+            provider,
+            max_tokens: call.max_tokens,
         })
     }
 }
@@ -264,8 +272,11 @@ struct StartsElsewhere {
 
 #[async_trait(?Send)]
 impl ProviderResolver for StartsElsewhere {
-    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
-        Ok(self.answers.clone())
+    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        Ok(Resolved {
+            provider: self.answers.clone(),
+            max_tokens: call.max_tokens,
+        })
     }
 
     fn intended(&self) -> Option<ModelRef> {
@@ -552,4 +563,80 @@ mod cancel {
         );
         assert_eq!(provider.seen.borrow().len(), 1);
     }
+}
+
+/// Holds each call's worst case as a budget does: records what each call would send, lowers
+/// its `max_tokens`, and records every settlement.
+struct Holding {
+    answers: Rc<Scripted>,
+    plans: RefCell<Vec<(u64, u32)>>,
+    settled: RefCell<Vec<(StopReason, u64)>>,
+}
+
+#[async_trait(?Send)]
+impl ProviderResolver for Holding {
+    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        self.plans
+            .borrow_mut()
+            .push(((call.input_tokens)(), call.max_tokens));
+        Ok(Resolved {
+            provider: self.answers.clone(),
+            max_tokens: 300,
+        })
+    }
+
+    async fn settle(&self, answer: &AssistantMessage) {
+        self.settled
+            .borrow_mut()
+            .push((answer.stop_reason.clone(), answer.usage.output_tokens));
+    }
+}
+
+#[test]
+fn a_resolver_sees_each_call_before_it_is_made_and_is_settled_after_it_ends() {
+    let holding = Holding {
+        answers: Scripted::new(vec![
+            calls(vec![("t1", "current_time", json!({}))]),
+            Answer {
+                text: "It is noon, and then the connection broke",
+                calls: vec![],
+                error: Some(LlmError::Network {
+                    provider: "scripted".into(),
+                    message: "reset".into(),
+                }),
+            },
+        ]),
+        plans: RefCell::default(),
+        settled: RefCell::default(),
+    };
+    let mut tools = ToolRegistry::new();
+    tools.register_server_tool(Box::new(edge_agent::agent::CurrentTime::default()));
+    let mut state = AgentState::new(
+        Some("You tell the time.".into()),
+        vec![AgentMessage::user_text("what time is it?")],
+    );
+    let outcome = futures::executor::block_on(run_agent_turn(
+        &holding,
+        &mut state,
+        &tools,
+        None,
+        &Recorder::default(),
+        &mut |_| {},
+    ));
+    assert!(matches!(outcome, TurnOutcome::Failed { .. }), "{outcome:?}");
+    // The estimate counts the system prompt, the history and the tool's definition, and grows
+    // with the tool's result; the turn asked for its own limit, and the call got the lowered one.
+    let plans = holding.plans.borrow();
+    assert_eq!(plans.len(), 2);
+    let bare = edge_agent::agent::compact::estimate_tokens("You tell the time.")
+        + edge_agent::agent::compact::message_tokens(&AgentMessage::user_text("what time is it?"));
+    assert!(plans[0].0 > bare, "{plans:?} against {bare}");
+    assert!(plans[1].0 > plans[0].0, "{plans:?}");
+    assert_eq!(plans[0].1, state.max_tokens);
+    assert_eq!(*holding.answers.limits.borrow(), [300, 300]);
+    // Both calls were settled, the failed one with what it streamed.
+    let settled = holding.settled.borrow();
+    assert_eq!(settled.len(), 2);
+    assert_eq!(settled[1].0, StopReason::Error);
+    assert!(settled[1].1 >= 5, "{settled:?}");
 }

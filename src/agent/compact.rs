@@ -16,7 +16,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use super::{convert_to_llm, AgentMessage, ProviderResolver};
+use super::{convert_to_llm, AgentMessage, CallPlan, ProviderResolver, Resolved};
 use crate::llm::{ContentBlock, LlmRequest, Message, ModelRef, Usage};
 
 /// Roughly how many tokens `text` is.
@@ -115,6 +115,15 @@ fn is_cjk(c: char) -> bool {
         | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
         | 0xFF00..=0xFFEF    // full-width forms
         | 0x20000..=0x2FA1F) // CJK Extensions B–F
+}
+
+/// Estimated tokens of one tool definition as a provider sends it to the model.
+pub fn tool_tokens(tool: &crate::llm::ToolDef) -> u64 {
+    let mut count = Characters::default();
+    count.text(&tool.name);
+    count.text(&tool.description);
+    count.json(&tool.input_schema);
+    count.tokens()
 }
 
 /// Estimated tokens of one message as the LLM would see it (plus a little framing).
@@ -232,9 +241,6 @@ impl Compactor {
         old: &[AgentMessage],
         tokens: &[u64],
     ) -> (Option<(String, usize)>, Option<(ModelRef, Usage)>) {
-        let Ok(provider) = self.summariser.resolve().await else {
-            return (None, None);
-        };
         // The summary request must fit the window too: it gets a quarter of it to answer in
         // (at most 1,024 tokens) and the oldest exchanges that fit in the rest, less room for
         // the instruction and the system prompt.
@@ -246,6 +252,18 @@ impl Compactor {
         if covered == 0 {
             return (None, None);
         }
+        let input = || tokens[..covered].iter().sum::<u64>() + estimate_tokens(INSTRUCTION);
+        let plan = CallPlan {
+            max_tokens: max_tokens as u32,
+            input_tokens: &input,
+        };
+        let Ok(Resolved {
+            provider,
+            max_tokens,
+        }) = self.summariser.resolve(plan).await
+        else {
+            return (None, None);
+        };
         let old = &old[..covered];
         let mut history = crate::llm::transform::prepare_for(convert_to_llm(old), provider.model());
         history.push(Message::user_text(INSTRUCTION));
@@ -253,21 +271,16 @@ impl Compactor {
             system: Some("You compress conversations into faithful notes."),
             messages: &history,
             tools: &[],
-            max_tokens: max_tokens as u32,
+            max_tokens,
             temperature: None,
         };
         let mut completion = provider.complete(&request).await;
         if completion.error.is_some() {
-            super::turn::charge_unreported(&mut completion.message, || {
-                tokens[..covered].iter().sum::<u64>() + estimate_tokens(INSTRUCTION)
-            });
+            super::turn::charge_unreported(&mut completion.message, input);
         }
+        self.summariser.settle(&completion.message).await;
         // The model that answered (a fallback's, after a switch) is the one that is paid.
-        let answered = ModelRef {
-            provider: completion.message.provider.clone(),
-            model: completion.message.model.clone(),
-        };
-        let call = Some((answered, completion.message.usage));
+        let call = Some((completion.message.model_ref(), completion.message.usage));
         let text = completion.message.text();
         let summary =
             (completion.error.is_none() && !text.trim().is_empty()).then_some((text, covered));

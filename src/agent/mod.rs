@@ -32,6 +32,6 @@ pub use state::{AgentState, Approval, CancelToken, Inbox, LocalInbox, ToolAnswer
 pub use stats::{CallStats, TurnStats};
 pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
-    pending_calls, run_agent_turn, ContextTransform, ProviderResolver, TurnOutcome, CANCELLED,
-    DENIED, MOVED_ON, SKIPPED_FOR_STEERING,
+    pending_calls, run_agent_turn, CallPlan, ContextTransform, ProviderResolver, Resolved,
+    TurnOutcome, CANCELLED, DENIED, MOVED_ON, SKIPPED_FOR_STEERING,
 };

@@ -37,10 +37,31 @@ pub const CANCELLED: &str = "not run: the turn was cancelled";
 /// The result content of a tool call a person did not approve (a reason may follow).
 pub const DENIED: &str = "denied: the user did not approve this call";
 
+/// What an LLM call is about to ask for, so a resolver can hold its worst case against a budget.
+#[derive(Clone, Copy)]
+pub struct CallPlan<'a> {
+    /// The most the answer may be, as the turn would ask for it.
+    pub max_tokens: u32,
+    /// An estimate of the request's input tokens (system prompt, history, tool definitions),
+    /// made only when asked for: a resolver without a budget never pays for it.
+    pub input_tokens: &'a dyn Fn() -> u64,
+}
+
+/// The provider chosen for one call, and the most its answer may be (a budget may lower it).
+pub struct Resolved {
+    pub provider: Rc<dyn Provider>,
+    pub max_tokens: u32,
+}
+
 /// Picks the provider before every LLM call, so a turn can move to another model midway.
 #[async_trait(?Send)]
 pub trait ProviderResolver {
-    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError>;
+    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError>;
+
+    /// The call the last `resolve` was for has ended with `answer` (its usage, estimated when
+    /// the provider sent none): whatever was held for it is settled. Called on every ending,
+    /// cancelled and failed ones included.
+    async fn settle(&self, _answer: &crate::llm::AssistantMessage) {}
 
     /// The model the conversation asked for, when the resolver may answer with another from
     /// the first call on: a turn that starts on another model announces the switch too.
@@ -124,15 +145,6 @@ pub async fn run_agent_turn(
             return TurnOutcome::LimitReached(message);
         }
 
-        let provider = match resolver.resolve().await {
-            Ok(p) => p,
-            Err(e) => return fail(hooks, emit, &e).await,
-        };
-        let model = provider.model().clone();
-        if let Some(from) = previous.as_ref().filter(|from| **from != model) {
-            emit(AgentEvent::ProviderSwitch { from, to: &model });
-        }
-
         // Old exchanges a summary does not cover are left out of this call only.
         let mut hidden = 0..0;
         if let Some(compactor) = state.compactor.clone() {
@@ -151,6 +163,40 @@ pub async fn run_agent_turn(
                 hidden = compaction.hidden_after_apply();
             }
         }
+        let definitions = tools.offered(&state.messages);
+        let system = hooks.system_prompt(state.system_prompt.as_deref()).await;
+        let system = system.as_deref().or(state.system_prompt.as_deref());
+        // What the call sends, estimated once if a resolver or a cut-short answer asks.
+        let estimated = std::cell::OnceCell::new();
+        let input_tokens = || {
+            *estimated.get_or_init(|| {
+                let visible = state.messages[..hidden.start]
+                    .iter()
+                    .chain(&state.messages[hidden.end..]);
+                system.map_or(0, super::compact::estimate_tokens)
+                    + visible.map(super::compact::message_tokens).sum::<u64>()
+                    + definitions
+                        .iter()
+                        .map(super::compact::tool_tokens)
+                        .sum::<u64>()
+            })
+        };
+        let plan = CallPlan {
+            max_tokens: state.max_tokens,
+            input_tokens: &input_tokens,
+        };
+        let Resolved {
+            provider,
+            max_tokens,
+        } = match resolver.resolve(plan).await {
+            Ok(resolved) => resolved,
+            Err(e) => return fail(hooks, emit, &e).await,
+        };
+        let model = provider.model().clone();
+        if let Some(from) = previous.as_ref().filter(|from| **from != model) {
+            emit(AgentEvent::ProviderSwitch { from, to: &model });
+        }
+
         // Normalised for this model: the history may come from another provider (handoff).
         let seen = if hidden.is_empty() {
             super::convert_to_llm(&state.messages)
@@ -173,13 +219,11 @@ pub async fn run_agent_turn(
             turn,
             model: &model,
         });
-        let definitions = tools.offered(&state.messages);
-        let system = hooks.system_prompt(state.system_prompt.as_deref()).await;
         let request = LlmRequest {
-            system: system.as_deref().or(state.system_prompt.as_deref()),
+            system,
             messages: &history,
             tools: &definitions,
-            max_tokens: state.max_tokens,
+            max_tokens,
             temperature: state.temperature,
         };
         let mut completion = provider
@@ -193,16 +237,9 @@ pub async fn run_agent_turn(
             .await;
         drop(history);
         if completion.error.is_some() || state.cancel.is_cancelled() {
-            charge_unreported(&mut completion.message, || {
-                let system = system.as_deref().or(state.system_prompt.as_deref());
-                system.map_or(0, super::compact::estimate_tokens)
-                    + state
-                        .messages
-                        .iter()
-                        .map(super::compact::message_tokens)
-                        .sum::<u64>()
-            });
+            charge_unreported(&mut completion.message, input_tokens);
         }
+        resolver.settle(&completion.message).await;
         state.total_usage.add(&completion.message.usage);
 
         if state.cancel.is_cancelled() {

@@ -26,11 +26,13 @@ mod rate_limit;
 mod remote_tools;
 mod routes;
 mod rows;
+pub mod spend;
 mod store;
 mod turn;
 pub mod ui_stream;
 
 pub use conversation::ConversationCoordinator;
+pub use spend::UserSpend;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -21,14 +21,16 @@ use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::fetch::FetchTransport;
 use super::remote_tools;
+use super::spend::{Ask, Reply, Settle, SpendClient};
 use super::store::{BudgetRead, Conversation, Store, TurnHistory, UsageRow};
 use super::ui_stream::UiStream;
 use super::{new_id, now_ms};
 use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
 use crate::agent::{
-    pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CancelToken,
-    Compaction, Compactor, CurrentTime, HookError, Inbox, ProviderResolver, ToolAnswers,
-    ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, TurnStats, UpdatePlan, MOVED_ON,
+    pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CallPlan,
+    CancelToken, Compaction, Compactor, CurrentTime, HookError, Inbox, ProviderResolver, Resolved,
+    ToolAnswers, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, TurnStats, UpdatePlan,
+    MOVED_ON,
 };
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{
@@ -485,7 +487,6 @@ impl Prepared {
         // Within a budget, or moved to the economy model once it is spent (`USER_BUDGET_USD`):
         // the turn's calls and compaction's summary calls alike.
         let budget_switches = Rc::new(Cell::new(0u32));
-        let turn_spent = Rc::new(Cell::new(0.0f64));
         let economy = config
             .user_budget_usd
             .and(config.budget_model.as_ref())
@@ -499,15 +500,17 @@ impl Prepared {
                 Some(limit) => Rc::new(BudgetResolver {
                     store: Rc::new(D1Budget {
                         store: turn_env.store.clone(),
+                        env: turn_env.env.clone(),
                         owner: conversation.owner.clone(),
                         conversation_id: conversation.id.clone(),
                         default: (limit, config.budget_period),
                     }),
                     model: answers,
                     economy: economy.clone(),
-                    turn_spent: turn_spent.clone(),
+                    models: config.models.clone(),
                     switches: budget_switches.clone(),
                     read: RefCell::new(budget.clone()),
+                    open: RefCell::default(),
                 }),
                 None => Rc::new(FixedProvider(answers)),
             }
@@ -589,7 +592,6 @@ impl Prepared {
             storage: turn_env.storage.clone(),
             persisted,
             ledger_failure: RefCell::default(),
-            turn_spent: turn_spent.clone(),
         };
 
         let mut out = String::new();
@@ -617,14 +619,6 @@ impl Prepared {
                 &mut |event| {
                     let now = clock.now();
                     stats.record(&event, now as u64);
-                    if let AgentEvent::TurnEnd { message, .. } = &event {
-                        let model = ModelRef {
-                            provider: message.provider.clone(),
-                            model: message.model.clone(),
-                        };
-                        let cost = config.models.info(&model).cost(&message.usage);
-                        turn_spent.set(turn_spent.get() + cost.unwrap_or(0.0));
-                    }
                     if let AgentEvent::Error { message, .. } = &event {
                         // The detail the stream leaves out, findable by the request id it shows.
                         let line = serde_json::json!({
@@ -660,6 +654,8 @@ impl Prepared {
 /// A user's budget in D1, for the [`BudgetResolver`].
 struct D1Budget {
     store: Rc<Store>,
+    /// For the owner's spend object.
+    env: Env,
     owner: String,
     conversation_id: String,
     default: (f64, Period),
@@ -671,6 +667,23 @@ impl BudgetStore for D1Budget {
         self.store
             .budget(&self.owner, Some(self.default), now_ms())
             .await
+    }
+
+    async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError> {
+        SpendClient::for_user(&self.env, &self.owner)?
+            .reserve(ask)
+            .await
+    }
+
+    async fn settle(&self, settle: &Settle) {
+        let settled = match SpendClient::for_user(&self.env, &self.owner) {
+            Ok(client) => client.settle(settle).await,
+            Err(e) => Err(e),
+        };
+        // The reservation expires; the ledger has the cost for the next period's seed.
+        if let Err(e) = settled {
+            console_error!("settling a call's cost: {e}");
+        }
     }
 
     async fn note(&self, message: AgentMessage) {
@@ -766,8 +779,11 @@ pub struct FixedProvider(pub Rc<dyn Provider>);
 
 #[async_trait(?Send)]
 impl ProviderResolver for FixedProvider {
-    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
-        Ok(self.0.clone())
+    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        Ok(Resolved {
+            provider: self.0.clone(),
+            max_tokens: call.max_tokens,
+        })
     }
 }
 
@@ -795,8 +811,6 @@ struct D1Hooks {
     /// Why the last answer's ledger row could not be written; `on_turn_end` stops the turn.
     ledger_failure: RefCell<Option<String>>,
     prompt: SystemPrompt,
-    /// What the turn's calls cost so far, for the budget resolver.
-    turn_spent: Rc<Cell<f64>>,
 }
 
 #[async_trait(?Send)]
@@ -832,10 +846,7 @@ impl TurnHooks for D1Hooks {
             // Every answer, a cancelled or failed one too, cost tokens: its ledger row goes in the
             // same batch.
             AgentMessage::Assistant(answer) => {
-                let model = ModelRef {
-                    provider: answer.provider.clone(),
-                    model: answer.model.clone(),
-                };
+                let model = answer.model_ref();
                 let row = UsageRow {
                     owner: &self.owner,
                     model: &answer.model,
@@ -873,8 +884,6 @@ impl TurnHooks for D1Hooks {
     /// A summary call is charged like an answer, in a ledger row of its own.
     async fn on_summary_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
         let cost = self.config.models.info(model).cost(usage);
-        self.turn_spent
-            .set(self.turn_spent.get() + cost.unwrap_or(0.0));
         let row = UsageRow {
             owner: &self.owner,
             model: &model.model,
@@ -991,13 +1000,7 @@ impl TurnSummary {
             .messages
             .iter()
             .filter_map(|m| match m {
-                AgentMessage::Assistant(a) => config
-                    .models
-                    .info(&ModelRef {
-                        provider: a.provider.clone(),
-                        model: a.model.clone(),
-                    })
-                    .cost(&a.usage),
+                AgentMessage::Assistant(a) => config.models.info(&a.model_ref()).cost(&a.usage),
                 _ => None,
             })
             .collect();

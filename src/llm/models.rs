@@ -105,7 +105,7 @@ impl fmt::Display for ModelRef {
 }
 
 /// US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Price {
     pub input: f64,
     pub output: f64,

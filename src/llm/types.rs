@@ -177,6 +177,14 @@ pub struct AssistantMessage {
 }
 
 impl AssistantMessage {
+    /// The model that wrote the answer (after a fallback, the one that answered).
+    pub fn model_ref(&self) -> crate::llm::ModelRef {
+        crate::llm::ModelRef {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+        }
+    }
+
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
         self.content.iter().filter_map(|b| match b {
             ContentBlock::ToolUse(call) => Some(call),

@@ -74,13 +74,17 @@ test("with budgets on, a model with no price or outside ALLOWED_MODELS is refuse
 });
 
 test("a user who crosses the budget mid-turn gets the next LLM call from BUDGET_MODEL", async () => {
-  // One Sonnet call of the loopback costs about $0.00035: the first call crosses the limit.
-  assert.equal((await setBudget(tiered, "bea", 0.0003)).status, 200);
+  // $0.05 does not cover a whole Sonnet answer (4,096 tokens at $15 per million, $0.061), so
+  // the first call asks for fewer tokens; the answer writes all of them, and what is left
+  // cannot cover another call's input and 256 tokens: the next call goes to Haiku.
+  assert.equal((await setBudget(tiered, "bea", 0.05)).status, 200);
   const before = anthropic.requests.length;
-  anthropic.script({ text: "Let me check.", tools: [{ id: "toolu_t", name: "current_time", input: {} }] }, { text: "It is noon." });
+  anthropic.script({ text: "Let me check.", tools: [{ id: "toolu_t", name: "current_time", input: {} }], usage: { output: 100_000 } }, { text: "It is noon." });
   const { chunks, history } = await turn(tiered, as("bea"), "what time is it?");
-  const models = anthropic.requests.slice(before).map((r) => r.body.model);
-  assert.deepEqual(models, ["claude-sonnet-4-5", "claude-haiku-4-5"]);
+  const calls = anthropic.requests.slice(before).map((r) => r.body);
+  assert.deepEqual(calls.map((b) => b.model), ["claude-sonnet-4-5", "claude-haiku-4-5"]);
+  assert.ok(calls[0].max_tokens > 2_500 && calls[0].max_tokens < 3_334, `lowered to what $0.05 covers: ${calls[0].max_tokens}`);
+  assert.equal(calls[1].max_tokens, 4_096);
   assert.deepEqual(chunks.find((c) => c.type === "data-provider-switch").data, { from: "anthropic:claude-sonnet-4-5", to: "anthropic:claude-haiku-4-5" });
   assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "stop" });
   const note = history.find((m) => m.kind === "context_note");
@@ -91,9 +95,10 @@ test("a user who crosses the budget mid-turn gets the next LLM call from BUDGET_
   const usage = await (await api(tiered.url, "GET", "/v1/usage", undefined, as("bea"))).json();
   assert.equal(usage.user, "bea");
   assert.equal(usage.period, "day");
-  assert.equal(usage.limit_usd, 0.0003);
+  assert.equal(usage.limit_usd, 0.05);
   assert.deepEqual(usage.models.map((m) => m.model).sort(), ["claude-haiku-4-5", "claude-sonnet-4-5"]);
-  assert.ok(usage.spent_usd > 0.0003, JSON.stringify(usage));
+  const sonnet = usage.models.find((m) => m.model === "claude-sonnet-4-5");
+  assert.ok(sonnet.cost_usd > 0.04 && sonnet.cost_usd <= 0.05, JSON.stringify(usage));
   assert.match(usage.resets_at, /T00:00:00Z$/);
   // The turn's log line counts the switch.
   const line = await tiered.logLine((l) => l.event === "turn" && l.user === "bea");
@@ -114,16 +119,18 @@ test("a budgeted turn reads the budget in its history's round trip: a later mess
 });
 
 test("a user past 80% of the budget is warned once per period", async () => {
-  anthropic.script({ text: "First." });
+  anthropic.script({ text: "First.", usage: { output: 4_000 } });
   await turn(tiered, as("cy"), "one");
   const spent = (await (await api(tiered.url, "GET", "/v1/usage", undefined, as("cy"))).json()).spent_usd;
-  assert.equal((await setBudget(tiered, "cy", spent / 0.9)).status, 200);
-  anthropic.script({ text: "Second." });
+  assert.equal((await setBudget(tiered, "cy", spent / 0.82)).status, 200);
+  // Past 80%, with enough left for a shorter answer, which spends the rest.
+  anthropic.script({ text: "Second.", usage: { output: 100_000 } });
   const second = await turn(tiered, as("cy"), "two");
   const events = second.history.filter((m) => m.kind === "system_event");
   assert.equal(events.length, 1);
   assert.match(JSON.stringify(events[0]), /80% of the budget is spent/);
-  anthropic.script({ text: "Third." }); // now over: the economy model answers, with no second warning
+  assert.equal(anthropic.requests.at(-1).body.model, "claude-sonnet-4-5");
+  anthropic.script({ text: "Third." }); // now spent: the economy model answers, with no second warning
   const third = await turn(tiered, as("cy"), "three");
   assert.equal(third.history.filter((m) => m.kind === "system_event").length, 0);
   assert.equal(anthropic.requests.at(-1).body.model, "claude-haiku-4-5");
@@ -143,11 +150,36 @@ test("with no BUDGET_MODEL, a spent budget is a 402 before any work, and ends a 
   assert.equal(anthropic.requests.length, before, "no provider call");
   assert.equal((await api(strict.url, "POST", "/v1/chat", { id: "c", messages: [{ id: "m", role: "user", parts: [{ type: "text", text: "hi" }] }] }, as("dee"))).status, 402);
 
-  assert.equal((await setBudget(strict, "eve", 0.0003)).status, 200);
-  anthropic.script({ text: "Checking.", tools: [{ id: "toolu_e", name: "current_time", input: {} }] });
+  assert.equal((await setBudget(strict, "eve", 0.05)).status, 200);
+  anthropic.script({ text: "Checking.", tools: [{ id: "toolu_e", name: "current_time", input: {} }], usage: { output: 100_000 } });
   const { chunks, history } = await turn(strict, as("eve"), "time?");
-  assert.match(chunks.find((c) => c.type === "error").errorText, /^your budget of \$0\.0003 per day is spent \(\$0\.0003\); it resets at \S+Z \(request [0-9a-f]{32}\)$/);
+  assert.match(chunks.find((c) => c.type === "error").errorText, /^your budget of \$0\.05 per day has \$0\.\d+ left, too little for an answer; it resets at \S+Z \(request [0-9a-f]{32}\)$/);
   assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "error" });
   assert.equal(anthropic.requests.length, before + 1, "the second call was never made");
   assert.deepEqual(history.map((m) => m.kind), ["user", "assistant", "tool_result"]);
+});
+
+test("turns of one user running at once cannot spend past the budget together", async () => {
+  // Each answer writes as many tokens as its call may (the loopback caps them at `max_tokens`):
+  // $0.061 and more on Sonnet. Twenty turns that each read the ledger before any was recorded
+  // would spend twenty of those; the user's spend object makes them share the $0.15.
+  assert.equal((await setBudget(strict, "zed", 0.15)).status, 200);
+  const before = anthropic.requests.length;
+  anthropic.respond = () => ({ text: "Sure.", usage: { output: 100_000 } });
+  try {
+    const turns = await Promise.all(Array.from({ length: 20 }, (_, i) => turn(strict, as("zed"), `question ${i}`)));
+    const answered = turns.filter((t) => t.chunks.at(-1).finishReason === "stop");
+    const refused = turns.filter((t) => t.chunks.at(-1).finishReason === "error");
+    assert.equal(answered.length + refused.length, 20);
+    assert.ok(answered.length >= 2, `${answered.length} answered`);
+    assert.ok(refused.length >= 10, `${refused.length} refused`);
+    for (const t of refused) assert.match(t.chunks.find((c) => c.type === "error").errorText, /^your budget of \$0\.15 per day/);
+    assert.equal(anthropic.requests.length - before, answered.length, "a refused turn calls no model");
+    // The ledger's total, what users are billed from, stays within the budget.
+    const usage = await (await api(strict.url, "GET", "/v1/usage", undefined, as("zed"))).json();
+    assert.ok(usage.spent_usd <= 0.15, JSON.stringify(usage));
+    assert.ok(usage.spent_usd > 0.1, JSON.stringify(usage));
+  } finally {
+    anthropic.respond = null;
+  }
 });

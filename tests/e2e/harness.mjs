@@ -134,6 +134,7 @@ export async function startWorker({ persistDir, vars = {}, config, healthPath = 
 // ---------------------------------------------------------------------------------------------
 // Loopback providers. Each answers requests in order from a script of turns:
 //   { text?: string, tools?: [{ id, name, input }], gapMs?: number }   a streamed answer
+//     (Anthropic's also takes `usage: { input, output }`, the tokens it reports)
 //   { ...answer, failWith: { type, message } }   the answer's text, then a mid-stream error
 //   { status: 429, headers?: {...}, message?: string }   an HTTP error in the provider's shape
 //   { drop: true }   the connection is closed without an answer
@@ -239,7 +240,11 @@ function loopback(name, render, errorBody) {
 function* anthropicEvents(turn, request) {
   const pad = (json, n) => json.slice(0, -1) + " ".repeat(n) + "}";
   const ev = (type, data, n = 0) => `event: ${type}\ndata: ${pad(JSON.stringify({ type, ...data }), n)}\n\n`;
-  yield ev("message_start", { message: { id: "msg_loop", type: "message", role: "assistant", model: request.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 31, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } } }, 3);
+  // `usage: { input, output }` sets what the answer reports; like the real API, never more
+  // output than the request's `max_tokens` allows.
+  const input = turn.usage?.input ?? 31;
+  const output = Math.min(turn.usage?.output ?? 17, request.max_tokens ?? Infinity);
+  yield ev("message_start", { message: { id: "msg_loop", type: "message", role: "assistant", model: request.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } } }, 3);
   let index = 0;
   if (turn.thinking) {
     // Extended thinking: the reasoning, then its signature, before the answer.
@@ -273,7 +278,7 @@ function* anthropicEvents(turn, request) {
     index++;
   }
   const stop = turn.tools?.length ? "tool_use" : "end_turn";
-  yield ev("message_delta", { delta: { stop_reason: stop, stop_sequence: null }, usage: { input_tokens: 31, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 17 } }, 5);
+  yield ev("message_delta", { delta: { stop_reason: stop, stop_sequence: null }, usage: { input_tokens: input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: output } }, 5);
   yield ev("message_stop", {}, 1);
 }
 

@@ -8,8 +8,9 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentEvent, AgentMessage, AgentState, CurrentTime, HookError, LocalInbox,
-    ProviderResolver, ServerTool, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome,
+    run_agent_turn, AgentEvent, AgentMessage, AgentState, CallPlan, CurrentTime, HookError,
+    LocalInbox, ProviderResolver, Resolved, ServerTool, ToolRegistry, TurnEndInfo, TurnHooks,
+    TurnOutcome,
 };
 use edge_agent::llm::{
     AssistantMessage, Completion, ContentBlock, LlmError, LlmEvent, LlmRequest, Message, ModelRef,
@@ -50,6 +51,8 @@ pub struct Scripted {
     pub offered: RefCell<Vec<Vec<String>>>,
     /// The system prompt of each call.
     pub systems: RefCell<Vec<Option<String>>>,
+    /// The `max_tokens` of each call.
+    pub limits: RefCell<Vec<u32>>,
 }
 
 impl Scripted {
@@ -60,6 +63,7 @@ impl Scripted {
             seen: RefCell::new(vec![]),
             offered: RefCell::new(vec![]),
             systems: RefCell::new(vec![]),
+            limits: RefCell::new(vec![]),
         })
     }
 }
@@ -80,6 +84,7 @@ impl Provider for Scripted {
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
         self.seen.borrow_mut().push(request.messages.to_vec());
+        self.limits.borrow_mut().push(request.max_tokens);
         self.systems
             .borrow_mut()
             .push(request.system.map(str::to_string));
@@ -153,8 +158,11 @@ pub struct Resolver(pub Rc<Scripted>);
 
 #[async_trait(?Send)]
 impl ProviderResolver for Resolver {
-    async fn resolve(&self) -> Result<Rc<dyn Provider>, LlmError> {
-        Ok(self.0.clone())
+    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        Ok(Resolved {
+            provider: self.0.clone(),
+            max_tokens: call.max_tokens,
+        })
     }
 }
 

@@ -1,0 +1,445 @@
+//! Each user's spend, serialised. A Durable Object per user (binding `SPEND`, named by the user
+//! id) is the single writer of that user's running total for the budget period and of the
+//! reservations the calls in flight hold. Before each LLM call the budget resolver reserves the
+//! call's worst case here, and settles it to what the call cost when the call ends; so turns of
+//! one user that run at once see each other's calls, which separate reads of the D1 ledger
+//! cannot. The ledger stays the record: a period's total is seeded from it, once, with the
+//! figure the first caller read with its turn's history.
+//!
+//! [`Spend`] (the rules) is pure and natively tested; [`UserSpend`] keeps it in the object's
+//! SQLite; [`SpendClient`] is the resolver's way to it.
+
+use std::cell::RefCell;
+
+use serde::{Deserialize, Serialize};
+use worker::{durable_object, DurableObject, Env, Method, Request, Response, Result, State, Stub};
+
+use super::budget::Period;
+use super::error::ApiError;
+use super::fetch::new_request;
+
+pub const BINDING: &str = "SPEND";
+
+/// How long a reservation holds when its call never settles (a runtime that died mid-call).
+pub const RESERVATION_MS: i64 = 10 * 60_000;
+
+/// Most reservations one user holds at once; a call past them is refused as if short.
+pub const MAX_OPEN: usize = 256;
+
+/// What a call asks to reserve.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ask {
+    pub limit_usd: f64,
+    pub period: Period,
+    /// The ledger's total as the caller read it: seeds a period the object has not seen.
+    pub ledger: Seed,
+    /// The request's estimated input at the model's input price.
+    pub input_usd: f64,
+    pub usd_per_output_token: f64,
+    pub max_tokens: u32,
+    /// Below this many output tokens the call is not worth making on this model.
+    pub min_tokens: u32,
+}
+
+/// A period's ledger total, as read at some time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Seed {
+    /// The start of the period the total is of (ms since the epoch).
+    pub period_start: i64,
+    pub spent_usd: f64,
+}
+
+/// The object's answer to an [`Ask`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// The call may write up to `max_tokens` (lowered when the rest of the budget covers less
+    /// than it asked); `call` names the reservation to settle.
+    Granted {
+        call: String,
+        max_tokens: u32,
+        /// Spent and held by other calls before this one.
+        committed_usd: f64,
+    },
+    /// What is left cannot cover the call's input and `min_tokens` of output.
+    Short { committed_usd: f64 },
+    /// The object has no total for this period and the caller's figure is of another: the
+    /// caller reads the ledger again.
+    Reseed,
+}
+
+/// What a call that ended cost (`call`: its reservation, if it held one).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settle {
+    pub call: Option<String>,
+    pub cost_usd: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Open {
+    call: String,
+    usd: f64,
+    expires_at: i64,
+}
+
+/// A user's spend in the current period and the calls holding part of the rest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    period: Period,
+    period_start: i64,
+    spent_usd: f64,
+    open: Vec<Open>,
+    /// Numbers reservations.
+    next: u64,
+}
+
+/// How many output tokens `available` dollars cover for a call of `ask`'s size (its full
+/// `max_tokens` when they all fit), or `None` when not even `min_tokens`.
+pub fn covered_tokens(available: f64, ask: &Ask) -> Option<u32> {
+    // A millionth of a cent of slack, so that float rounding does not refuse an exact fit.
+    const SLACK: f64 = 1e-8;
+    let worst = ask.input_usd + f64::from(ask.max_tokens) * ask.usd_per_output_token;
+    if available + SLACK >= worst {
+        return Some(ask.max_tokens);
+    }
+    if ask.usd_per_output_token <= 0.0 {
+        return None;
+    }
+    let tokens = ((available + SLACK - ask.input_usd) / ask.usd_per_output_token).floor();
+    let floor = ask.min_tokens.min(ask.max_tokens);
+    (tokens >= f64::from(floor)).then_some(tokens as u32)
+}
+
+impl Spend {
+    /// Reserves `ask`'s worst case at `now_ms` in `spend` (made from the caller's seed when it
+    /// holds no total for the current period).
+    pub fn reserve(spend: &mut Option<Spend>, ask: &Ask, now_ms: i64) -> Reply {
+        let (start, _) = ask.period.bounds(now_ms);
+        let current = spend
+            .as_ref()
+            .is_some_and(|s| s.period == ask.period && s.period_start == start);
+        if !current {
+            if ask.ledger.period_start != start {
+                return Reply::Reseed;
+            }
+            *spend = Some(Spend {
+                period: ask.period,
+                period_start: start,
+                spent_usd: ask.ledger.spent_usd,
+                open: vec![],
+                next: 0,
+            });
+        }
+        let Some(spend) = spend.as_mut() else {
+            return Reply::Reseed;
+        };
+        spend.open.retain(|o| o.expires_at > now_ms);
+        let committed_usd = spend.spent_usd + spend.open.iter().map(|o| o.usd).sum::<f64>();
+        let granted = covered_tokens(ask.limit_usd - committed_usd, ask)
+            .filter(|_| spend.open.len() < MAX_OPEN);
+        let Some(max_tokens) = granted else {
+            return Reply::Short { committed_usd };
+        };
+        spend.next += 1;
+        let call = format!("c{}", spend.next);
+        spend.open.push(Open {
+            call: call.clone(),
+            usd: ask.input_usd + f64::from(max_tokens) * ask.usd_per_output_token,
+            expires_at: now_ms + RESERVATION_MS,
+        });
+        Reply::Granted {
+            call,
+            max_tokens,
+            committed_usd,
+        }
+    }
+
+    /// Replaces a call's reservation by what it cost. A cost from another period than the one
+    /// held is left to the ledger, which the next period is seeded from.
+    pub fn settle(&mut self, settle: &Settle, now_ms: i64) {
+        if let Some(call) = &settle.call {
+            self.open.retain(|o| o.call != *call);
+        }
+        if self.period.bounds(now_ms).0 == self.period_start {
+            self.spent_usd += settle.cost_usd.max(0.0);
+        }
+    }
+}
+
+/// The object of one user's spend.
+#[durable_object]
+pub struct UserSpend {
+    state: State,
+    /// The spend as last written (read from storage on the first request).
+    spend: RefCell<Option<Option<Spend>>>,
+}
+
+impl DurableObject for UserSpend {
+    fn new(state: State, _env: Env) -> Self {
+        Self {
+            state,
+            spend: RefCell::default(),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let body = req.text().await?;
+        // Between the read and the write nothing awaits: each request's change is atomic.
+        let mut spend = match self.spend.borrow_mut().take() {
+            Some(known) => known,
+            None => self.load()?,
+        };
+        let now = super::now_ms();
+        let answer = match req.path().as_str() {
+            "/reserve" => {
+                let ask: Ask = serde_json::from_str(&body)?;
+                let reply = Spend::reserve(&mut spend, &ask, now);
+                Some(serde_json::to_string(&reply)?)
+            }
+            "/settle" => {
+                let settle: Settle = serde_json::from_str(&body)?;
+                if let Some(spend) = spend.as_mut() {
+                    spend.settle(&settle, now);
+                }
+                None
+            }
+            _ => return Response::error("no such route", 404),
+        };
+        let saved = self.save(spend.as_ref());
+        // What was not saved is read again by the next request.
+        if saved.is_ok() {
+            *self.spend.borrow_mut() = Some(spend);
+        }
+        saved?;
+        match answer {
+            Some(json) => Response::ok(json),
+            None => Response::empty(),
+        }
+    }
+}
+
+impl UserSpend {
+    fn load(&self) -> Result<Option<Spend>> {
+        #[derive(Deserialize)]
+        struct Row {
+            state: String,
+        }
+        let sql = self.state.storage().sql();
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS spend (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)",
+            None,
+        )?;
+        let rows: Vec<Row> = sql
+            .exec("SELECT state FROM spend WHERE id = 1", None)?
+            .to_array()?;
+        Ok(rows
+            .first()
+            .and_then(|row| serde_json::from_str(&row.state).ok()))
+    }
+
+    fn save(&self, spend: Option<&Spend>) -> Result<()> {
+        let Some(spend) = spend else {
+            return Ok(());
+        };
+        self.state.storage().sql().exec(
+            "INSERT INTO spend (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+            Some(vec![serde_json::to_string(spend)?.into()]),
+        )?;
+        Ok(())
+    }
+}
+
+/// The resolver's way to a user's spend object.
+pub struct SpendClient {
+    stub: Stub,
+}
+
+impl SpendClient {
+    pub fn for_user(env: &Env, user: &str) -> std::result::Result<Self, ApiError> {
+        let namespace = env.durable_object(BINDING).map_err(|_| {
+            ApiError::Internal(format!(
+                "USER_BUDGET_USD needs the `{BINDING}` Durable Object binding (class `UserSpend`, see wrangler.toml)"
+            ))
+        })?;
+        Ok(Self {
+            stub: namespace.get_by_name(user)?,
+        })
+    }
+
+    pub async fn reserve(&self, ask: &Ask) -> std::result::Result<Reply, ApiError> {
+        let text = self.post("reserve", &serde_json::to_string(ask)?).await?;
+        Ok(crate::llm::json::from_str(&text)?)
+    }
+
+    pub async fn settle(&self, settle: &Settle) -> std::result::Result<(), ApiError> {
+        self.post("settle", &serde_json::to_string(settle)?).await?;
+        Ok(())
+    }
+
+    async fn post(&self, route: &str, body: &str) -> std::result::Result<String, ApiError> {
+        let request = new_request(
+            Method::Post.as_ref(),
+            &format!("https://spend/{route}"),
+            &[] as &[(&str, &str)],
+            Some(body),
+            None,
+        )
+        .map_err(ApiError::Internal)?;
+        let mut response = self.stub.fetch_with_request(Request::from(request)).await?;
+        let text = response.text().await?;
+        if response.status_code() >= 300 {
+            return Err(ApiError::Internal(format!(
+                "spend object /{route} answered {}: {text}",
+                response.status_code()
+            )));
+        }
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_795_336_200_000; // 2026-11-22T08:30:00Z
+
+    fn ask(limit_usd: f64, max_tokens: u32) -> Ask {
+        Ask {
+            limit_usd,
+            period: Period::Day,
+            ledger: Seed {
+                period_start: Period::Day.bounds(NOW).0,
+                spent_usd: 0.0,
+            },
+            input_usd: 0.001,
+            usd_per_output_token: 0.000_01,
+            max_tokens,
+            min_tokens: 256,
+        }
+    }
+
+    fn granted(reply: &Reply) -> Option<u32> {
+        match reply {
+            Reply::Granted { max_tokens, .. } => Some(*max_tokens),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn calls_at_once_share_one_budget() {
+        // Each call's worst case is $0.001 + 1,000 × $0.00001 = $0.011; $0.03 covers two whole
+        // calls, then 700 tokens of a third, then nothing (less than 256 tokens are left).
+        let mut spend = None;
+        let replies: Vec<Reply> = (0..5)
+            .map(|_| Spend::reserve(&mut spend, &ask(0.03, 1_000), NOW))
+            .collect();
+        let tokens: Vec<Option<u32>> = replies.iter().map(granted).collect();
+        assert_eq!(tokens, [Some(1_000), Some(1_000), Some(700), None, None]);
+        assert!(
+            matches!(replies[3], Reply::Short { committed_usd } if (committed_usd - 0.03).abs() < 1e-9)
+        );
+
+        // The first call cost less than it held: its rest is free again.
+        let Reply::Granted { call, .. } = &replies[0] else {
+            panic!("granted")
+        };
+        let state = spend.as_mut().expect("seeded");
+        state.settle(
+            &Settle {
+                call: Some(call.clone()),
+                cost_usd: 0.002,
+            },
+            NOW,
+        );
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &ask(0.03, 1_000), NOW)),
+            Some(800)
+        );
+    }
+
+    #[test]
+    fn a_reservation_that_never_settles_expires() {
+        let mut spend = None;
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &ask(0.012, 1_000), NOW)),
+            Some(1_000)
+        );
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &ask(0.012, 1_000), NOW)),
+            None
+        );
+        let later = NOW + RESERVATION_MS + 1;
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &ask(0.012, 1_000), later)),
+            Some(1_000)
+        );
+    }
+
+    #[test]
+    fn a_period_is_seeded_once_from_the_ledger_and_a_stale_figure_is_refused() {
+        let mut spend = None;
+        let mut first = ask(0.03, 1_000);
+        first.ledger.spent_usd = 0.018;
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &first, NOW)),
+            Some(1_000)
+        );
+        // A later caller's older, lower figure does not replace the object's total.
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &ask(0.03, 1_000), NOW)),
+            None
+        );
+
+        // The next day starts from the ledger again, and a figure of the day before is sent
+        // back to be read again.
+        let tomorrow = NOW + 86_400_000;
+        assert_eq!(Spend::reserve(&mut spend, &first, tomorrow), Reply::Reseed);
+        let mut fresh = ask(0.03, 1_000);
+        fresh.ledger = Seed {
+            period_start: Period::Day.bounds(tomorrow).0,
+            spent_usd: 0.0,
+        };
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &fresh, tomorrow)),
+            Some(1_000)
+        );
+    }
+
+    #[test]
+    fn a_cost_settled_after_its_period_is_left_to_the_ledger() {
+        let mut spend = None;
+        let reply = Spend::reserve(&mut spend, &ask(1.0, 1_000), NOW);
+        let Reply::Granted { call, .. } = reply else {
+            panic!("granted")
+        };
+        let state = spend.as_mut().expect("seeded");
+        state.settle(
+            &Settle {
+                call: Some(call),
+                cost_usd: 0.5,
+            },
+            NOW + 86_400_000,
+        );
+        assert!(state.open.is_empty());
+        assert_eq!(state.spent_usd, 0.0);
+    }
+
+    #[test]
+    fn the_tokens_a_budget_covers() {
+        let a = ask(0.0, 4_000);
+        assert_eq!(covered_tokens(1.0, &a), Some(4_000));
+        assert_eq!(covered_tokens(0.001 + 0.003, &a), Some(300));
+        assert_eq!(covered_tokens(0.001 + 0.002_55, &a), None);
+        // A call asking for fewer tokens than the floor gets them all or nothing.
+        let small = ask(0.0, 100);
+        assert_eq!(covered_tokens(0.002, &small), Some(100));
+        assert_eq!(covered_tokens(0.001_5, &small), None);
+        // A free model is always covered.
+        let free = Ask {
+            input_usd: 0.0,
+            usd_per_output_token: 0.0,
+            ..a
+        };
+        assert_eq!(covered_tokens(0.0, &free), Some(4_000));
+    }
+}
