@@ -220,9 +220,26 @@ impl Coordinator {
     }
 
     /// Stops a running turn and forgets the queue, the log and what a pause waited for (the
-    /// conversation is being deleted).
-    pub async fn clear(&self) -> Result<(), ApiError> {
-        let _: serde_json::Value = self.json(Method::Post, "clear").await?;
+    /// conversation of `owner` is being deleted); the object refuses messages until
+    /// [`Coordinator::forget`].
+    pub async fn clear(&self, conversation: &str, owner: &str) -> Result<(), ApiError> {
+        let body = serde_json::json!({ "conversation": conversation, "owner": owner });
+        let mut response = self
+            .request(Method::Post, "clear", Some(body.to_string()))
+            .await?;
+        if response.status_code() != 200 {
+            let text = response.text().await.unwrap_or_default();
+            return Err(ApiError::Internal(format!(
+                "conversation object /clear answered {}: {text}",
+                response.status_code()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The conversation's D1 rows are gone: the object may forget it was deleted.
+    pub async fn forget(&self) -> Result<(), ApiError> {
+        let _: serde_json::Value = self.json(Method::Post, "forget").await?;
         Ok(())
     }
 

@@ -192,12 +192,12 @@ impl DurableObject for UserSpend {
         let now = super::now_ms();
         let answer = match req.path().as_str() {
             "/reserve" => {
-                let ask: Ask = serde_json::from_str(&body)?;
+                let ask: Ask = crate::llm::json::from_str(&body)?;
                 let reply = Spend::reserve(&mut spend, &ask, now);
                 Some(serde_json::to_string(&reply)?)
             }
             "/settle" => {
-                let settle: Settle = serde_json::from_str(&body)?;
+                let settle: Settle = crate::llm::json::from_str(&body)?;
                 if let Some(spend) = spend.as_mut() {
                     spend.settle(&settle, now);
                 }
@@ -234,7 +234,7 @@ impl UserSpend {
             .to_array()?;
         Ok(rows
             .first()
-            .and_then(|row| serde_json::from_str(&row.state).ok()))
+            .and_then(|row| crate::llm::json::from_str(&row.state).ok()))
     }
 
     fn save(&self, spend: Option<&Spend>) -> Result<()> {

@@ -221,6 +221,35 @@ test("DELETE cancels a running turn before the history goes", async () => {
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/stream`)).status, 404);
 });
 
+test("a conversation whose DELETE failed half way refuses messages until its object finishes the deletion", async () => {
+  const id = await create();
+  anthropic.script({ text: "Kept." });
+  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "hi" }));
+  // D1 refuses to delete this conversation's row (as a failing write would): the object has
+  // been cleared, the rows are still there.
+  await d1Query(persistDir, `CREATE TRIGGER hold_${id} BEFORE DELETE ON conversations WHEN old.id = '${id}' BEGIN SELECT RAISE(ABORT, 'held'); END`);
+  let dropped = false;
+  try {
+    assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}`)).status, 500);
+    // Nothing recreates it meanwhile: a message is refused, and runs no turn.
+    const before = anthropic.requests.length;
+    const refused = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "still there?" });
+    assert.equal(refused.status, 404);
+    assert.equal(anthropic.requests.length, before);
+    await d1Query(persistDir, `DROP TRIGGER hold_${id}`);
+    dropped = true;
+    // With no further request, the object's alarm deletes the rows.
+    const deadline = Date.now() + 20_000;
+    while ((await api(worker.url, "GET", `/v1/conversations/${id}`)).status !== 404) {
+      assert.ok(Date.now() < deadline, "the deletion was never finished");
+      await sleep(250);
+    }
+    assert.deepEqual(await d1Query(persistDir, `SELECT COUNT(*) AS n FROM messages WHERE conversation_id = '${id}'`), [{ n: 0 }]);
+  } finally {
+    if (!dropped) await d1Query(persistDir, `DROP TRIGGER IF EXISTS hold_${id}`);
+  }
+});
+
 test("a model declared in MODELS with a 2,048-token window stays usable over 25 long turns; a summary appears", async () => {
   const id = await create({ model: TINY.id });
   const models = await (await api(worker.url, "GET", "/v1/models")).json();

@@ -9,13 +9,20 @@
 //!   starts the next turn at once, so nothing accepted is ever stranded;
 //! - a turn the object recorded but no task of this isolate runs was interrupted (eviction or a
 //!   restart): it is recovered from D1, at most [`MAX_RECOVERIES`] times, then given up with an
-//!   error in the history.
+//!   error in the history;
+//! - a turn for waiting messages that fails to start is tried again by the alarm, at most
+//!   [`MAX_FAILED_STARTS`] times in a row; then the messages wait for the next one, and the
+//!   history says why.
 
 use crate::agent::{pending_calls, AgentMessage};
 use crate::llm::{AssistantMessage, StopReason, ToolResult};
 
 /// How often an interrupted turn is resumed before it is given up.
 pub const MAX_RECOVERIES: u32 = 3;
+
+/// Times in a row a turn for waiting messages may fail to start before they are left waiting
+/// for the next message.
+pub const MAX_FAILED_STARTS: u32 = 5;
 
 /// The result content of a tool call whose turn was interrupted before it ran or finished.
 pub const INTERRUPTED: &str = "no result: the turn was interrupted before this call finished";
@@ -139,6 +146,24 @@ pub fn orphan(recoveries_so_far: u32) -> Orphan {
     }
 }
 
+/// What follows a turn for waiting messages that failed to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedStart {
+    /// The alarm tries again.
+    Later,
+    /// Give up until the next message; say so in the history.
+    Wait,
+}
+
+/// `failed`: the times in a row the turn failed to start, this one included.
+pub fn after_failed_start(failed: u32) -> FailedStart {
+    if failed >= MAX_FAILED_STARTS {
+        FailedStart::Wait
+    } else {
+        FailedStart::Later
+    }
+}
+
 /// The alarm a running turn keeps ahead of itself fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnAlarm {
@@ -209,6 +234,17 @@ pub fn given_up_note() -> AgentMessage {
 mod tests {
     use super::*;
     use crate::llm::{ContentBlock, ToolCall, Usage};
+
+    #[test]
+    fn a_queue_that_keeps_failing_to_start_is_tried_a_bounded_number_of_times() {
+        let tries: Vec<FailedStart> = (1..=MAX_FAILED_STARTS).map(after_failed_start).collect();
+        assert_eq!(
+            tries.iter().filter(|t| **t == FailedStart::Later).count(),
+            4
+        );
+        assert_eq!(tries.last(), Some(&FailedStart::Wait));
+        assert_eq!(after_failed_start(MAX_FAILED_STARTS + 7), FailedStart::Wait);
+    }
 
     fn answer(text: &str, calls: &[&str]) -> AgentMessage {
         let mut content = vec![ContentBlock::Text { text: text.into() }];

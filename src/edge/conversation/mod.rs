@@ -30,8 +30,10 @@ use worker::{
 };
 
 use self::log::{ChunkLog, LogReader, NoReader, MAX_READERS};
-use self::machine::{Activity, AfterTurn, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind};
-use self::storage::ObjectStorage;
+use self::machine::{
+    Activity, AfterTurn, FailedStart, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind,
+};
+use self::storage::{Deleted, ObjectStorage, DELETED, FAILED_STARTS};
 use super::coordinator::{
     ChatStart, Delivery, Send, Status, TurnConversation, TurnRequest, ELSEWHERE,
     UNKNOWN_CONVERSATION,
@@ -41,11 +43,14 @@ use super::store::{is_conversation_id, scoped_id, Conversation, Store};
 use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
 use super::ui_stream::{self, HEADERS};
 use super::{error_response, json_response, new_id, now_ms};
-use crate::agent::{CancelToken, TurnOutcome};
+use crate::agent::{AgentMessage, CancelToken, TurnOutcome};
 use crate::llm::{ModelRef, Provider, ToolDef};
 
 /// Most messages one conversation keeps waiting for its running turn.
 pub const MAX_QUEUED: i64 = 50;
+
+/// How long after a deletion the object finishes it itself, should the Worker not say it did.
+pub const DELETION_MS: i64 = 5_000;
 
 /// How far ahead of a running turn its alarm is kept.
 pub const ALARM_MS: i64 = 30_000;
@@ -182,7 +187,13 @@ impl Object {
                 json_response(200, &serde_json::json!({ "cancelling": self.cancel() }))
             }
             (Method::Post, "/clear") => {
-                super::own(self.clear()).await?;
+                let deleted: Deleted = crate::llm::json::from_str(&req.text().await?)
+                    .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
+                super::own(self.clear(deleted)).await?;
+                json_response(200, &serde_json::json!({}))
+            }
+            (Method::Post, "/forget") => {
+                super::own(self.forget()).await?;
                 json_response(200, &serde_json::json!({}))
             }
             (Method::Get, "/status") => {
@@ -245,6 +256,12 @@ impl Object {
             toolsets: narrowed,
             chat,
         } = send;
+        // Deleted, or being deleted: nothing may recreate it until its D1 rows are gone.
+        if let Some(deleted) = self.storage.deleted()? {
+            return Err(super::routes::conversations::not_found(
+                &deleted.conversation,
+            ));
+        }
         let sql_before = self.storage.statements();
         // D1 round trips made for this request before its turn claims the conversation.
         let mut resolving = 0;
@@ -399,7 +416,7 @@ impl Object {
                 if let Some(seq) = own.as_ref().and_then(|(_, _, seq)| *seq) {
                     self.storage.dequeue(seq)?;
                 }
-                self.abandon(&claimed);
+                self.abandon(&claimed, &e);
                 return Err(e);
             }
         };
@@ -447,7 +464,7 @@ impl Object {
                 return Ok(Response::empty()?.with_status(204));
             }
             Err(e) => {
-                self.abandon(&claimed);
+                self.abandon(&claimed, &e);
                 return Err(e);
             }
         };
@@ -568,6 +585,9 @@ impl Object {
         if let Err(e) = self.storage.clear_paused() {
             console_error!("clearing the pause: {e}");
         }
+        if let Err(e) = self.storage.clear_mark(FAILED_STARTS) {
+            console_error!("clearing the failed starts: {e}");
+        }
         let object = self.clone();
         let of = prepared.conversation();
         let who = (of.id.clone(), of.owner.clone());
@@ -606,7 +626,7 @@ impl Object {
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {
-                self.abandon(&claimed);
+                self.abandon(&claimed, &e);
                 return Err(e);
             }
         };
@@ -676,7 +696,7 @@ impl Object {
                 let mut out = String::new();
                 ui_stream::failed_to_start(&e.public_message(claimed.reference()), &mut out);
                 claimed.log.push(&out, now_ms());
-                self.abandon(&claimed);
+                self.abandon(&claimed, &e);
             }
         }
     }
@@ -716,18 +736,64 @@ impl Object {
         }
     }
 
-    /// A turn that could not start: the conversation is free again. Queued messages are left
-    /// for the alarm rather than retried at once, so a failing store cannot spin.
-    fn abandon(&self, claimed: &Claimed) {
+    /// A turn that could not start (`why`): the conversation is free again. Queued messages are
+    /// left for the alarm rather than retried at once, so a failing store cannot spin, and only
+    /// so often in a row ([`machine::after_failed_start`]): then they wait for the next message,
+    /// and the history says why.
+    fn abandon(self: &Rc<Self>, claimed: &Claimed, why: &ApiError) {
         claimed.log.close();
-        if self.release(claimed) {
-            if let Err(e) = self.storage.end_turn(None) {
-                console_error!("ending turn {}: {e}", claimed.turn_id);
-            }
-            if self.storage.queue_len(None).unwrap_or(0) > 0 {
-                self.keep_alarm();
-            }
+        if !self.release(claimed) {
+            return;
         }
+        if let Err(e) = self.storage.end_turn(None) {
+            console_error!("ending turn {}: {e}", claimed.turn_id);
+        }
+        let waiting = self.storage.queue_len(None).unwrap_or(0);
+        if waiting == 0 {
+            return;
+        }
+        let failed = self
+            .storage
+            .mark(FAILED_STARTS)
+            .ok()
+            .flatten()
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(0)
+            + 1;
+        if let Err(e) = self.storage.set_mark(FAILED_STARTS, &failed.to_string()) {
+            console_error!("counting a failed start: {e}");
+        }
+        if machine::after_failed_start(failed) == FailedStart::Later {
+            self.keep_alarm();
+            return;
+        }
+        self.drop_alarm();
+        let text = format!(
+            "{waiting} waiting message(s) could not start a turn ({failed} attempts; the last: {}); \
+             they wait for the next message",
+            why.public_message(claimed.reference())
+        );
+        let Some(conversation) = self.storage.conversation().ok().flatten() else {
+            return;
+        };
+        let Ok(turn_env) = self.turn_env() else {
+            return;
+        };
+        self.state.wait_until(async move {
+            let noted = match new_id() {
+                Ok(id) => {
+                    let event = AgentMessage::SystemEvent { text };
+                    turn_env
+                        .store
+                        .append_message(&conversation.id, &id, &event, now_ms())
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = noted {
+                console_error!("noting the failed starts of {}: {e}", conversation.id);
+            }
+        });
     }
 
     /// Forgets the live turn if it is `claimed`'s; `false` if another took its place.
@@ -765,6 +831,9 @@ impl Object {
     }
 
     fn alarm(self: &Rc<Self>) -> std::result::Result<(), ApiError> {
+        if let Some(deleted) = self.storage.deleted()? {
+            return self.finish_deletion(deleted);
+        }
         let recoveries = self
             .storage
             .turn()?
@@ -885,8 +954,10 @@ impl Object {
     }
 
     /// The conversation is being deleted: the running turn is cancelled and has ended before
-    /// the object forgets everything.
-    async fn clear(&self) -> std::result::Result<(), ApiError> {
+    /// the object forgets everything but that it is being deleted (the [`DELETED`] mark). It
+    /// refuses messages until the Worker, its D1 rows gone, says [`Object::forget`]; should the
+    /// Worker never come back, the alarm deletes the rows itself.
+    async fn clear(&self, deleted: Deleted) -> std::result::Result<(), ApiError> {
         self.deleting.set(true);
         self.cancel();
         for _ in 0..200 {
@@ -895,9 +966,32 @@ impl Object {
             }
             worker::Delay::from(std::time::Duration::from_millis(25)).await;
         }
-        // Everything goes, tables and all: an object whose storage is empty does not exist, and
-        // costs nothing. The alarm is deleted first, so none fires on tables that are gone (with
-        // this compatibility date `deleteAll` deletes it too).
+        let cleared = self.empty().await;
+        let marked = serde_json::to_string(&deleted)
+            .map_err(ApiError::from)
+            .and_then(|json| Ok(self.storage.set_mark(DELETED, &json)?));
+        if marked.is_ok() {
+            if let Err(e) = self.state.storage().set_alarm(DELETION_MS).await {
+                console_error!("setting the deletion's alarm: {e}");
+            }
+        }
+        self.deleting.set(false);
+        cleared?;
+        marked
+    }
+
+    /// The conversation's D1 rows are gone: the object keeps nothing, not even the mark.
+    async fn forget(&self) -> std::result::Result<(), ApiError> {
+        if self.storage.deleted()?.is_none() {
+            return Ok(());
+        }
+        self.empty().await
+    }
+
+    /// Everything goes, tables and all: an object whose storage is empty does not exist, and
+    /// costs nothing. The alarm is deleted first, so none fires on tables that are gone (with
+    /// this compatibility date `deleteAll` deletes it too).
+    async fn empty(&self) -> std::result::Result<(), ApiError> {
         let storage = self.state.storage();
         if let Err(e) = storage.delete_alarm().await {
             console_error!("deleting the conversation alarm: {e}");
@@ -907,8 +1001,27 @@ impl Object {
             Ok(()) => self.storage.emptied(),
             Err(_) => self.storage.maybe_emptied(),
         }
-        self.deleting.set(false);
         Ok(cleared?)
+    }
+
+    /// Finishes a deletion the Worker left half done: the D1 rows, then the object's mark.
+    fn finish_deletion(self: &Rc<Self>, deleted: Deleted) -> std::result::Result<(), ApiError> {
+        let store = self.turn_env()?.store.clone();
+        let object = self.clone();
+        self.state.wait_until(async move {
+            let done = match store
+                .delete_conversation(&deleted.owner, &deleted.conversation)
+                .await
+            {
+                Ok(_) => object.forget().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = done {
+                console_error!("finishing the deletion of {}: {e}", deleted.conversation);
+                object.keep_alarm();
+            }
+        });
+        Ok(())
     }
 }
 

@@ -8,6 +8,8 @@
 //! - `inbox`: messages waiting for a turn, with the ids their D1 rows will have
 //! - `paused`: what the last turn waits for, and the client tools it offered
 //! - `chunks`: the running turn's UI stream, in batches, for readers that re-attach
+//! - `marks`: rare facts by name: the conversation is being deleted ([`DELETED`]), its queue
+//!   failed to start ([`FAILED_STARTS`])
 //!
 //! The object is its storage's only writer, so what it has read or written stays true until it
 //! writes again: [`Known`] remembers it, and a read of something known costs no SQL. Opening an
@@ -63,7 +65,8 @@ macro_rules! schema {
         CREATE TABLE IF NOT EXISTS paused (
           id INTEGER PRIMARY KEY CHECK (id = 1), kind TEXT NOT NULL, client_tools TEXT NOT NULL);
         CREATE TABLE IF NOT EXISTS chunks (
-          seq INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT NOT NULL);"
+          seq INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS marks (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
     };
 }
 
@@ -81,6 +84,22 @@ struct Known {
     queued: Cell<Option<i64>>,
     /// Whether any chunk is logged.
     chunks: Cell<Option<bool>>,
+    /// Whether any mark is set.
+    marks: Cell<Option<bool>>,
+}
+
+/// The mark of a conversation being deleted: the object refuses messages until the D1 rows are
+/// gone. Its value is a [`Deleted`], JSON.
+pub const DELETED: &str = "deleted";
+
+/// The mark counting the queue's turns that failed to start in a row.
+pub const FAILED_STARTS: &str = "failed_starts";
+
+/// Whose conversation is being deleted, for the alarm that finishes it.
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+pub struct Deleted {
+    pub conversation: String,
+    pub owner: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -115,6 +134,7 @@ struct Opened {
     paused: i64,
     queued: i64,
     chunks: i64,
+    marks: i64,
 }
 
 #[derive(Deserialize)]
@@ -151,7 +171,7 @@ impl ObjectStorage {
         };
         // Whether the object has any table of ours, or of its older versions.
         const ANY: &str = "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN
-            ('conversation', 'turn', 'inbox', 'paused', 'chunks', 'queue', 'lease', 'cancelled')";
+            ('conversation', 'turn', 'inbox', 'paused', 'chunks', 'marks', 'queue', 'lease', 'cancelled')";
         match storage.exec(ANY, None).and_then(rows::cursor::<Count>) {
             Ok(rows) if rows.first().is_some_and(|c| c.n == 0) => {
                 storage.emptied();
@@ -178,7 +198,8 @@ impl ObjectStorage {
               (SELECT COUNT(*) FROM turn) AS turns,
               (SELECT COUNT(*) FROM paused) AS paused,
               (SELECT COUNT(*) FROM inbox) AS queued,
-              (SELECT COUNT(*) FROM chunks) AS chunks"
+              (SELECT COUNT(*) FROM chunks) AS chunks,
+              (SELECT COUNT(*) FROM marks) AS marks"
         );
         self.statements.set(self.statements.get().wrapping_add(1));
         // Objects created before turns moved here kept a lease and a queue without ids: keep
@@ -194,6 +215,7 @@ impl ObjectStorage {
                     known.paused.set(Some(opened.paused > 0));
                     known.queued.set(Some(opened.queued));
                     known.chunks.set(Some(opened.chunks > 0));
+                    known.marks.set(Some(opened.marks > 0));
                     opened.legacy > 0
                 }
                 None => false,
@@ -229,6 +251,7 @@ impl ObjectStorage {
         self.known.paused.set(Some(false));
         self.known.queued.set(Some(0));
         self.known.chunks.set(Some(false));
+        self.known.marks.set(Some(false));
     }
 
     /// Emptying the storage failed, so whether it holds anything, or even its tables, is not
@@ -275,6 +298,45 @@ impl ObjectStorage {
         self.known.paused.set(None);
         self.known.queued.set(None);
         self.known.chunks.set(None);
+        self.known.marks.set(None);
+    }
+
+    /// The value of mark `name`, if set (no SQL while none is known to be).
+    pub fn mark(&self, name: &str) -> Result<Option<String>> {
+        if self.known.marks.get() == Some(false) {
+            return Ok(None);
+        }
+        let rows: Vec<Text> = rows::cursor(self.exec(
+            "SELECT value AS t FROM marks WHERE name = ?",
+            vec![name.into()],
+        )?)?;
+        Ok(rows.into_iter().next().map(|r| r.t))
+    }
+
+    pub fn set_mark(&self, name: &str, value: &str) -> Result<()> {
+        self.write(
+            "INSERT INTO marks (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            vec![name.into(), value.into()],
+        )?;
+        self.known.marks.set(Some(true));
+        Ok(())
+    }
+
+    pub fn clear_mark(&self, name: &str) -> Result<()> {
+        if self.known.marks.get() == Some(false) {
+            return Ok(());
+        }
+        self.write("DELETE FROM marks WHERE name = ?", vec![name.into()])?;
+        // Another mark may be left.
+        self.known.marks.set(None);
+        Ok(())
+    }
+
+    /// The conversation is being deleted (see [`DELETED`]).
+    pub fn deleted(&self) -> Result<Option<Deleted>> {
+        Ok(self
+            .mark(DELETED)?
+            .and_then(|v| crate::llm::json::from_str(&v).ok()))
     }
 
     pub fn conversation(&self) -> Result<Option<TurnConversation>> {

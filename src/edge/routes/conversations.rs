@@ -205,11 +205,17 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
     let owned = owned(env, user, id).await?;
     let id = owned.id.as_str();
-    Coordinator::for_conversation(env, id)?.clear().await?;
-    if !Store::new(env.d1("DB")?)
+    let object = Coordinator::for_conversation(env, id)?;
+    // The object refuses messages from here until it forgets: nothing recreates the rows.
+    object.clear(id, &owned.owner).await?;
+    let deleted = Store::new(env.d1("DB")?)
         .delete_conversation(user, id)
-        .await?
-    {
+        .await?;
+    // Should this fail, the object's alarm finishes the deletion.
+    if let Err(e) = object.forget().await {
+        worker::console_error!("forgetting deleted conversation {id}: {e}");
+    }
+    if !deleted {
         return Err(not_found(id));
     }
     Ok(Response::empty()?.with_status(204))
