@@ -101,6 +101,17 @@ struct MessageRow {
     compacted: i64,
 }
 
+/// The 429 of a user who keeps `max` conversations.
+fn too_many_conversations(max: u32) -> ApiError {
+    ApiError::TooManyRequests {
+        message: format!(
+            "you keep {max} conversations, the most this deployment allows; delete one to start \
+             another"
+        ),
+        retry_after_s: 3_600,
+    }
+}
+
 pub struct Store {
     db: D1Database,
     /// D1 round trips made through this store (a batch is one), for the per-turn log line.
@@ -139,15 +150,33 @@ impl Store {
             )
             .bind(&values)?;
         if rows::all::<Created>(&statement).await?.is_empty() {
-            return Err(ApiError::TooManyRequests {
-                message: format!(
-                    "you keep {max} conversations, the most this deployment allows; delete one \
-                     to start another"
-                ),
-                retry_after_s: 3_600,
-            });
+            return Err(too_many_conversations(max));
         }
         Ok(())
+    }
+
+    /// Whether `owner` may start conversation `id` (one round trip): it exists already, or they
+    /// keep fewer than `max`.
+    pub async fn may_create(&self, owner: &str, id: &str, max: u32) -> Result<(), ApiError> {
+        self.tick(1);
+        #[derive(Deserialize)]
+        struct Room {
+            room: i64,
+        }
+        let room = rows::first::<Room>(
+            &self
+                .db
+                .prepare(
+                    "SELECT EXISTS (SELECT 1 FROM conversations WHERE id = ?1 AND owner = ?2)
+                       OR (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?3 AS room",
+                )
+                .bind(&[id.into(), owner.into(), f64::from(max).into()])?,
+        )
+        .await?;
+        match room {
+            Some(Room { room: 0 }) => Err(too_many_conversations(max)),
+            _ => Ok(()),
+        }
     }
 
     /// The conversation a `/v1/chat` id names for its caller: `raw_id` when that is one of the
@@ -158,6 +187,7 @@ impl Store {
         &self,
         raw_id: &str,
         c: &Conversation,
+        max: u32,
     ) -> Result<Conversation, ApiError> {
         self.tick(1);
         let results = rows::batch(
@@ -171,6 +201,7 @@ impl Store {
                          SELECT ?1, ?2, ?3, NULL, NULL, NULL, ?4, ?4, NULL
                          WHERE NOT EXISTS
                            (SELECT 1 FROM conversations WHERE id = ?5 AND owner = ?2)
+                           AND (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?6
                          ON CONFLICT (id) DO NOTHING",
                     )
                     .bind(&[
@@ -179,6 +210,7 @@ impl Store {
                         opt(&c.title),
                         (c.created_at as f64).into(),
                         raw_id.into(),
+                        f64::from(max).into(),
                     ])?,
                 self.db
                     .prepare(
@@ -195,7 +227,8 @@ impl Store {
             .map(rows::results::<Conversation>)
             .transpose()?
             .and_then(|rows| rows.into_iter().next())
-            .ok_or_else(|| ApiError::Internal(format!("conversation {} was not stored", c.id)))
+            // Neither found nor made: the owner keeps as many as they may.
+            .ok_or_else(|| too_many_conversations(max))
     }
 
     fn insert_conversation(

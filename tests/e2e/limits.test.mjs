@@ -44,6 +44,33 @@ test("a user keeps at most MAX_CONVERSATIONS_PER_USER conversations; deleting on
   for (const id of ids.slice(1)) await api(worker.url, "DELETE", `/v1/conversations/${id}`);
 });
 
+test("a /v1/chat id cannot start a conversation past MAX_CONVERSATIONS_PER_USER either", async () => {
+  const kept = (await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.map((c) => c.id);
+  const made = [];
+  while (kept.length + made.length < 3) made.push((await (await create()).json()).id);
+  const chat = (id) => api(worker.url, "POST", "/v1/chat", { id, messages: [{ id: `m-${id}`, role: "user", parts: [{ type: "text", text: "hi" }] }] });
+  // A client's own id, and one shaped like a conversation id that is nobody's.
+  for (const id of ["chat-new", "0123456789abcdef0123456789abcdef"]) {
+    const refused = await chat(id);
+    assert.equal(refused.status, 429, id);
+    assert.match((await refused.json()).error.message, /you keep 3 conversations/);
+  }
+  assert.equal((await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.length, 3, "nothing was stored");
+  // An existing conversation still takes messages through /v1/chat.
+  anthropic.script({ text: "Still here." });
+  const existing = await chat(kept[0] ?? made[0]);
+  assert.equal(existing.status, 200);
+  await readUiStream(existing);
+  // Room made, the same id starts its conversation.
+  await api(worker.url, "DELETE", `/v1/conversations/${made.pop() ?? kept.pop()}`);
+  anthropic.script({ text: "Hello." });
+  const started = await chat("chat-new");
+  assert.equal(started.status, 200);
+  await readUiStream(started);
+  assert.equal((await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.length, 3);
+  for (const id of made) await api(worker.url, "DELETE", `/v1/conversations/${id}`);
+});
+
 test("a conversation holds at most MAX_ARTIFACTS_PER_CONVERSATION artifacts of MAX_ARTIFACT_VERSIONS versions", async () => {
   const listed = (await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations;
   const id = listed[0]?.id ?? (await (await create()).json()).id;

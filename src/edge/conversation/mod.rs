@@ -291,7 +291,15 @@ impl Object {
             Some(given) => (given, false),
             None => match (self.storage.conversation()?, chat, &create) {
                 (Some(kept), _, _) if kept.owner == caller => (kept, true),
-                (_, _, Some(row)) => (TurnConversation::from(row), false),
+                (_, _, Some(row)) => {
+                    // New to this object, and perhaps new: within the owner's count, or refused
+                    // before anything starts.
+                    resolving = 1;
+                    let turn_env = self.turn_env()?;
+                    let max = turn_env.config.max_conversations_per_user;
+                    turn_env.store.may_create(&row.owner, &row.id, max).await?;
+                    (TurnConversation::from(row), false)
+                }
                 (_, Some(chat), None) => {
                     resolving = 1;
                     match self.resolve_chat(&caller, chat).await? {
@@ -509,10 +517,11 @@ impl Object {
             created_at: now,
             updated_at: now,
         };
-        let resolved = self
-            .turn_env()?
+        let turn_env = self.turn_env()?;
+        let max = turn_env.config.max_conversations_per_user;
+        let resolved = turn_env
             .store
-            .chat_conversation(&chat.raw_id, &candidate)
+            .chat_conversation(&chat.raw_id, &candidate, max)
             .await?;
         let conversation = TurnConversation::from(&resolved);
         Ok(if resolved.id == chat.target {
