@@ -100,7 +100,7 @@ async fn route(
     let method = req.method();
     match (&method, segments.as_slice()) {
         (Method::Get, ["healthz"]) => return own(routes::health::get(env)).await,
-        (Method::Get, ["openapi.json"]) => return routes::openapi::get(),
+        (Method::Get, ["openapi.json"]) => return routes::openapi::get(env, config.as_ref().ok()),
         _ => {}
     }
     // Everything else acts for a caller, who must authenticate before learning anything of the

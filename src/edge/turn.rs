@@ -255,7 +255,7 @@ pub async fn prepare(
     if matches!(kickoff, Kickoff::Retry) {
         let retried = store.supersede_after_last_user(id).await?;
         if !retried && turn_env.storage.queue_len(None)? == 0 {
-            return Err(ApiError::BadRequest(format!(
+            return Err(ApiError::Conflict(format!(
                 "conversation `{id}` has no user message to retry"
             )));
         }

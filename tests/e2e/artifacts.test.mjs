@@ -97,7 +97,7 @@ test("a user's PUT is a new version the model sees; stale and bad ones are refus
   const stale = await put("notes", { content: "# Notes", base_version: 1 });
   assert.equal(stale.status, 409);
   assert.match((await stale.json()).error.message, /version 2/);
-  assert.equal((await put("new", { content: "x" })).status, 400, "a new artifact needs a title and kind");
+  assert.equal((await put("new", { content: "x" })).status, 404, "there is none to update; a new artifact needs a title and kind");
   assert.equal((await put("data", { title: "Data", kind: "json", content: "{not json" })).status, 400);
   const big = await put("big", { title: "Big", kind: "text", content: "x".repeat(300 * 1024) });
   assert.equal(big.status, 413);

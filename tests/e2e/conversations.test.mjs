@@ -92,7 +92,7 @@ test("a chat whose conversation was deleted starts afresh on its next message, i
   const { messages } = await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json();
   assert.deepEqual(messages.map((m) => m.content[0].text), ["Hello again", "Second life."]);
   const object = (await conversationObjects(persistDir)).find((o) => o.conversation === id);
-  assert.deepEqual(object?.tables.sort(), ["chunks", "conversation", "inbox", "paused", "turn"]);
+  assert.deepEqual(object?.tables.sort(), ["chunks", "conversation", "inbox", "marks", "paused", "turn"]);
 });
 
 test("a chat id shaped like a conversation id but naming none: the object first asked keeps nothing", async () => {
@@ -132,7 +132,7 @@ test("stream: false returns the whole turn as JSON: messages, events, usage, cos
 
 test("retry runs the last user message again; the old answer stays, superseded, never sent again", async () => {
   const id = await create("retried");
-  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/retry`)).status, 400, "nothing to retry yet");
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/retry`)).status, 409, "nothing to retry yet");
   anthropic.script({ text: "First answer." });
   await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Tell me a fact." }));
   anthropic.script({ text: "Second answer." });

@@ -56,7 +56,7 @@ function postEndlessly(path, headers = {}) {
 
 test("a conversation's system prompt, title and metadata are held to their limits, with a 413 naming the field", async () => {
   for (const [body, field] of [
-    [{ system: "s".repeat(32 * 1024 + 1) }, /`system` is 32769 bytes; the limit is 32768 bytes/],
+    [{ system: "é".repeat(32 * 1024 + 1) }, /`system` is 32769 characters; the limit is 32768 characters/],
     [{ title: "é".repeat(201) }, /`title` is 201 characters; the limit is 200 characters/],
     [{ metadata: { blob: "m".repeat(16 * 1024) } }, /`metadata` is \d+ bytes as JSON; the limit is 16384 bytes/],
   ]) {

@@ -34,17 +34,8 @@ pub async fn get(
     let mut version = None;
     for (key, value) in super::query_pairs(req) {
         if key == "version" {
-            version = Some(
-                value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|v| *v >= 1)
-                    .ok_or_else(|| {
-                        ApiError::BadRequest(format!(
-                            "`version` must be a whole number from 1, got `{value}`"
-                        ))
-                    })?,
-            );
+            let v = super::query_int("version", &value, 1, i64::from(u32::MAX))?;
+            version = u32::try_from(v).ok();
         }
     }
     let artifact = Store::new(env.d1("DB")?)
@@ -82,7 +73,7 @@ pub async fn put(
     let owned = owned(env, user, id).await?;
     let id = owned.id.as_str();
     let body: Put = json_body(req).await?;
-    if artifact_id.is_empty() || artifact_id.len() > 64 {
+    if artifact_id.is_empty() || artifact_id.chars().count() > 64 {
         return Err(ApiError::BadRequest(
             "an artifact id is 1 to 64 characters".into(),
         ));
@@ -105,7 +96,7 @@ pub async fn put(
                 )));
             }
             if kind.is_some_and(|k| k != previous.kind) {
-                return Err(ApiError::BadRequest(format!(
+                return Err(ApiError::Conflict(format!(
                     "artifact `{artifact_id}` is `{}`; its kind does not change",
                     previous.kind.as_str()
                 )));
@@ -123,11 +114,8 @@ pub async fn put(
         }
         None => Artifact {
             id: artifact_id.to_string(),
-            title: body
-                .title
-                .ok_or_else(|| ApiError::BadRequest("a new artifact needs a `title`".into()))?,
-            kind: kind
-                .ok_or_else(|| ApiError::BadRequest("a new artifact needs a `kind`".into()))?,
+            title: body.title.ok_or_else(|| new_needs(artifact_id, "title"))?,
+            kind: kind.ok_or_else(|| new_needs(artifact_id, "kind"))?,
             content: body.content,
             version: 1,
             author: Author::User,
@@ -146,4 +134,11 @@ pub async fn put(
         .put_artifact(id, &next, config.artifact_limits)
         .await?;
     json_response(if next.version == 1 { 201 } else { 200 }, &next)
+}
+
+/// A PUT without `field` updates an artifact; there is none by that id to update.
+fn new_needs(artifact_id: &str, field: &str) -> ApiError {
+    ApiError::NotFound(format!(
+        "there is no artifact `{artifact_id}` to update; creating it needs a `{field}`"
+    ))
 }

@@ -66,6 +66,9 @@ pub async fn post(
         ));
     }
     let tools = client_tools(body.tools)?;
+    if let Some(key) = &body.message_id {
+        check_key(key, "messageId")?;
+    }
     let request = if body.trigger.as_deref() == Some("regenerate-message") {
         TurnRequest::Retry
     } else {
@@ -79,9 +82,6 @@ pub async fn post(
                     return Err(ApiError::BadRequest(
                         "the last user message has no text".into(),
                     ));
-                }
-                if let Some(key) = &body.message_id {
-                    check_key(key, "messageId")?;
                 }
                 TurnRequest::Message {
                     id: match &body.message_id {

@@ -8,7 +8,7 @@ use super::messages::owned;
 use crate::edge::config::Config;
 use crate::edge::coordinator::Coordinator;
 use crate::edge::error::ApiError;
-use crate::edge::store::{Conversation, Store};
+use crate::edge::store::{is_conversation_id, Conversation, Store};
 use crate::edge::{json_body, json_response, new_id, now_ms};
 use crate::llm::ModelRef;
 
@@ -64,8 +64,8 @@ pub async fn create(
     json_response(201, &conversation)
 }
 
-/// The longest `system` prompt, in bytes.
-pub const MAX_SYSTEM_BYTES: usize = 32 * 1024;
+/// The longest `system` prompt, in characters (as JSON Schema's `maxLength` counts them).
+pub const MAX_SYSTEM_CHARS: usize = 32 * 1024;
 /// The longest `title`, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
 /// The most `metadata` may take as JSON, in bytes.
@@ -79,16 +79,15 @@ fn check_sizes(body: &Create) -> Result<(), ApiError> {
             "`{field}` is {size}; the limit is {limit}"
         )))
     };
-    if let Some(system) = body
-        .system
-        .as_deref()
-        .filter(|s| s.len() > MAX_SYSTEM_BYTES)
-    {
-        return too_large(
-            "system",
-            format!("{} bytes", system.len()),
-            format!("{MAX_SYSTEM_BYTES} bytes"),
-        );
+    if let Some(system) = &body.system {
+        let chars = system.chars().count();
+        if chars > MAX_SYSTEM_CHARS {
+            return too_large(
+                "system",
+                format!("{chars} characters"),
+                format!("{MAX_SYSTEM_CHARS} characters"),
+            );
+        }
     }
     if let Some(title) = &body.title {
         let chars = title.chars().count();
@@ -150,21 +149,17 @@ pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiE
     let mut cursor: Option<(i64, String)> = None;
     for (key, value) in super::query_pairs(req) {
         match key.as_str() {
-            "limit" => {
-                limit = value
-                    .parse::<i64>()
-                    .map_err(|_| {
-                        ApiError::BadRequest(format!(
-                            "`limit` must be a whole number, got `{value}`"
-                        ))
-                    })?
-                    .clamp(1, 100)
-            }
+            "limit" => limit = super::query_int("limit", &value, 1, 100)?,
             "cursor" => {
+                // `{updated_at}.{id}`, as `next_cursor` gives it out.
                 let parsed = value
                     .split_once('.')
-                    .and_then(|(t, id)| Some((t.parse::<i64>().ok()?, id.to_string())))
-                    .filter(|(_, id)| !id.is_empty());
+                    .filter(|(t, id)| {
+                        (1..=16).contains(&t.len())
+                            && t.bytes().all(|b| b.is_ascii_digit())
+                            && is_conversation_id(id)
+                    })
+                    .and_then(|(t, id)| Some((t.parse::<i64>().ok()?, id.to_string())));
                 cursor = Some(parsed.ok_or_else(|| {
                     ApiError::BadRequest("`cursor` is not one this API gave out".into())
                 })?);

@@ -17,8 +17,8 @@ use crate::edge::turn::{model_of, provider_for};
 use crate::edge::{json_body, json_response, new_id};
 use crate::llm::{ContentBlock, ToolDef};
 
-/// Longest user message accepted, in bytes.
-const MAX_MESSAGE_BYTES: usize = 100_000;
+/// Longest user message accepted, in characters.
+pub(crate) const MAX_MESSAGE_CHARS: usize = 100_000;
 
 #[derive(Deserialize)]
 struct Send {
@@ -175,16 +175,16 @@ impl UserContent {
         let size: usize = content
             .iter()
             .map(|b| match b {
-                ContentBlock::Text { text } => text.len(),
+                ContentBlock::Text { text } => text.chars().count(),
                 _ => 0,
             })
             .sum();
         if size == 0 {
             return Err(ApiError::BadRequest("`message` is empty".into()));
         }
-        if size > MAX_MESSAGE_BYTES {
+        if size > MAX_MESSAGE_CHARS {
             return Err(ApiError::PayloadTooLarge(format!(
-                "`message` is {size} bytes; the limit is {MAX_MESSAGE_BYTES}"
+                "`message` is {size} characters; the limit is {MAX_MESSAGE_CHARS}"
             )));
         }
         Ok(AgentMessage::User { content })
@@ -274,8 +274,9 @@ pub async fn send(
     if let Some(narrowed) = &send.toolsets {
         config.check_toolsets(narrowed)?;
         if let Some(own) = &conversation.toolsets {
+            // The conversation's choice, not the request, is what it conflicts with.
             if let Some(other) = narrowed.iter().find(|n| !own.contains(n)) {
-                return Err(ApiError::BadRequest(format!(
+                return Err(ApiError::Conflict(format!(
                     "`{other}` is not one of this conversation's toolsets ({})",
                     own.join(", ")
                 )));
@@ -377,12 +378,9 @@ pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Resp
     let mut after = 0i64;
     let mut limit = 100i64;
     for (key, value) in super::query_pairs(req) {
-        let parsed = value.parse::<i64>().map_err(|_| {
-            ApiError::BadRequest(format!("`{key}` must be a whole number, got `{value}`"))
-        });
         match key.as_str() {
-            "after" => after = parsed?.max(0),
-            "limit" => limit = parsed?.clamp(1, 500),
+            "after" => after = super::query_int("after", &value, 0, super::MAX_QUERY_INT)?,
+            "limit" => limit = super::query_int("limit", &value, 1, 500)?,
             _ => {}
         }
     }

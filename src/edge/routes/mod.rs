@@ -14,6 +14,30 @@ pub mod usage;
 ///
 /// Read from the raw URL rather than `Request::url()`, whose full WHATWG parser (with IDNA)
 /// would be the only reason the `url` crate ships in the Worker.
+/// The largest whole number a query parameter takes: JavaScript's largest exact integer.
+pub const MAX_QUERY_INT: i64 = 9_007_199_254_740_991;
+
+/// Query parameter `key` as a whole number from `min` to `max`, or a 400 saying so (the
+/// OpenAPI document states the same bounds).
+pub fn query_int(
+    key: &str,
+    value: &str,
+    min: i64,
+    max: i64,
+) -> Result<i64, crate::edge::error::ApiError> {
+    value
+        .parse::<i64>()
+        .ok()
+        .filter(|n| {
+            (min..=max).contains(n) && value.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+        })
+        .ok_or_else(|| {
+            crate::edge::error::ApiError::BadRequest(format!(
+                "`{key}` must be a whole number from {min} to {max}, got `{value}`"
+            ))
+        })
+}
+
 pub fn query_pairs(req: &worker::Request) -> Vec<(String, String)> {
     let url = req.inner().url();
     let query = url.split_once('?').map_or("", |(_, q)| q);

@@ -1,20 +1,78 @@
 //! `GET /openapi.json`: the HTTP API as an OpenAPI 3.1 document (`api/openapi.json`, kept in
-//! step with the router by the test below and fuzzed by `make test`).
+//! step with the router by the test below and fuzzed by `make test`), made this deployment's:
+//! the model ids it takes name the providers it serves, and toolsets are the ones it has.
 
-use worker::Response;
+use worker::{Env, Response};
 
+use crate::edge::config::Config;
 use crate::edge::error::ApiError;
 
 pub const DOCUMENT: &str = include_str!("../../../api/openapi.json");
 
-pub fn get() -> Result<Response, ApiError> {
+/// Where the document takes this deployment's model ids and toolsets (an `enum`'s items).
+const MODEL_PATTERN: &str = "\"MODEL_PATTERN\"";
+const TOOLSETS: &str = "\"TOOLSETS\"";
+
+pub fn get(env: &Env, config: Option<&Config>) -> Result<Response, ApiError> {
+    let workers_ai = crate::edge::ai::WorkersAiBinding::from_env(env).is_ok();
+    let toolsets = config.map(Config::toolsets).unwrap_or_default();
+    let document = deployed(workers_ai, &toolsets)?;
     let headers = worker::Headers::new();
     headers.set("content-type", "application/json")?;
-    Ok(Response::ok(DOCUMENT)?.with_headers(headers))
+    Ok(Response::ok(document)?.with_headers(headers))
+}
+
+/// The document with the placeholders filled in.
+fn deployed(workers_ai: bool, toolsets: &[String]) -> Result<String, ApiError> {
+    Ok(DOCUMENT
+        .replace(
+            MODEL_PATTERN,
+            &serde_json::to_string(&model_pattern(workers_ai))?,
+        )
+        .replace(
+            TOOLSETS,
+            serde_json::to_string(toolsets)?.trim_matches(['[', ']']),
+        ))
+}
+
+/// A regular expression for the model ids [`crate::llm::ModelRef::parse`] takes of the
+/// providers served: the model in letters, digits and `._-:@` (and `/` for Workers AI), never
+/// `..`. Without lookarounds, which not every generator of examples knows.
+fn model_pattern(workers_ai: bool) -> String {
+    let model = |chars: &str| format!("(?:(?:\\.?[{chars}])+\\.?|\\.)");
+    let mut pattern = format!(
+        "^(?:(?:anthropic|openai|gemini|ollama):{}",
+        model("A-Za-z0-9_:@-")
+    );
+    if workers_ai {
+        pattern.push_str(&format!("|workers-ai:{}", model("A-Za-z0-9_:@/-")));
+    }
+    pattern.push_str(")$");
+    pattern
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_document_names_the_providers_and_toolsets_served() {
+        let document: serde_json::Value =
+            serde_json::from_str(&super::deployed(false, &["artifacts".into()]).unwrap()).unwrap();
+        let create = &document["paths"]["/v1/conversations"]["post"]["requestBody"]["content"]
+            ["application/json"]["schema"]["properties"];
+        assert_eq!(
+            create["toolsets"]["items"]["enum"],
+            serde_json::json!(["artifacts"])
+        );
+        let pattern = create["model"]["pattern"].as_str().unwrap();
+        assert!(!pattern.contains("workers-ai"));
+        let with_ai = super::model_pattern(true);
+        assert!(
+            with_ai.contains("|workers-ai:(?:(?:\\.?[A-Za-z0-9_:@/-])+"),
+            "{with_ai}"
+        );
+        assert!(!super::deployed(true, &[]).unwrap().contains("TOOLSETS"));
+    }
+
     use std::collections::BTreeSet;
 
     /// `(METHOD, /path/{}/...)` for every route the router's `match` arms name, read from
