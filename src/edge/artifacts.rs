@@ -9,10 +9,10 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::config::ArtifactLimits;
-use super::now_ms;
 use super::store::Store;
 use crate::agent::artifacts::{index, Artifact, ArtifactContext, ArtifactStore, ArtifactSummary};
 use crate::agent::tools::iso8601;
+use crate::edge::platform::clock::now_ms;
 
 /// How much of the system prompt the artifact index may take, in bytes.
 pub const INDEX_BUDGET: usize = 2_000;

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use worker::{Env, Headers, Method, Request, Response, Stub};
 
 use super::error::ApiError;
-use super::fetch::new_request;
 use crate::agent::AgentMessage;
+use crate::edge::platform::fetch::new_request;
 use crate::llm::ToolDef;
 
 pub const BINDING: &str = "CONVERSATIONS";

@@ -11,17 +11,15 @@
 //! - `fetch`, `ai`: the `fetch` transport and the Workers AI binding Layer 1 uses
 //! - [`config`], [`error`]: environment parsing; the one JSON error shape
 
-mod ai;
 mod artifacts;
 pub mod auth;
 pub mod budget;
-mod clock;
 pub mod config;
 pub mod conversation;
 mod coordinator;
 pub mod cors;
 pub mod error;
-mod fetch;
+pub mod platform;
 mod rate_limit;
 mod remote_tools;
 mod routes;
@@ -38,13 +36,15 @@ use std::future::Future;
 use std::pin::Pin;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen::JsCast;
 use worker::{
     event, js_sys, wasm_bindgen_futures, web_sys, Context, Env, Method, Request, Response,
 };
 
 use config::Config;
 use error::ApiError;
+use platform::clock::now_ms;
+use platform::ids::new_id;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -259,28 +259,6 @@ pub(crate) fn config(env: &Env) -> Result<Config, ApiError> {
     Ok(config)
 }
 
-pub(crate) fn now_ms() -> i64 {
-    // `Date.now()`: one call, where `worker::Date::now()` constructs a `Date` and reads it.
-    worker::js_sys::Date::now() as i64
-}
-
-/// A random 128-bit id as 32 hex digits, from the runtime's CSPRNG.
-pub(crate) fn new_id() -> Result<String, ApiError> {
-    let crypto = js_sys_get(&worker::js_sys::global(), "crypto")?;
-    let random_uuid: worker::js_sys::Function = js_sys_get(&crypto, "randomUUID")?
-        .dyn_into()
-        .map_err(|_| ApiError::Internal("crypto.randomUUID is not a function".into()))?;
-    let uuid = random_uuid
-        .call0(&crypto)
-        .map_err(|e| ApiError::Internal(format!("crypto.randomUUID failed: {e:?}")))?;
-    Ok(uuid.as_string().unwrap_or_default().replace('-', ""))
-}
-
-fn js_sys_get(target: &JsValue, key: &str) -> Result<JsValue, ApiError> {
-    worker::js_sys::Reflect::get(target, &JsValue::from_str(key))
-        .map_err(|e| ApiError::Internal(format!("reading {key}: {e:?}")))
-}
-
 /// Reads a JSON body, with the size limit and a message that says what is wrong. A body past
 /// the limit is refused as soon as it is (by its `content-length`, or while it streams in), not
 /// after it has all been read.
@@ -360,7 +338,7 @@ pub(crate) async fn read_body(
     }
 }
 
-#[wasm_bindgen(module = "/src/edge/pump.js")]
+#[wasm_bindgen(module = "/src/edge/platform/pump.js")]
 extern "C" {
     /// A request body read in large reads (see `pump.js`): the runtime's own chunks are 4 KB.
     type BulkReader;

@@ -14,12 +14,12 @@ use futures::future::join_all;
 use worker::{console_warn, AbortSignal};
 
 use super::config::Config;
-use super::fetch::FetchTransport;
-use super::now_ms;
-use super::turn::WorkerSleeper;
 use crate::agent::remote::mcp::{McpError, McpToolInfo};
 use crate::agent::remote::{exposed_name, Breakers, HttpTool, McpClient, McpServerSpec, McpTool};
 use crate::agent::ToolRegistry;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::fetch::FetchTransport;
+use crate::edge::platform::timers::WorkerSleeper;
 use crate::llm::{HttpTransport, Sleeper, ToolDef};
 
 /// How long a server's tool list is used before it is listed again.

@@ -93,7 +93,7 @@ pub fn embedding(result: &JsValue, column: &str) -> Result<String, ApiError> {
         .map_err(|e| ApiError::Internal(format!("D1 answered text that is not UTF-8: {e}")))
 }
 
-#[wasm_bindgen(module = "/src/edge/text.js")]
+#[wasm_bindgen(module = "/src/edge/platform/text.js")]
 extern "C" {
     /// Lays out [`embedding`]'s document and says how many bytes it can take at most.
     #[wasm_bindgen(catch)]

@@ -16,7 +16,7 @@ use worker::{durable_object, DurableObject, Env, Method, Request, Response, Resu
 
 use super::budget::Period;
 use super::error::ApiError;
-use super::fetch::new_request;
+use crate::edge::platform::fetch::new_request;
 
 pub const BINDING: &str = "SPEND";
 
@@ -189,7 +189,7 @@ impl DurableObject for UserSpend {
             Some(known) => known,
             None => self.load()?,
         };
-        let now = super::now_ms();
+        let now = crate::edge::platform::clock::now_ms();
         let answer = match req.path().as_str() {
             "/reserve" => {
                 let ask: Ask = crate::llm::json::from_str(&body)?;

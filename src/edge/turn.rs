@@ -9,22 +9,18 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use worker::{console_error, console_warn, AbortSignal, Env};
 
-use super::ai::WorkersAiBinding;
 use super::artifacts::{D1Artifacts, SystemPrompt};
 use super::budget::{Budget, BudgetResolver, BudgetStore, Period};
-use super::clock::PollClock;
 use super::config::Config;
 use super::conversation::log::ChunkLog;
 use super::conversation::machine::{self, Recovery};
 use super::conversation::storage::{ObjectStorage, QueuedRow};
 use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
-use super::fetch::FetchTransport;
 use super::remote_tools;
 use super::spend::{Ask, Reply, Settle, SpendClient};
 use super::store::{BudgetRead, Conversation, Store, TurnHistory, UsageRow};
 use super::ui_stream::UiStream;
-use super::{new_id, now_ms};
 use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
 use crate::agent::{
     pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CallPlan,
@@ -32,117 +28,21 @@ use crate::agent::{
     ToolAnswers, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, TurnStats, UpdatePlan,
     MOVED_ON,
 };
-use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::clock::PollClock;
+use crate::edge::platform::ids::new_id;
+use crate::edge::platform::providers::resilient_provider;
+use crate::edge::platform::timers::WorkerSleeper;
 use crate::llm::{
-    AssistantMessage, ContentBlock, HttpTransport, LlmError, LlmEvent, ModelRef, Provider,
-    Resilient, RetryPolicy, Sleeper, StopReason, ToolDef, ToolResult, Usage,
+    AssistantMessage, ContentBlock, LlmError, LlmEvent, ModelRef, Provider, StopReason, ToolDef,
+    ToolResult, Usage,
 };
-
-/// The provider serving `model`, configured from the environment.
-pub fn provider_for(
-    env: &Env,
-    config: &Config,
-    model: &ModelRef,
-    signal: Option<&AbortSignal>,
-) -> Result<Rc<dyn Provider>, LlmError> {
-    let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport {
-        signal: signal.cloned(),
-        idle_timeout_ms: Some(config.provider_idle_timeout_ms.into()),
-    });
-    match model.provider.as_str() {
-        "anthropic" => Ok(Rc::new(Anthropic::new(
-            model.clone(),
-            config.anthropic_base_url.as_deref(),
-            config.anthropic_api_key.clone(),
-            transport,
-        ))),
-        "openai" => Ok(Rc::new(OpenAiChat::new(
-            model.clone(),
-            config.openai_base_url.as_deref(),
-            config.openai_api_key.clone(),
-            transport,
-        ))),
-        "gemini" => Ok(Rc::new(Gemini::new(
-            model.clone(),
-            config.gemini_base_url.as_deref(),
-            config.gemini_api_key.clone(),
-            transport,
-        ))),
-        "ollama" => Ok(Rc::new(Ollama::new(
-            model.clone(),
-            config.ollama_base_url.as_deref(),
-            transport,
-        ))),
-        "workers-ai" => {
-            let binding = WorkersAiBinding::from_env(env).map_err(LlmError::Config)?;
-            Ok(Rc::new(WorkersAi::new(model.clone(), Rc::new(binding))))
-        }
-        other => Err(LlmError::Config(format!(
-            "unknown provider `{other}` in model `{model}` (known: anthropic, openai, gemini, ollama, workers-ai)"
-        ))),
-    }
-}
-
-/// The conversation's model with the configured fallbacks behind it, retried as the policy says.
-pub fn resilient_provider(
-    env: &Env,
-    config: &Config,
-    model: &ModelRef,
-    signal: Option<&AbortSignal>,
-) -> Result<Rc<dyn Provider>, LlmError> {
-    let mut chain = vec![provider_for(env, config, model, signal)?];
-    for fallback in config.fallback_models.iter().filter(|m| *m != model) {
-        chain.push(provider_for(env, config, fallback, signal)?);
-    }
-    // A cancelled turn does not sit out a retry's wait (up to 8 s, a fallback's too).
-    let sleeper: Rc<dyn Sleeper> = match signal {
-        Some(signal) => Rc::new(UntilAborted(signal.clone())),
-        None => Rc::new(WorkerSleeper),
-    };
-    let provider = Resilient::new(chain, RetryPolicy::default(), sleeper)
-        .ok_or_else(|| LlmError::Config("no model to call".into()))?;
-    Ok(Rc::new(provider))
-}
 
 /// The model a conversation uses.
 pub fn model_of(conversation: &TurnConversation, config: &Config) -> Result<ModelRef, ApiError> {
     match &conversation.model {
         Some(model) => ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string())),
         None => Ok(config.default_model.clone()),
-    }
-}
-
-/// Waits that end early once `signal` is aborted (looked at every 50 ms: these are only the
-/// waits between retries).
-pub struct UntilAborted(pub AbortSignal);
-
-#[async_trait(?Send)]
-impl Sleeper for UntilAborted {
-    async fn sleep(&self, ms: u64) {
-        let mut left = ms;
-        while left > 0 && !self.0.aborted() {
-            let step = left.min(50);
-            WorkerSleeper.sleep(step).await;
-            left -= step;
-        }
-    }
-
-    fn random(&self) -> f64 {
-        WorkerSleeper.random()
-    }
-}
-
-/// Timers and randomness for retries, from the Workers runtime.
-pub struct WorkerSleeper;
-
-#[async_trait(?Send)]
-impl Sleeper for WorkerSleeper {
-    async fn sleep(&self, ms: u64) {
-        worker::Delay::from(std::time::Duration::from_millis(ms)).await;
-    }
-
-    fn random(&self) -> f64 {
-        worker::js_sys::Math::random()
     }
 }
 

@@ -42,8 +42,10 @@ use super::error::ApiError;
 use super::store::{is_conversation_id, scoped_id, Conversation, Store};
 use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
 use super::ui_stream::{self, HEADERS};
-use super::{error_response, json_response, new_id, now_ms};
+use super::{error_response, json_response};
 use crate::agent::{AgentMessage, CancelToken, TurnOutcome};
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
 use crate::llm::{ModelRef, Provider, ToolDef};
 
 /// Most messages one conversation keeps waiting for its running turn.

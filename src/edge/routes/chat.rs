@@ -22,8 +22,9 @@ use crate::edge::coordinator::{
     TurnConversation, TurnRequest, ELSEWHERE,
 };
 use crate::edge::error::ApiError;
+use crate::edge::platform::ids::new_id;
+use crate::edge::read_body;
 use crate::edge::store::{is_conversation_id, scoped_id};
-use crate::edge::{new_id, read_body};
 
 #[derive(Deserialize)]
 struct ChatRequest {

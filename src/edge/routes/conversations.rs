@@ -8,8 +8,10 @@ use super::messages::owned;
 use crate::edge::config::Config;
 use crate::edge::coordinator::Coordinator;
 use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
 use crate::edge::store::{is_conversation_id, Conversation, Store};
-use crate::edge::{json_body, json_response, new_id, now_ms};
+use crate::edge::{json_body, json_response};
 use crate::llm::ModelRef;
 
 #[derive(Deserialize)]
@@ -34,7 +36,7 @@ pub async fn create(
         let model = ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         config.check_model(&model)?;
         // Fail now, not at the first message, on a provider we cannot serve.
-        crate::edge::turn::provider_for(env, config, &model, None)
+        crate::edge::platform::providers::provider_for(env, config, &model, None)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     }
     if matches!(&body.metadata, Some(m) if !m.is_object()) {

@@ -12,9 +12,11 @@ use crate::edge::coordinator::{
     TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
 };
 use crate::edge::error::ApiError;
+use crate::edge::platform::ids::new_id;
+use crate::edge::platform::providers::provider_for;
 use crate::edge::store::{Conversation, Store};
-use crate::edge::turn::{model_of, provider_for};
-use crate::edge::{json_body, json_response, new_id};
+use crate::edge::turn::model_of;
+use crate::edge::{json_body, json_response};
 use crate::llm::{ContentBlock, ToolDef};
 
 /// Longest user message accepted, in characters.

@@ -14,7 +14,7 @@ const MODEL_PATTERN: &str = "\"MODEL_PATTERN\"";
 const TOOLSETS: &str = "\"TOOLSETS\"";
 
 pub fn get(env: &Env, config: Option<&Config>) -> Result<Response, ApiError> {
-    let workers_ai = crate::edge::ai::WorkersAiBinding::from_env(env).is_ok();
+    let workers_ai = crate::edge::platform::ai::WorkersAiBinding::from_env(env).is_ok();
     let toolsets = config.map(Config::toolsets).unwrap_or_default();
     let document = deployed(workers_ai, &toolsets)?;
     let headers = worker::Headers::new();

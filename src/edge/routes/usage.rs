@@ -8,8 +8,9 @@ use crate::edge::auth::Caller;
 use crate::edge::budget::{iso_utc, Period};
 use crate::edge::config::Config;
 use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
 use crate::edge::store::Store;
-use crate::edge::{json_body, json_response, now_ms};
+use crate::edge::{json_body, json_response};
 
 pub async fn get(env: &Env, config: &Config, user: &str) -> Result<Response, ApiError> {
     let store = Store::new(env.d1("DB")?);

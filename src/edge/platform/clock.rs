@@ -13,7 +13,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::now_ms;
+/// The time, in milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    // `Date.now()`: one call, where `worker::Date::now()` constructs a `Date` and reads it.
+    worker::js_sys::Date::now() as i64
+}
 
 #[derive(Default)]
 pub(crate) struct PollClock {

@@ -15,7 +15,7 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{js_sys, wasm_bindgen_futures, web_sys};
 use worker::{AbortSignal, Delay, Headers, Response, ResponseBody};
 
-use super::now_ms;
+use crate::edge::platform::clock::now_ms;
 use crate::llm::{idle_timeout, ApiRequest, ByteStream, HttpRequest, HttpResponse, HttpTransport};
 
 /// Sends with the turn's abort signal, so cancelling a turn stops its provider call at once.
@@ -245,7 +245,7 @@ impl Inbox {
     }
 }
 
-#[wasm_bindgen(module = "/src/edge/pump.js")]
+#[wasm_bindgen(module = "/src/edge/platform/pump.js")]
 extern "C" {
     /// Reads `body` to its end, handing `write` the bytes of each read.
     fn pump(body: &web_sys::ReadableStream, write: &js_sys::Function) -> js_sys::Promise;

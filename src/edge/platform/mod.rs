@@ -1,0 +1,15 @@
+//! The platform adapters: what the layers below need of the Workers runtime, and nothing of
+//! the Worker's or the conversation object's own logic.
+//!
+//! - [`fetch`]: the `fetch` transport the providers and tools use, and response bodies read in
+//!   large pieces (`pump.js`)
+//! - [`ai`]: the Workers AI binding
+//! - [`providers`]: the provider factory (a model id to a configured provider, with fallbacks)
+//! - [`clock`], [`timers`], [`ids`]: time, waits and randomness, ids
+
+pub mod ai;
+pub mod clock;
+pub mod fetch;
+pub mod ids;
+pub mod providers;
+pub mod timers;

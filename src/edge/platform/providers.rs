@@ -1,0 +1,79 @@
+//! The provider factory: the `llm` provider serving a model id, configured from the environment
+//! (keys, base URLs, the Workers AI binding), with the configured fallbacks and retries behind it.
+
+use std::rc::Rc;
+
+use worker::{AbortSignal, Env};
+
+use super::ai::WorkersAiBinding;
+use super::fetch::FetchTransport;
+use super::timers::{UntilAborted, WorkerSleeper};
+use crate::edge::config::Config;
+use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
+use crate::llm::{HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper};
+
+/// The provider serving `model`, configured from the environment.
+pub fn provider_for(
+    env: &Env,
+    config: &Config,
+    model: &ModelRef,
+    signal: Option<&AbortSignal>,
+) -> Result<Rc<dyn Provider>, LlmError> {
+    let transport: Rc<dyn HttpTransport> = Rc::new(FetchTransport {
+        signal: signal.cloned(),
+        idle_timeout_ms: Some(config.provider_idle_timeout_ms.into()),
+    });
+    match model.provider.as_str() {
+        "anthropic" => Ok(Rc::new(Anthropic::new(
+            model.clone(),
+            config.anthropic_base_url.as_deref(),
+            config.anthropic_api_key.clone(),
+            transport,
+        ))),
+        "openai" => Ok(Rc::new(OpenAiChat::new(
+            model.clone(),
+            config.openai_base_url.as_deref(),
+            config.openai_api_key.clone(),
+            transport,
+        ))),
+        "gemini" => Ok(Rc::new(Gemini::new(
+            model.clone(),
+            config.gemini_base_url.as_deref(),
+            config.gemini_api_key.clone(),
+            transport,
+        ))),
+        "ollama" => Ok(Rc::new(Ollama::new(
+            model.clone(),
+            config.ollama_base_url.as_deref(),
+            transport,
+        ))),
+        "workers-ai" => {
+            let binding = WorkersAiBinding::from_env(env).map_err(LlmError::Config)?;
+            Ok(Rc::new(WorkersAi::new(model.clone(), Rc::new(binding))))
+        }
+        other => Err(LlmError::Config(format!(
+            "unknown provider `{other}` in model `{model}` (known: anthropic, openai, gemini, ollama, workers-ai)"
+        ))),
+    }
+}
+
+/// The conversation's model with the configured fallbacks behind it, retried as the policy says.
+pub fn resilient_provider(
+    env: &Env,
+    config: &Config,
+    model: &ModelRef,
+    signal: Option<&AbortSignal>,
+) -> Result<Rc<dyn Provider>, LlmError> {
+    let mut chain = vec![provider_for(env, config, model, signal)?];
+    for fallback in config.fallback_models.iter().filter(|m| *m != model) {
+        chain.push(provider_for(env, config, fallback, signal)?);
+    }
+    // A cancelled turn does not sit out a retry's wait (up to 8 s, a fallback's too).
+    let sleeper: Rc<dyn Sleeper> = match signal {
+        Some(signal) => Rc::new(UntilAborted(signal.clone())),
+        None => Rc::new(WorkerSleeper),
+    };
+    let provider = Resilient::new(chain, RetryPolicy::default(), sleeper)
+        .ok_or_else(|| LlmError::Config("no model to call".into()))?;
+    Ok(Rc::new(provider))
+}
