@@ -9,9 +9,9 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::config::ArtifactLimits;
-use super::store::Store;
 use crate::agent::artifacts::{index, Artifact, ArtifactContext, ArtifactStore, ArtifactSummary};
 use crate::agent::tools::iso8601;
+use crate::edge::d1::Store;
 use crate::edge::platform::clock::now_ms;
 
 /// How much of the system prompt the artifact index may take, in bytes.

@@ -116,8 +116,8 @@ pub struct TurnConversation {
     pub toolsets: Option<Vec<String>>,
 }
 
-impl From<&super::store::Conversation> for TurnConversation {
-    fn from(c: &super::store::Conversation) -> Self {
+impl From<&crate::edge::d1::Conversation> for TurnConversation {
+    fn from(c: &crate::edge::d1::Conversation) -> Self {
         Self {
             id: c.id.clone(),
             owner: c.owner.clone(),

@@ -18,14 +18,13 @@ pub mod config;
 pub mod conversation;
 mod coordinator;
 pub mod cors;
+pub mod d1;
 pub mod error;
 pub mod platform;
 mod rate_limit;
 mod remote_tools;
 mod routes;
-mod rows;
 pub mod spend;
-mod store;
 mod turn;
 pub mod ui_stream;
 
@@ -223,7 +222,7 @@ async fn budget_check(env: &Env, config: &Config, user: &str) -> Result<(), ApiE
     let (Some(limit), None) = (config.user_budget_usd, &config.budget_model) else {
         return Ok(());
     };
-    let budget = store::Store::new(env.d1("DB")?)
+    let budget = d1::Store::from_env(env)?
         .budget(user, Some((limit, config.budget_period)), now_ms())
         .await?;
     match budget {

@@ -19,7 +19,6 @@ use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::remote_tools;
 use super::spend::{Ask, Reply, Settle, SpendClient};
-use super::store::{BudgetRead, Conversation, Store, TurnHistory, UsageRow};
 use super::ui_stream::UiStream;
 use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
 use crate::agent::{
@@ -28,6 +27,7 @@ use crate::agent::{
     ToolAnswers, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, TurnStats, UpdatePlan,
     MOVED_ON,
 };
+use crate::edge::d1::{BudgetRead, Conversation, Store, TurnHistory, UsageRow};
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::clock::PollClock;
 use crate::edge::platform::ids::new_id;

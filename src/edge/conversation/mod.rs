@@ -39,11 +39,11 @@ use super::coordinator::{
     UNKNOWN_CONVERSATION,
 };
 use super::error::ApiError;
-use super::store::{is_conversation_id, scoped_id, Conversation, Store};
 use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
 use super::ui_stream::{self, HEADERS};
 use super::{error_response, json_response};
 use crate::agent::{AgentMessage, CancelToken, TurnOutcome};
+use crate::edge::d1::{is_conversation_id, scoped_id, Conversation, Store};
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
 use crate::llm::{ModelRef, Provider, ToolDef};
@@ -228,7 +228,7 @@ impl Object {
         let env = Rc::new(TurnEnv {
             env: self.env.clone(),
             config: super::config(&self.env)?,
-            store: Rc::new(Store::new(self.env.d1("DB")?)),
+            store: Rc::new(Store::from_env(&self.env)?),
             storage: self.storage.clone(),
         });
         *self.turn_env.borrow_mut() = Some(env.clone());

@@ -32,7 +32,7 @@ use crate::edge::coordinator::{Delivery, TurnConversation};
 use crate::llm::ToolDef;
 
 use super::machine::PauseKind;
-use crate::edge::rows;
+use crate::edge::d1::rows;
 
 pub struct ObjectStorage {
     sql: SqlStorage,

@@ -8,16 +8,16 @@ use worker::{Env, Request, Response};
 use super::messages::owned;
 use crate::agent::artifacts::{check, Artifact, ArtifactKind, Author};
 use crate::edge::config::Config;
+use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::store::Store;
 use crate::edge::{json_body, json_response};
 
 pub async fn list(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
     let owned = owned(env, user, id).await?;
     let id = owned.id.as_str();
-    let artifacts = Store::new(env.d1("DB")?).artifacts(id).await?;
+    let artifacts = Store::from_env(env)?.artifacts(id).await?;
     json_response(200, &serde_json::json!({ "artifacts": artifacts }))
 }
 
@@ -39,7 +39,7 @@ pub async fn get(
             version = u32::try_from(v).ok();
         }
     }
-    let artifact = Store::new(env.d1("DB")?)
+    let artifact = Store::from_env(env)?
         .artifact(id, artifact_id, version)
         .await?
         .ok_or_else(|| {
@@ -79,7 +79,7 @@ pub async fn put(
             "an artifact id is 1 to 64 characters".into(),
         ));
     }
-    let store = Store::new(env.d1("DB")?);
+    let store = Store::from_env(env)?;
     let now = now_ms();
     let previous = store.artifact(id, artifact_id, None).await?;
     let kind = body

@@ -21,10 +21,10 @@ use crate::edge::coordinator::{
     check_key, keyed_id, ApprovalIn, ChatStart, Coordinator, Delivery, Send, ToolResultIn,
     TurnConversation, TurnRequest, ELSEWHERE,
 };
+use crate::edge::d1::{is_conversation_id, scoped_id};
 use crate::edge::error::ApiError;
 use crate::edge::platform::ids::new_id;
 use crate::edge::read_body;
-use crate::edge::store::{is_conversation_id, scoped_id};
 
 #[derive(Deserialize)]
 struct ChatRequest {

@@ -7,10 +7,10 @@ use worker::{Env, Request, Response};
 use super::messages::owned;
 use crate::edge::config::Config;
 use crate::edge::coordinator::Coordinator;
+use crate::edge::d1::{is_conversation_id, Conversation, Store};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
-use crate::edge::store::{is_conversation_id, Conversation, Store};
 use crate::edge::{json_body, json_response};
 use crate::llm::ModelRef;
 
@@ -60,7 +60,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    Store::new(env.d1("DB")?)
+    Store::from_env(env)?
         .create_conversation(&conversation, config.max_conversations_per_user)
         .await?;
     json_response(201, &conversation)
@@ -169,7 +169,7 @@ pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiE
             _ => {}
         }
     }
-    let store = Store::new(env.d1("DB")?);
+    let store = Store::from_env(env)?;
     let before = cursor.as_ref().map(|(t, id)| (*t, id.as_str()));
     let (conversations, next) = store.conversations_page(user, before, limit).await?;
     json_response(
@@ -205,9 +205,7 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
     let object = Coordinator::for_conversation(env, id)?;
     // The object refuses messages from here until it forgets: nothing recreates the rows.
     object.clear(id, &owned.owner).await?;
-    let deleted = Store::new(env.d1("DB")?)
-        .delete_conversation(user, id)
-        .await?;
+    let deleted = Store::from_env(env)?.delete_conversation(user, id).await?;
     // Should this fail, the object's alarm finishes the deletion.
     if let Err(e) = object.forget().await {
         worker::console_error!("forgetting deleted conversation {id}: {e}");

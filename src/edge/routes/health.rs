@@ -6,8 +6,8 @@ use crate::edge::error::ApiError;
 use crate::edge::json_response;
 
 pub async fn get(env: &Env) -> Result<Response, ApiError> {
-    let db = env.d1("DB")?;
-    let d1 = crate::edge::rows::first::<serde_json::Value>(&db.prepare("SELECT 1 AS ok")).await;
+    let db = env.d1(crate::edge::d1::BINDING)?;
+    let d1 = crate::edge::d1::rows::first::<serde_json::Value>(&db.prepare("SELECT 1 AS ok")).await;
     match d1 {
         Ok(Some(_)) => json_response(200, &serde_json::json!({"ok": true, "d1": "reachable"})),
         Ok(None) | Err(_) => {

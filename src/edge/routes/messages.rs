@@ -11,10 +11,10 @@ use crate::edge::coordinator::{
     check_key, keyed_id, ApprovalIn, Coordinator, Delivery, Send as CoordinatorSend, ToolResultIn,
     TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
 };
+use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::provider_for;
-use crate::edge::store::{Conversation, Store};
 use crate::edge::turn::model_of;
 use crate::edge::{json_body, json_response};
 use crate::llm::{ContentBlock, ToolDef};
@@ -310,7 +310,7 @@ pub(crate) fn checked_turn(
 
 /// The caller's conversation `id`, or 404.
 pub(crate) async fn owned(env: &Env, user: &str, id: &str) -> Result<Conversation, ApiError> {
-    Store::new(env.d1("DB")?)
+    Store::from_env(env)?
         .conversation(user, id)
         .await?
         .ok_or_else(|| not_found(id))
@@ -371,7 +371,7 @@ pub async fn retry(
 }
 
 pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
-    let store = Store::new(env.d1("DB")?);
+    let store = Store::from_env(env)?;
     let conversation = store
         .conversation(user, id)
         .await?

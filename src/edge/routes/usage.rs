@@ -7,13 +7,13 @@ use worker::{Env, Request, Response};
 use crate::edge::auth::Caller;
 use crate::edge::budget::{iso_utc, Period};
 use crate::edge::config::Config;
+use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::store::Store;
 use crate::edge::{json_body, json_response};
 
 pub async fn get(env: &Env, config: &Config, user: &str) -> Result<Response, ApiError> {
-    let store = Store::new(env.d1("DB")?);
+    let store = Store::from_env(env)?;
     let now = now_ms();
     let default = config
         .user_budget_usd
@@ -68,7 +68,7 @@ pub async fn put(
             "the user must be 1 to 256 characters".into(),
         ));
     }
-    Store::new(env.d1("DB")?)
+    Store::from_env(env)?
         .set_budget(user, body.limit_usd, body.period, now_ms())
         .await?;
     json_response(

@@ -10,7 +10,7 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{D1Database, D1PreparedStatement, SqlCursor};
 
-use super::error::ApiError;
+use crate::edge::error::ApiError;
 
 // The waiting is done by functions that are not generic, so that one copy of it serves every
 // row type; only the reading of the rows is compiled per type.

@@ -1,0 +1,299 @@
+//! The `conversations` table: creating one within a user's count, reading, listing and deleting
+//! them, and the ids a `/v1/chat` id stands for.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use worker::wasm_bindgen::JsValue;
+
+use super::rows;
+use super::{opt, Created, Store};
+use crate::edge::error::ApiError;
+
+/// A conversation row as the API returns it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Conversation {
+    pub id: String,
+    #[serde(skip_serializing)]
+    pub owner: String,
+    pub title: Option<String>,
+    pub system: Option<String>,
+    pub model: Option<String>,
+    #[serde(default, deserialize_with = "json_text", serialize_with = "raw_json")]
+    pub metadata: Option<Value>,
+    /// The toolsets its turns may use; `None`: every configured one.
+    #[serde(default, deserialize_with = "json_list")]
+    pub toolsets: Option<Vec<String>>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// The 429 of a user who keeps `max` conversations.
+fn too_many_conversations(max: u32) -> ApiError {
+    ApiError::TooManyRequests {
+        message: format!(
+            "you keep {max} conversations, the most this deployment allows; delete one to start \
+             another"
+        ),
+        retry_after_s: 3_600,
+    }
+}
+
+impl Store {
+    /// Creates `c` unless its owner keeps `max` conversations already (a 429 saying so).
+    pub async fn create_conversation(&self, c: &Conversation, max: u32) -> Result<(), ApiError> {
+        self.tick(1);
+        let mut values = conversation_values(c);
+        values.push(f64::from(max).into());
+        let statement = self
+            .db
+            .prepare(
+                "INSERT INTO conversations
+                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8
+                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?9
+                 RETURNING id",
+            )
+            .bind(&values)?;
+        if rows::all::<Created>(&statement).await?.is_empty() {
+            return Err(too_many_conversations(max));
+        }
+        Ok(())
+    }
+
+    /// Whether `owner` may start conversation `id` (one round trip): it exists already, or they
+    /// keep fewer than `max`.
+    pub async fn may_create(&self, owner: &str, id: &str, max: u32) -> Result<(), ApiError> {
+        self.tick(1);
+        #[derive(Deserialize)]
+        struct Room {
+            room: i64,
+        }
+        let room = rows::first::<Room>(
+            &self
+                .db
+                .prepare(
+                    "SELECT EXISTS (SELECT 1 FROM conversations WHERE id = ?1 AND owner = ?2)
+                       OR (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?3 AS room",
+                )
+                .bind(&[id.into(), owner.into(), f64::from(max).into()])?,
+        )
+        .await?;
+        match room {
+            Some(Room { room: 0 }) => Err(too_many_conversations(max)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The conversation a `/v1/chat` id names for its caller: `raw_id` when that is one of the
+    /// caller's conversations, else `c` (whose id is the caller's own scoped id), created on
+    /// first use. One round trip; another user's `raw_id` is never read, so it can be neither
+    /// learned nor squatted.
+    pub async fn chat_conversation(
+        &self,
+        raw_id: &str,
+        c: &Conversation,
+        max: u32,
+    ) -> Result<Conversation, ApiError> {
+        self.tick(1);
+        let results = rows::batch(
+            &self.db,
+            &[
+                self.db
+                    .prepare(
+                        "INSERT INTO conversations
+                           (id, owner, title, system, model, metadata, created_at, updated_at,
+                            toolsets)
+                         SELECT ?1, ?2, ?3, NULL, NULL, NULL, ?4, ?4, NULL
+                         WHERE NOT EXISTS
+                           (SELECT 1 FROM conversations WHERE id = ?5 AND owner = ?2)
+                           AND (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?6
+                         ON CONFLICT (id) DO NOTHING",
+                    )
+                    .bind(&[
+                        c.id.as_str().into(),
+                        c.owner.as_str().into(),
+                        opt(&c.title),
+                        (c.created_at as f64).into(),
+                        raw_id.into(),
+                        f64::from(max).into(),
+                    ])?,
+                self.db
+                    .prepare(
+                        "SELECT * FROM conversations
+                         WHERE owner = ?2 AND (id = ?1 OR id = ?3)
+                         ORDER BY id = ?1 DESC LIMIT 1",
+                    )
+                    .bind(&[raw_id.into(), c.owner.as_str().into(), c.id.as_str().into()])?,
+            ],
+        )
+        .await?;
+        results
+            .get(1)
+            .map(rows::results::<Conversation>)
+            .transpose()?
+            .and_then(|rows| rows.into_iter().next())
+            // Neither found nor made: the owner keeps as many as they may.
+            .ok_or_else(|| too_many_conversations(max))
+    }
+
+    pub(super) fn insert_conversation(
+        &self,
+        c: &Conversation,
+        on_conflict: &str,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
+        Ok(self
+            .db
+            .prepare(format!(
+                "INSERT INTO conversations
+                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) {on_conflict}"
+            ))
+            .bind(&conversation_values(c))?)
+    }
+
+    pub async fn conversation(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<Conversation>, ApiError> {
+        self.tick(1);
+        rows::first::<Conversation>(
+            &self
+                .db
+                .prepare(
+                    "SELECT * FROM conversations WHERE owner = ?2 AND (id = ?1 OR id = ?3)
+                     ORDER BY id = ?1 DESC LIMIT 1",
+                )
+                .bind(&[id.into(), owner.into(), scoped_id(owner, id).into()])?,
+        )
+        .await
+    }
+
+    /// One page of `owner`'s conversations, newest first. The cursor is the last row's
+    /// `(created_at, id)`: keyset pagination, so rows created meanwhile never shift a page.
+    pub async fn conversations_page(
+        &self,
+        owner: &str,
+        before: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<(Vec<Conversation>, Option<(i64, String)>), ApiError> {
+        self.tick(1);
+        let (created, id) = before.unwrap_or((i64::MAX, ""));
+        let mut page = rows::all::<Conversation>(
+            &self
+                .db
+                .prepare(
+                    "SELECT * FROM conversations WHERE owner = ?1
+                   AND (created_at < ?2 OR (created_at = ?2 AND id < ?3))
+                 ORDER BY created_at DESC, id DESC LIMIT ?4",
+                )
+                .bind(&[
+                    owner.into(),
+                    (created.min(1 << 52) as f64).into(),
+                    id.into(),
+                    ((limit + 1) as f64).into(),
+                ])?,
+        )
+        .await?;
+        let next = if page.len() as i64 > limit {
+            page.truncate(limit as usize);
+            page.last().map(|c| (c.created_at, c.id.clone()))
+        } else {
+            None
+        };
+        Ok((page, next))
+    }
+
+    /// Deletes a conversation and its history; `false` if `owner` has no such conversation.
+    pub async fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, ApiError> {
+        self.tick(1);
+        if self.conversation(owner, id).await?.is_none() {
+            return Ok(false);
+        }
+        let statements = vec![
+            self.db
+                .prepare("DELETE FROM messages WHERE conversation_id = ?1")
+                .bind(&[id.into()])?,
+            self.db
+                .prepare("DELETE FROM artifacts WHERE conversation_id = ?1")
+                .bind(&[id.into()])?,
+            self.db
+                .prepare("DELETE FROM conversations WHERE id = ?1 AND owner = ?2")
+                .bind(&[id.into(), owner.into()])?,
+        ];
+        self.db.batch(statements).await?;
+        Ok(true)
+    }
+}
+
+/// The shape of every conversation id (made by [`scoped_id`] or `new_id`): 32 lowercase hex
+/// digits. A `/v1/chat` id of any other shape can only name the caller's scoped conversation.
+pub fn is_conversation_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The id of `owner`'s conversation for an id that is not one of theirs (a `/v1/chat` id
+/// another user took, or one never used): 32 hex digits of a SHA-256 over both, the shape of
+/// every conversation id. Ids are scoped to their owner this way, so no user can learn or
+/// block another's.
+pub fn scoped_id(owner: &str, id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new()
+        .chain_update(b"edge-agent conversation id\0")
+        .chain_update(owner.as_bytes())
+        .chain_update(b"\0")
+        .chain_update(id.as_bytes())
+        .finalize();
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    let text: Option<String> = Option::deserialize(d)?;
+    Ok(text.and_then(|t| crate::llm::json::from_str(&t).ok()))
+}
+
+fn json_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let text: Option<String> = Option::deserialize(d)?;
+    Ok(text.and_then(|t| crate::llm::json::from_str(&t).ok()))
+}
+
+fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
+    v.serialize(s)
+}
+
+/// A conversation row's values, bound as `?1` to `?8` (id, owner, title, system, model,
+/// metadata, created, toolsets).
+fn conversation_values(c: &Conversation) -> Vec<JsValue> {
+    let metadata = c.metadata.as_ref().map(Value::to_string);
+    let toolsets = c
+        .toolsets
+        .as_ref()
+        .and_then(|t| serde_json::to_string(t).ok());
+    vec![
+        c.id.as_str().into(),
+        c.owner.as_str().into(),
+        opt(&c.title),
+        opt(&c.system),
+        opt(&c.model),
+        opt(&metadata),
+        (c.created_at as f64).into(),
+        opt(&toolsets),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scoped_id;
+
+    #[test]
+    fn a_scoped_id_is_stable_per_owner_and_shaped_like_any_conversation_id() {
+        let a = scoped_id("alice", "chat-1");
+        assert_eq!(a, scoped_id("alice", "chat-1"));
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(a, scoped_id("bob", "chat-1"));
+        assert_ne!(a, scoped_id("alice", "chat-2"));
+        // The separator keeps ("ab", "c") and ("a", "bc") apart.
+        assert_ne!(scoped_id("ab", "c"), scoped_id("a", "bc"));
+    }
+}

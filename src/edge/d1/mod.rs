@@ -1,0 +1,63 @@
+//! D1, where history lives: every message is written as it is produced. One [`Store`] per
+//! request or turn counts its round trips; its queries are split by table group.
+//!
+//! - [`conversations`]: conversation rows, ids
+//! - [`history`]: messages, a turn's history
+//! - [`usage`]: the usage ledger and budgets
+//! - [`artifacts`]: artifacts and their versions
+//! - [`rows`]: reading D1's results into Rust types
+
+use worker::wasm_bindgen::JsValue;
+use worker::D1Database;
+
+pub mod artifacts;
+pub mod conversations;
+pub mod history;
+pub mod rows;
+pub mod usage;
+
+pub use conversations::{is_conversation_id, scoped_id, Conversation};
+pub use history::TurnHistory;
+pub use usage::{BudgetRead, ModelSpend, UsageRow};
+
+/// The binding of the D1 database.
+pub const BINDING: &str = "DB";
+
+pub struct Store {
+    db: D1Database,
+    /// D1 round trips made through this store (a batch is one), for the per-turn log line.
+    round_trips: std::cell::Cell<u32>,
+}
+
+impl Store {
+    /// The store of the Worker's D1 binding.
+    pub fn from_env(env: &worker::Env) -> Result<Self, crate::edge::error::ApiError> {
+        Ok(Self::new(env.d1(BINDING)?))
+    }
+
+    pub fn new(db: D1Database) -> Self {
+        Self {
+            db,
+            round_trips: std::cell::Cell::new(0),
+        }
+    }
+
+    pub fn round_trips(&self) -> u32 {
+        self.round_trips.get()
+    }
+
+    fn tick(&self, n: u32) {
+        self.round_trips.set(self.round_trips.get().wrapping_add(n));
+    }
+}
+
+fn opt(v: &Option<String>) -> JsValue {
+    match v {
+        Some(s) => s.as_str().into(),
+        None => JsValue::NULL,
+    }
+}
+
+/// A row an `INSERT ... RETURNING` wrote; none when its condition held it back.
+#[derive(serde::Deserialize)]
+struct Created {}

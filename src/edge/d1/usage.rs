@@ -1,0 +1,239 @@
+//! The usage ledger and budgets: each call's row, a user's budget and spend for the period,
+//! what they spent per model.
+
+use serde::{Deserialize, Serialize};
+use worker::wasm_bindgen::JsValue;
+
+use super::rows;
+use super::Store;
+use crate::edge::budget::{Budget, Period};
+use crate::edge::error::ApiError;
+
+/// One LLM call in the owner's usage ledger.
+pub struct UsageRow<'a> {
+    pub owner: &'a str,
+    pub model: &'a str,
+    pub provider: &'a str,
+    pub usage: &'a crate::llm::Usage,
+    pub cost_usd: Option<f64>,
+}
+
+/// Whose budget a turn reads in its history's round trip, and the deployment's default
+/// (`USER_BUDGET_USD`, `USER_BUDGET_PERIOD`).
+pub struct BudgetRead<'a> {
+    pub owner: &'a str,
+    pub default: (f64, Period),
+}
+
+/// What a user spent on one model in a period (`GET /v1/usage`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ModelSpend {
+    pub provider: String,
+    pub model: String,
+    pub calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// `None` when no call's price was known.
+    pub cost_usd: Option<f64>,
+}
+
+impl Store {
+    /// A ledger row for a call that stores no message (compaction's summary requests).
+    pub async fn record_usage(
+        &self,
+        conversation_id: &str,
+        usage: &UsageRow<'_>,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        self.ledger_row(conversation_id, usage, now_ms)?
+            .run()
+            .await?;
+        Ok(())
+    }
+
+    /// What one LLM call cost, as a row of the owner's usage ledger.
+    pub(super) fn ledger_row(
+        &self,
+        conversation_id: &str,
+        row: &UsageRow<'_>,
+        now_ms: i64,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
+        let usage = row.usage;
+        Ok(self
+            .db
+            .prepare(
+                "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
+                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at,
+                   estimated)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )
+            .bind(&[
+                row.owner.into(),
+                conversation_id.into(),
+                row.model.into(),
+                row.provider.into(),
+                (usage.input_tokens as f64).into(),
+                (usage.output_tokens as f64).into(),
+                (usage.cache_read_tokens as f64).into(),
+                (usage.cache_write_tokens as f64).into(),
+                row.cost_usd.map(JsValue::from_f64).unwrap_or(JsValue::NULL),
+                (now_ms as f64).into(),
+                f64::from(u8::from(usage.estimated)).into(),
+            ])?)
+    }
+
+    /// `owner`'s budget now: their own row, else `default` (limit, period); `None` when neither
+    /// gives a limit. One round trip.
+    pub async fn budget(
+        &self,
+        owner: &str,
+        default: Option<(f64, Period)>,
+        now_ms: i64,
+    ) -> Result<Option<Budget>, ApiError> {
+        self.tick(1);
+        let results = rows::batch(&self.db, &self.budget_statements(owner, now_ms)?).await?;
+        budget_from(&results, default, now_ms)
+    }
+
+    /// The two reads a budget is made of (the user's row, what they spent this day and month),
+    /// for a batch of their own or a turn's history batch; [`budget_from`] reads their results.
+    pub(super) fn budget_statements(
+        &self,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<[worker::D1PreparedStatement; 2], ApiError> {
+        let (day_start, _) = Period::Day.bounds(now_ms);
+        let (month_start, _) = Period::Month.bounds(now_ms);
+        Ok([
+            self.db
+                .prepare("SELECT limit_usd, period, warned_period FROM budgets WHERE user = ?1")
+                .bind(&[owner.into()])?,
+            self.db
+                .prepare(
+                    "SELECT SUM(CASE WHEN created_at >= ?2 THEN cost_usd ELSE 0 END) AS day_usd,
+                            SUM(cost_usd) AS month_usd
+                     FROM usage_ledger WHERE owner = ?1 AND created_at >= ?3",
+                )
+                .bind(&[
+                    owner.into(),
+                    (day_start as f64).into(),
+                    (month_start as f64).into(),
+                ])?,
+        ])
+    }
+
+    /// Remembers that `owner` was warned in the period starting at `period_start`.
+    pub async fn mark_warned(
+        &self,
+        owner: &str,
+        period_start: i64,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        self.db
+            .prepare(
+                "INSERT INTO budgets (user, warned_period, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (user) DO UPDATE SET warned_period = excluded.warned_period",
+            )
+            .bind(&[
+                owner.into(),
+                (period_start as f64).into(),
+                (now_ms as f64).into(),
+            ])?
+            .run()
+            .await?;
+        Ok(())
+    }
+
+    /// Sets `owner`'s budget (an admin's decision).
+    pub async fn set_budget(
+        &self,
+        owner: &str,
+        limit_usd: f64,
+        period: Period,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        self.db
+            .prepare(
+                "INSERT INTO budgets (user, limit_usd, period, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (user) DO UPDATE SET limit_usd = excluded.limit_usd,
+                   period = excluded.period, updated_at = excluded.updated_at",
+            )
+            .bind(&[
+                owner.into(),
+                limit_usd.into(),
+                period.as_str().into(),
+                (now_ms as f64).into(),
+            ])?
+            .run()
+            .await?;
+        Ok(())
+    }
+
+    /// What `owner` spent per model since `since_ms`, the most expensive first.
+    pub async fn spend_by_model(
+        &self,
+        owner: &str,
+        since_ms: i64,
+    ) -> Result<Vec<ModelSpend>, ApiError> {
+        self.tick(1);
+        rows::all(
+            &self
+                .db
+                .prepare(
+                    "SELECT provider, model, COUNT(*) AS calls, SUM(input_tokens) AS input_tokens,
+                            SUM(output_tokens) AS output_tokens, SUM(cost_usd) AS cost_usd
+                     FROM usage_ledger WHERE owner = ?1 AND created_at >= ?2
+                     GROUP BY provider, model ORDER BY SUM(cost_usd) DESC, model",
+                )
+                .bind(&[owner.into(), (since_ms as f64).into()])?,
+        )
+        .await
+    }
+}
+
+/// The budget from the results of [`Store::budget_statements`], in order.
+pub(super) fn budget_from(
+    results: &[JsValue],
+    default: Option<(f64, Period)>,
+    now_ms: i64,
+) -> Result<Option<Budget>, ApiError> {
+    #[derive(Deserialize)]
+    struct Row {
+        limit_usd: Option<f64>,
+        period: Option<String>,
+        warned_period: Option<i64>,
+    }
+    #[derive(Deserialize)]
+    struct Spent {
+        day_usd: Option<f64>,
+        month_usd: Option<f64>,
+    }
+    let (Some(row), Some(spent)) = (results.first(), results.get(1)) else {
+        return Err(ApiError::Internal("a D1 batch answered short".into()));
+    };
+    let row = rows::results::<Row>(row)?.into_iter().next();
+    let spent = rows::results::<Spent>(spent)?.into_iter().next();
+    let own = row
+        .as_ref()
+        .and_then(|r| Some((r.limit_usd?, Period::parse(r.period.as_deref()?)?)));
+    let Some((limit_usd, period)) = own.or(default) else {
+        return Ok(None);
+    };
+    let (start, resets_at) = period.bounds(now_ms);
+    let spent_usd = spent
+        .and_then(|s| match period {
+            Period::Day => s.day_usd,
+            Period::Month => s.month_usd,
+        })
+        .unwrap_or(0.0);
+    Ok(Some(Budget {
+        limit_usd,
+        period,
+        spent_usd,
+        resets_at,
+        warned: row.and_then(|r| r.warned_period) == Some(start),
+    }))
+}
