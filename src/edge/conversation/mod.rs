@@ -299,7 +299,13 @@ impl Object {
                     resolving = 1;
                     let turn_env = self.turn_env()?;
                     let max = turn_env.config.max_conversations_per_user;
-                    turn_env.store.may_create(&row.owner, &row.id, max).await?;
+                    // D1 failing is not a refusal: the message is kept here all the same, and
+                    // answered once D1 is back.
+                    match turn_env.store.may_create(&row.owner, &row.id, max).await {
+                        Err(refused @ ApiError::TooManyRequests { .. }) => return Err(refused),
+                        Err(e) => console_error!("counting conversations of {}: {e}", row.owner),
+                        Ok(()) => {}
+                    }
                     (TurnConversation::from(row), false)
                 }
                 (_, Some(chat), None) => {
