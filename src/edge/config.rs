@@ -6,9 +6,9 @@ use crate::llm::error::decimal;
 use crate::llm::models::Registry;
 use crate::llm::ModelRef;
 
-use super::auth::AuthConfig;
-use super::cors::CorsOrigins;
 use super::error::ApiError;
+use super::gateway::auth::AuthConfig;
+use super::gateway::cors::CorsOrigins;
 
 pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
 
@@ -592,5 +592,24 @@ mod tests {
             let message = config(&vars).unwrap_err().to_string();
             assert!(message.contains(name), "{message}");
         }
+    }
+}
+
+thread_local! {
+    /// The configuration, parsed once per isolate: an isolate's variables and secrets never
+    /// change while it lives (new ones come with a new deployment, in a new isolate). Parsing
+    /// reads every variable across the wasm boundary, a hundred crossings per request.
+    static CONFIG: std::cell::RefCell<Option<Config>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Config {
+    /// The configuration of `env`, parsed on the isolate's first request.
+    pub fn cached(env: &worker::Env) -> Result<Config, ApiError> {
+        if let Some(config) = CONFIG.with(|c| c.borrow().clone()) {
+            return Ok(config);
+        }
+        let config = Config::from_lookup(|name| env.var(name).ok().map(|v| v.to_string()))?;
+        CONFIG.with(|c| *c.borrow_mut() = Some(config.clone()));
+        Ok(config)
     }
 }

@@ -34,6 +34,13 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The 404 of a conversation the caller does not have (or that does not exist).
+    pub fn conversation_not_found(id: &str) -> ApiError {
+        ApiError::NotFound(format!("conversation `{id}` does not exist"))
+    }
+}
+
+impl ApiError {
     pub fn config(variable: &str, message: impl std::fmt::Display) -> Self {
         ApiError::Config {
             variable: variable.to_string(),

@@ -15,7 +15,6 @@ use super::config::Config;
 use super::conversation::log::ChunkLog;
 use super::conversation::machine::{self, Recovery};
 use super::conversation::storage::{ObjectStorage, QueuedRow};
-use super::coordinator::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use super::error::ApiError;
 use super::remote_tools;
 use super::spend::{Ask, Reply, Settle, SpendClient};
@@ -33,6 +32,7 @@ use crate::edge::platform::clock::PollClock;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::resilient_provider;
 use crate::edge::platform::timers::WorkerSleeper;
+use crate::edge::protocol::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
 use crate::llm::{
     AssistantMessage, ContentBlock, LlmError, LlmEvent, ModelRef, Provider, StopReason, ToolDef,
     ToolResult, Usage,

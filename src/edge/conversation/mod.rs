@@ -15,6 +15,7 @@
 //! runtime restarts mid-turn, the alarm finds the recorded turn with no task running it and
 //! finishes it from D1 (see [`machine::recovery`]).
 
+pub mod client;
 pub mod log;
 pub mod machine;
 pub mod storage;
@@ -34,10 +35,6 @@ use self::machine::{
     Activity, AfterTurn, FailedStart, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind,
 };
 use self::storage::{Deleted, ObjectStorage, DELETED, FAILED_STARTS};
-use super::coordinator::{
-    ChatStart, Delivery, Send, Status, TurnConversation, TurnRequest, ELSEWHERE,
-    UNKNOWN_CONVERSATION,
-};
 use super::error::ApiError;
 use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
 use super::ui_stream::{self, HEADERS};
@@ -46,6 +43,10 @@ use crate::agent::{AgentMessage, CancelToken, TurnOutcome};
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation, Store};
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
+use crate::edge::protocol::{
+    ChatStart, Delivery, Send, Status, TurnConversation, TurnRequest, ELSEWHERE,
+    UNKNOWN_CONVERSATION,
+};
 use crate::llm::{ModelRef, Provider, ToolDef};
 
 /// Most messages one conversation keeps waiting for its running turn.
@@ -84,7 +85,7 @@ impl DurableObject for ConversationCoordinator {
             .set(self.object.requests.get().wrapping_add(1));
         let request_id = req
             .headers()
-            .get(super::REQUEST_ID)
+            .get(crate::edge::protocol::REQUEST_ID)
             .ok()
             .flatten()
             .unwrap_or_default();
@@ -227,7 +228,7 @@ impl Object {
         }
         let env = Rc::new(TurnEnv {
             env: self.env.clone(),
-            config: super::config(&self.env)?,
+            config: crate::edge::config::Config::cached(&self.env)?,
             store: Rc::new(Store::from_env(&self.env)?),
             storage: self.storage.clone(),
         });
@@ -260,9 +261,7 @@ impl Object {
         } = send;
         // Deleted, or being deleted: nothing may recreate it until its D1 rows are gone.
         if let Some(deleted) = self.storage.deleted()? {
-            return Err(super::routes::conversations::not_found(
-                &deleted.conversation,
-            ));
+            return Err(ApiError::conversation_not_found(&deleted.conversation));
         }
         let sql_before = self.storage.statements();
         // D1 round trips made for this request before its turn claims the conversation.
@@ -315,14 +314,12 @@ impl Object {
                         Err(elsewhere) => return json_response(ELSEWHERE, &elsewhere),
                     }
                 }
-                (Some(kept), None, _) => {
-                    return Err(super::routes::conversations::not_found(&kept.id))
-                }
+                (Some(kept), None, _) => return Err(ApiError::conversation_not_found(&kept.id)),
                 (None, None, _) => return Ok(Response::empty()?.with_status(UNKNOWN_CONVERSATION)),
             },
         };
         if self.deleting.get() {
-            return Err(super::routes::conversations::not_found(&conversation.id));
+            return Err(ApiError::conversation_not_found(&conversation.id));
         }
         if !kept {
             self.storage.set_conversation(&conversation)?;

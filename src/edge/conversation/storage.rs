@@ -28,7 +28,7 @@ use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
 
 use crate::agent::AgentMessage;
-use crate::edge::coordinator::{Delivery, TurnConversation};
+use crate::edge::protocol::{Delivery, TurnConversation};
 use crate::llm::ToolDef;
 
 use super::machine::PauseKind;

@@ -13,7 +13,7 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
-use super::error::ApiError;
+use crate::edge::error::ApiError;
 
 pub const ANONYMOUS: &str = "anonymous";
 

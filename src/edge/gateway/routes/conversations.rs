@@ -6,12 +6,13 @@ use worker::{Env, Request, Response};
 
 use super::messages::owned;
 use crate::edge::config::Config;
-use crate::edge::coordinator::Coordinator;
+use crate::edge::conversation::client::Coordinator;
 use crate::edge::d1::{is_conversation_id, Conversation, Store};
 use crate::edge::error::ApiError;
+use crate::edge::gateway::body::json_body;
+use crate::edge::json_response;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
-use crate::edge::{json_body, json_response};
 use crate::llm::ModelRef;
 
 #[derive(Deserialize)]
@@ -217,5 +218,5 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
 }
 
 pub fn not_found(id: &str) -> ApiError {
-    ApiError::NotFound(format!("conversation `{id}` does not exist"))
+    ApiError::conversation_not_found(id)
 }

@@ -1,18 +1,19 @@
-//! The Worker's typed client for the conversation Durable Object, and what they exchange. The
-//! Worker authenticates and validates, then hands the request over: the object checks the caller
-//! against the conversation it keeps (or is given one the Worker read from D1), decides whether
-//! a turn starts, runs it, and answers with the turn's stream (or 202, or a JSON error), which
-//! the Worker relays as it is.
+//! What the Worker and the conversation object exchange. The Worker authenticates and validates,
+//! then hands the request over: the object checks the caller against the conversation it keeps
+//! (or is given one the Worker read from D1), decides whether a turn starts, runs it, and answers
+//! with the turn's stream (or 202, or a JSON error), which the Worker relays as it is. This
+//! module imports neither side.
 
 use serde::{Deserialize, Serialize};
-use worker::{Env, Headers, Method, Request, Response, Stub};
 
-use super::error::ApiError;
 use crate::agent::AgentMessage;
-use crate::edge::platform::fetch::new_request;
 use crate::llm::ToolDef;
 
+/// The binding of the conversation objects.
 pub const BINDING: &str = "CONVERSATIONS";
+
+/// The header naming a request; the Worker passes it on to the conversation's object.
+pub const REQUEST_ID: &str = "x-request-id";
 
 /// When a message sent during a turn joins it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,130 +177,4 @@ pub struct Status {
     pub followup: i64,
     /// `tool_results` or `approval` when the last turn paused.
     pub paused: Option<String>,
-}
-
-/// The object of one conversation.
-pub struct Coordinator {
-    stub: Stub,
-    /// The Worker request this acts for, passed on so the object's log lines and error
-    /// messages name it.
-    request_id: Option<String>,
-}
-
-impl Coordinator {
-    pub fn for_conversation(env: &Env, conversation_id: &str) -> Result<Self, ApiError> {
-        let stub = env.durable_object(BINDING)?.get_by_name(conversation_id)?;
-        Ok(Self {
-            stub,
-            request_id: None,
-        })
-    }
-
-    pub fn for_request(mut self, request_id: &str) -> Self {
-        self.request_id = Some(request_id.to_string());
-        self
-    }
-
-    /// Hands a message, answers or a retry over; the object's answer is the client's.
-    pub async fn send(&self, send: &Send) -> Result<Response, ApiError> {
-        let body = serde_json::to_string(send)?;
-        let response = self.request(Method::Post, "send", Some(body)).await?;
-        relay(response)
-    }
-
-    /// The running turn's stream from its start (200), or 204 when no turn runs.
-    pub async fn stream(&self) -> Result<Response, ApiError> {
-        let response = self.request(Method::Get, "stream", None).await?;
-        relay(response)
-    }
-
-    /// Stops the running turn at once: `false` when no turn runs.
-    pub async fn cancel(&self) -> Result<bool, ApiError> {
-        let answer: serde_json::Value = self.json(Method::Post, "cancel").await?;
-        Ok(answer["cancelling"] == true)
-    }
-
-    /// Stops a running turn and forgets the queue, the log and what a pause waited for (the
-    /// conversation of `owner` is being deleted); the object refuses messages until
-    /// [`Coordinator::forget`].
-    pub async fn clear(&self, conversation: &str, owner: &str) -> Result<(), ApiError> {
-        let body = serde_json::json!({ "conversation": conversation, "owner": owner });
-        let mut response = self
-            .request(Method::Post, "clear", Some(body.to_string()))
-            .await?;
-        if response.status_code() != 200 {
-            let text = response.text().await.unwrap_or_default();
-            return Err(ApiError::Internal(format!(
-                "conversation object /clear answered {}: {text}",
-                response.status_code()
-            )));
-        }
-        Ok(())
-    }
-
-    /// The conversation's D1 rows are gone: the object may forget it was deleted.
-    pub async fn forget(&self) -> Result<(), ApiError> {
-        let _: serde_json::Value = self.json(Method::Post, "forget").await?;
-        Ok(())
-    }
-
-    pub async fn status(&self) -> Result<Status, ApiError> {
-        self.json(Method::Get, "status").await
-    }
-
-    async fn json<R: serde::de::DeserializeOwned>(
-        &self,
-        method: Method,
-        route: &str,
-    ) -> Result<R, ApiError> {
-        Ok(crate::llm::json::from_str(
-            &self.text(method, route).await?,
-        )?)
-    }
-
-    /// The object's answer to a request without a body, which must be a 200 (not generic: one
-    /// copy of the waiting serves every answer's type).
-    async fn text(&self, method: Method, route: &str) -> Result<String, ApiError> {
-        let mut response = self.request(method, route, None).await?;
-        if response.status_code() != 200 {
-            let text = response.text().await.unwrap_or_default();
-            return Err(ApiError::Internal(format!(
-                "conversation object /{route} answered {}: {text}",
-                response.status_code()
-            )));
-        }
-        Ok(response.text().await?)
-    }
-
-    async fn request(
-        &self,
-        method: Method,
-        route: &str,
-        body: Option<String>,
-    ) -> Result<Response, ApiError> {
-        let request_id = self.request_id.as_deref().map(|id| (super::REQUEST_ID, id));
-        let request = new_request(
-            method.as_ref(),
-            &format!("https://conversation/{route}"),
-            request_id.as_slice(),
-            body.as_deref(),
-            None,
-        )
-        .map_err(ApiError::Internal)?;
-        Ok(self.stub.fetch_with_request(Request::from(request)).await?)
-    }
-}
-
-/// The object's response with headers the Worker may add to (a fetched response's are
-/// immutable). The body passes through untouched: the Worker never handles the stream's chunks.
-fn relay(response: Response) -> Result<Response, ApiError> {
-    let status = response.status_code();
-    let headers = Headers::new();
-    for (name, value) in response.headers().entries() {
-        headers.set(&name, &value)?;
-    }
-    let (_, body) = response.into_parts();
-    Ok(Response::from_body(body)?
-        .with_status(status)
-        .with_headers(headers))
 }

@@ -8,8 +8,8 @@
 
 use worker::Env;
 
-use super::config::Config;
-use super::error::ApiError;
+use crate::edge::config::Config;
+use crate::edge::error::ApiError;
 
 pub const BINDING: &str = "MESSAGE_RATE_LIMITER";
 

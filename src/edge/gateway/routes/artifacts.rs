@@ -10,8 +10,9 @@ use crate::agent::artifacts::{check, Artifact, ArtifactKind, Author};
 use crate::edge::config::Config;
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
+use crate::edge::gateway::body::json_body;
+use crate::edge::json_response;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::{json_body, json_response};
 
 pub async fn list(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).

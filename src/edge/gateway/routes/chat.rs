@@ -17,14 +17,15 @@ use super::chat_body::{ChatBody, MAX_CHAT_BODY_BYTES};
 use super::messages::{checked_turn, client_tools, valid_name, yes, ClientTool};
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
-use crate::edge::coordinator::{
-    check_key, keyed_id, ApprovalIn, ChatStart, Coordinator, Delivery, Send, ToolResultIn,
-    TurnConversation, TurnRequest, ELSEWHERE,
-};
+use crate::edge::conversation::client::Coordinator;
 use crate::edge::d1::{is_conversation_id, scoped_id};
 use crate::edge::error::ApiError;
+use crate::edge::gateway::body::read_body;
 use crate::edge::platform::ids::new_id;
-use crate::edge::read_body;
+use crate::edge::protocol::{
+    check_key, keyed_id, ApprovalIn, ChatStart, Delivery, Send, ToolResultIn, TurnConversation,
+    TurnRequest, ELSEWHERE,
+};
 
 #[derive(Deserialize)]
 struct ChatRequest {

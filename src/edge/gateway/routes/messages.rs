@@ -7,16 +7,18 @@ use worker::{Env, Request, Response};
 use super::conversations::not_found;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
-use crate::edge::coordinator::{
-    check_key, keyed_id, ApprovalIn, Coordinator, Delivery, Send as CoordinatorSend, ToolResultIn,
-    TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
-};
+use crate::edge::conversation::client::Coordinator;
 use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
+use crate::edge::gateway::body::json_body;
+use crate::edge::json_response;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::provider_for;
+use crate::edge::protocol::{
+    check_key, keyed_id, ApprovalIn, Delivery, Send as CoordinatorSend, ToolResultIn,
+    TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
+};
 use crate::edge::turn::model_of;
-use crate::edge::{json_body, json_response};
 use crate::llm::{ContentBlock, ToolDef};
 
 /// Longest user message accepted, in characters.

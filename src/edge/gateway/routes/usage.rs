@@ -4,13 +4,14 @@
 use serde::Deserialize;
 use worker::{Env, Request, Response};
 
-use crate::edge::auth::Caller;
 use crate::edge::budget::{iso_utc, Period};
 use crate::edge::config::Config;
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
+use crate::edge::gateway::auth::Caller;
+use crate::edge::gateway::body::json_body;
+use crate::edge::json_response;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::{json_body, json_response};
 
 pub async fn get(env: &Env, config: &Config, user: &str) -> Result<Response, ApiError> {
     let store = Store::from_env(env)?;

@@ -19,12 +19,12 @@ use memchr::memchr2;
 use serde::Deserialize;
 
 use crate::edge::error::ApiError;
-use crate::edge::{body_too_large, not_json, utf8};
+use crate::edge::gateway::body::{body_too_large, not_json, utf8};
 
 /// Largest body accepted: each message costs only a scan, but the scan is CPU.
 pub const MAX_CHAT_BODY_BYTES: usize = 32 << 20;
 /// Largest kept part: the members other than `messages`, and each kept message.
-pub const MAX_KEPT_BYTES: usize = crate::edge::MAX_BODY_BYTES;
+pub const MAX_KEPT_BYTES: usize = crate::edge::gateway::body::MAX_BODY_BYTES;
 
 /// Where the byte being read goes.
 #[derive(Clone, Copy, PartialEq, Default)]

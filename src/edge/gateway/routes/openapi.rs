@@ -7,7 +7,7 @@ use worker::{Env, Response};
 use crate::edge::config::Config;
 use crate::edge::error::ApiError;
 
-pub const DOCUMENT: &str = include_str!("../../../api/openapi.json");
+pub const DOCUMENT: &str = include_str!("../../../../api/openapi.json");
 
 /// Where the document takes this deployment's model ids and toolsets (an `enum`'s items).
 const MODEL_PATTERN: &str = "\"MODEL_PATTERN\"";
