@@ -6,9 +6,9 @@ use crate::llm::error::decimal;
 use crate::llm::models::Registry;
 use crate::llm::ModelRef;
 
-use super::error::ApiError;
 use super::gateway::auth::AuthConfig;
 use super::gateway::cors::CorsOrigins;
+use crate::edge::error::ApiError;
 
 pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
 

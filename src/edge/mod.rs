@@ -11,7 +11,6 @@
 //! - `fetch`, `ai`: the `fetch` transport and the Workers AI binding Layer 1 uses
 //! - [`config`], [`error`]: environment parsing; the one JSON error shape
 
-mod artifacts;
 pub mod budget;
 pub mod config;
 pub mod conversation;
@@ -20,10 +19,7 @@ pub mod error;
 pub mod gateway;
 pub mod platform;
 pub mod protocol;
-mod remote_tools;
 pub mod spend;
-mod turn;
-pub mod ui_stream;
 
 pub use conversation::ConversationCoordinator;
 pub use spend::UserSpend;

@@ -96,9 +96,9 @@ pub fn keyed_id(caller: &str, conversation: &str, key: &str) -> String {
 }
 
 /// An idempotency key as a client may send it: 1 to 255 visible ASCII characters.
-pub fn check_key(key: &str, name: &str) -> Result<(), super::error::ApiError> {
+pub fn check_key(key: &str, name: &str) -> Result<(), crate::edge::error::ApiError> {
     if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(super::error::ApiError::BadRequest(format!(
+        return Err(crate::edge::error::ApiError::BadRequest(format!(
             "`{name}` must be 1 to 255 visible ASCII characters"
         )));
     }

@@ -13,12 +13,14 @@
 //!
 //! While a turn runs, an alarm is kept [`ALARM_MS`] ahead. If the object is evicted or the
 //! runtime restarts mid-turn, the alarm finds the recorded turn with no task running it and
-//! finishes it from D1 (see [`machine::recovery`]).
+//! finishes it from D1 (see [`rules::recovery`]).
 
 pub mod client;
-pub mod log;
-pub mod machine;
+pub mod replay;
+pub mod rules;
 pub mod storage;
+pub mod turn;
+pub mod ui_stream;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -30,17 +32,17 @@ use worker::{
     Request, Response, Result, State,
 };
 
-use self::log::{ChunkLog, LogReader, NoReader, MAX_READERS};
-use self::machine::{
+use self::replay::{ChunkLog, LogReader, NoReader, MAX_READERS};
+use self::rules::{
     Activity, AfterTurn, FailedStart, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind,
 };
 use self::storage::{Deleted, ObjectStorage, DELETED, FAILED_STARTS};
-use super::error::ApiError;
-use super::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
-use super::ui_stream::{self, HEADERS};
+use self::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
+use self::ui_stream::HEADERS;
 use super::{error_response, json_response};
 use crate::agent::{AgentMessage, CancelToken, TurnOutcome};
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation, Store};
+use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::{
@@ -237,7 +239,7 @@ impl Object {
     }
 
     fn activity(&self) -> std::result::Result<Activity, ApiError> {
-        Ok(machine::activity(
+        Ok(rules::activity(
             self.storage.has_turn()?,
             self.live.borrow().is_some(),
         ))
@@ -348,7 +350,7 @@ impl Object {
                 message,
                 delivery,
                 ..
-            } => match machine::on_message(activity) {
+            } => match rules::on_message(activity) {
                 OnMessage::StartTurn => (Kickoff::Queued, Some((id, message))),
                 queue => {
                     if self.storage.queue_len(None)? >= MAX_QUEUED {
@@ -538,7 +540,7 @@ impl Object {
 
     /// `Some(())` when an exclusive request may start a turn; an interrupted turn is recovered.
     fn exclusive(self: &Rc<Self>, activity: Activity) -> std::result::Result<Option<()>, ApiError> {
-        match machine::on_exclusive(activity) {
+        match rules::on_exclusive(activity) {
             OnExclusive::StartTurn => Ok(Some(())),
             OnExclusive::Busy => Ok(None),
             OnExclusive::BusyAndRecover => {
@@ -728,7 +730,7 @@ impl Object {
             _ => None,
         };
         let queued = self.storage.queue_len(None).unwrap_or(0) as usize;
-        let next = machine::after_turn(paused, queued, self.deleting.get());
+        let next = rules::after_turn(paused, queued, self.deleting.get());
         let ended = match next {
             AfterTurn::Idle { paused } => self
                 .storage
@@ -752,7 +754,7 @@ impl Object {
 
     /// A turn that could not start (`why`): the conversation is free again. Queued messages are
     /// left for the alarm rather than retried at once, so a failing store cannot spin, and only
-    /// so often in a row ([`machine::after_failed_start`]): then they wait for the next message,
+    /// so often in a row ([`rules::after_failed_start`]): then they wait for the next message,
     /// and the history says why.
     fn abandon(self: &Rc<Self>, claimed: &Claimed, why: &ApiError) {
         claimed.log.close();
@@ -777,7 +779,7 @@ impl Object {
         if let Err(e) = self.storage.set_mark(FAILED_STARTS, &failed.to_string()) {
             console_error!("counting a failed start: {e}");
         }
-        if machine::after_failed_start(failed) == FailedStart::Later {
+        if rules::after_failed_start(failed) == FailedStart::Later {
             self.keep_alarm();
             return;
         }
@@ -830,7 +832,7 @@ impl Object {
             .as_deref()
             .and_then(|p| crate::llm::json::from_str(p).ok());
         let recoveries = u32::try_from(row.recoveries).unwrap_or(u32::MAX);
-        match machine::orphan(recoveries) {
+        match rules::orphan(recoveries) {
             Orphan::Recover { attempt } => {
                 worker::console_warn!(
                     "recovering interrupted turn {} (attempt {attempt})",
@@ -853,7 +855,7 @@ impl Object {
             .turn()?
             .map_or(0, |t| u32::try_from(t.recoveries).unwrap_or(u32::MAX));
         let queued = self.storage.queue_len(None)? as usize;
-        match machine::on_alarm(self.activity()?, recoveries, queued) {
+        match rules::on_alarm(self.activity()?, recoveries, queued) {
             OnAlarm::Nothing => Ok(()),
             OnAlarm::Rearm => {
                 self.keep_alarm();

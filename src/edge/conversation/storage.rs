@@ -31,7 +31,7 @@ use crate::agent::AgentMessage;
 use crate::edge::protocol::{Delivery, TurnConversation};
 use crate::llm::ToolDef;
 
-use super::machine::PauseKind;
+use super::rules::PauseKind;
 use crate::edge::d1::rows;
 
 pub struct ObjectStorage {

@@ -8,6 +8,7 @@ use super::conversations::not_found;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::Coordinator;
+use crate::edge::conversation::turn::model_of;
 use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::body::json_body;
@@ -18,7 +19,6 @@ use crate::edge::protocol::{
     check_key, keyed_id, ApprovalIn, Delivery, Send as CoordinatorSend, ToolResultIn,
     TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
 };
-use crate::edge::turn::model_of;
 use crate::llm::{ContentBlock, ToolDef};
 
 /// Longest user message accepted, in characters.

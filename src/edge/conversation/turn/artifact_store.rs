@@ -8,9 +8,9 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::config::ArtifactLimits;
 use crate::agent::artifacts::{index, Artifact, ArtifactContext, ArtifactStore, ArtifactSummary};
 use crate::agent::tools::iso8601;
+use crate::edge::config::ArtifactLimits;
 use crate::edge::d1::Store;
 use crate::edge::platform::clock::now_ms;
 

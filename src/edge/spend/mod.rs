@@ -6,18 +6,20 @@
 //! cannot. The ledger stays the record: a period's total is seeded from it, once, with the
 //! figure the first caller read with its turn's history.
 //!
-//! [`Spend`] (the rules) is pure and natively tested; [`UserSpend`] keeps it in the object's
-//! SQLite; [`SpendClient`] is the resolver's way to it.
-
-use std::cell::RefCell;
+//! - `mod.rs`: the rules ([`Spend`]: reserve, settle, expire), pure and natively tested
+//! - [`object`]: the `UserSpend` Durable Object, which keeps a [`Spend`] in its SQLite
+//! - [`client`]: the resolver's way to it
 
 use serde::{Deserialize, Serialize};
-use worker::{durable_object, DurableObject, Env, Method, Request, Response, Result, State, Stub};
 
-use super::budget::Period;
-use super::error::ApiError;
-use crate::edge::platform::fetch::new_request;
+use crate::edge::budget::Period;
 
+pub mod client;
+pub mod object;
+
+pub use object::UserSpend;
+
+/// The binding of the spend objects.
 pub const BINDING: &str = "SPEND";
 
 /// How long a reservation holds when its call never settles (a runtime that died mid-call).
@@ -163,137 +165,6 @@ impl Spend {
         if self.period.bounds(now_ms).0 == self.period_start {
             self.spent_usd += settle.cost_usd.max(0.0);
         }
-    }
-}
-
-/// The object of one user's spend.
-#[durable_object]
-pub struct UserSpend {
-    state: State,
-    /// The spend as last written (read from storage on the first request).
-    spend: RefCell<Option<Option<Spend>>>,
-}
-
-impl DurableObject for UserSpend {
-    fn new(state: State, _env: Env) -> Self {
-        Self {
-            state,
-            spend: RefCell::default(),
-        }
-    }
-
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let body = req.text().await?;
-        // Between the read and the write nothing awaits: each request's change is atomic.
-        let mut spend = match self.spend.borrow_mut().take() {
-            Some(known) => known,
-            None => self.load()?,
-        };
-        let now = crate::edge::platform::clock::now_ms();
-        let answer = match req.path().as_str() {
-            "/reserve" => {
-                let ask: Ask = crate::llm::json::from_str(&body)?;
-                let reply = Spend::reserve(&mut spend, &ask, now);
-                Some(serde_json::to_string(&reply)?)
-            }
-            "/settle" => {
-                let settle: Settle = crate::llm::json::from_str(&body)?;
-                if let Some(spend) = spend.as_mut() {
-                    spend.settle(&settle, now);
-                }
-                None
-            }
-            _ => return Response::error("no such route", 404),
-        };
-        let saved = self.save(spend.as_ref());
-        // What was not saved is read again by the next request.
-        if saved.is_ok() {
-            *self.spend.borrow_mut() = Some(spend);
-        }
-        saved?;
-        match answer {
-            Some(json) => Response::ok(json),
-            None => Response::empty(),
-        }
-    }
-}
-
-impl UserSpend {
-    fn load(&self) -> Result<Option<Spend>> {
-        #[derive(Deserialize)]
-        struct Row {
-            state: String,
-        }
-        let sql = self.state.storage().sql();
-        sql.exec(
-            "CREATE TABLE IF NOT EXISTS spend (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)",
-            None,
-        )?;
-        let rows: Vec<Row> = sql
-            .exec("SELECT state FROM spend WHERE id = 1", None)?
-            .to_array()?;
-        Ok(rows
-            .first()
-            .and_then(|row| crate::llm::json::from_str(&row.state).ok()))
-    }
-
-    fn save(&self, spend: Option<&Spend>) -> Result<()> {
-        let Some(spend) = spend else {
-            return Ok(());
-        };
-        self.state.storage().sql().exec(
-            "INSERT INTO spend (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state",
-            Some(vec![serde_json::to_string(spend)?.into()]),
-        )?;
-        Ok(())
-    }
-}
-
-/// The resolver's way to a user's spend object.
-pub struct SpendClient {
-    stub: Stub,
-}
-
-impl SpendClient {
-    pub fn for_user(env: &Env, user: &str) -> std::result::Result<Self, ApiError> {
-        let namespace = env.durable_object(BINDING).map_err(|_| {
-            ApiError::Internal(format!(
-                "USER_BUDGET_USD needs the `{BINDING}` Durable Object binding (class `UserSpend`, see wrangler.toml)"
-            ))
-        })?;
-        Ok(Self {
-            stub: namespace.get_by_name(user)?,
-        })
-    }
-
-    pub async fn reserve(&self, ask: &Ask) -> std::result::Result<Reply, ApiError> {
-        let text = self.post("reserve", &serde_json::to_string(ask)?).await?;
-        Ok(crate::llm::json::from_str(&text)?)
-    }
-
-    pub async fn settle(&self, settle: &Settle) -> std::result::Result<(), ApiError> {
-        self.post("settle", &serde_json::to_string(settle)?).await?;
-        Ok(())
-    }
-
-    async fn post(&self, route: &str, body: &str) -> std::result::Result<String, ApiError> {
-        let request = new_request(
-            Method::Post.as_ref(),
-            &format!("https://spend/{route}"),
-            &[] as &[(&str, &str)],
-            Some(body),
-            None,
-        )
-        .map_err(ApiError::Internal)?;
-        let mut response = self.stub.fetch_with_request(Request::from(request)).await?;
-        let text = response.text().await?;
-        if response.status_code() >= 300 {
-            return Err(ApiError::Internal(format!(
-                "spend object /{route} answered {}: {text}",
-                response.status_code()
-            )));
-        }
-        Ok(text)
     }
 }
 

@@ -13,10 +13,10 @@ use std::rc::Rc;
 use futures::future::join_all;
 use worker::{console_warn, AbortSignal};
 
-use super::config::Config;
 use crate::agent::remote::mcp::{McpError, McpToolInfo};
 use crate::agent::remote::{exposed_name, Breakers, HttpTool, McpClient, McpServerSpec, McpTool};
 use crate::agent::ToolRegistry;
+use crate::edge::config::Config;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::fetch::FetchTransport;
 use crate::edge::platform::timers::WorkerSleeper;

@@ -2,6 +2,10 @@
 //! with the D1 hooks, the object's inbox, the provider for the conversation's model and
 //! compaction, and streamed into the object's chunk log.
 
+mod artifact_store;
+mod remote_tools;
+pub mod resolver;
+
 use std::cell::{Cell, RefCell};
 use std::collections::{HashSet, VecDeque};
 use std::rc::Rc;
@@ -9,16 +13,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use worker::{console_error, console_warn, AbortSignal, Env};
 
-use super::artifacts::{D1Artifacts, SystemPrompt};
-use super::budget::{Budget, BudgetResolver, BudgetStore, Period};
-use super::config::Config;
-use super::conversation::log::ChunkLog;
-use super::conversation::machine::{self, Recovery};
-use super::conversation::storage::{ObjectStorage, QueuedRow};
-use super::error::ApiError;
-use super::remote_tools;
-use super::spend::{Ask, Reply, Settle, SpendClient};
-use super::ui_stream::UiStream;
+use self::artifact_store::{D1Artifacts, SystemPrompt};
+use self::resolver::{BudgetResolver, BudgetStore};
 use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
 use crate::agent::{
     pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CallPlan,
@@ -26,13 +22,22 @@ use crate::agent::{
     ToolAnswers, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, TurnStats, UpdatePlan,
     MOVED_ON,
 };
+use crate::edge::budget::{Budget, Period};
+use crate::edge::config::Config;
+use crate::edge::conversation::replay::ChunkLog;
+use crate::edge::conversation::rules::{self, Recovery};
+use crate::edge::conversation::storage::{ObjectStorage, QueuedRow};
+use crate::edge::conversation::ui_stream::UiStream;
 use crate::edge::d1::{BudgetRead, Conversation, Store, TurnHistory, UsageRow};
+use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::clock::PollClock;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::resilient_provider;
 use crate::edge::platform::timers::WorkerSleeper;
 use crate::edge::protocol::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
+use crate::edge::spend::client::SpendClient;
+use crate::edge::spend::{Ask, Reply, Settle};
 use crate::llm::{
     AssistantMessage, ContentBlock, LlmError, LlmEvent, ModelRef, Provider, StopReason, ToolDef,
     ToolResult, Usage,
@@ -214,16 +219,16 @@ pub async fn prepare(
         } => {
             answers = resume_answers(&pending_ids(&history), results, approvals, only_pending)?;
         }
-        Kickoff::Recover { partial } => match machine::recovery(&history, partial) {
+        Kickoff::Recover { partial } => match rules::recovery(&history, partial) {
             Recovery::Answered => return Ok(Ready::Nothing),
             Recovery::Continue(messages) => recovered = messages,
         },
         Kickoff::GiveUp { partial } => {
-            let messages = match machine::recovery(&history, partial) {
+            let messages = match rules::recovery(&history, partial) {
                 Recovery::Answered => vec![],
                 Recovery::Continue(messages) => messages,
             };
-            for m in messages.into_iter().chain([machine::given_up_note()]) {
+            for m in messages.into_iter().chain([rules::given_up_note()]) {
                 store.append_message(id, &new_id()?, &m, now_ms()).await?;
             }
             return Ok(Ready::Nothing);

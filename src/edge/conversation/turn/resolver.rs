@@ -1,0 +1,393 @@
+//! The budget resolver: before every LLM call of a turn it reserves the call's worst case with
+//! the user's spend object ([`crate::edge::spend`]) and picks the model (the conversation's,
+//! with fewer output tokens when the rest of the budget covers fewer; `BUDGET_MODEL`; or none),
+//! and settles the call when it ends.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use async_trait::async_trait;
+
+use crate::agent::{AgentMessage, CallPlan, ProviderResolver, Resolved};
+use crate::edge::budget::{iso_utc, usd, Budget, Period, WARN_AT};
+use crate::edge::error::ApiError;
+use crate::edge::spend::{Ask, Reply, Settle};
+use crate::llm::models::Registry;
+use crate::llm::{AssistantMessage, LlmError, Provider};
+
+/// Where the resolver reads a budget, holds and settles its calls' costs, and records what it
+/// decided.
+#[async_trait(?Send)]
+pub trait BudgetStore {
+    /// The user's budget now, as the ledger has it, or `None` when they have none.
+    async fn budget(&self) -> Result<Option<Budget>, ApiError>;
+    /// Reserves a call's worst case against the user's spend (see [`super::spend`]).
+    async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError>;
+    /// Settles a call that ended.
+    async fn settle(&self, settle: &Settle);
+    /// Stores a message in the conversation that never reaches a model (a context note or a
+    /// system event).
+    async fn note(&self, message: AgentMessage);
+    /// Remembers that the user was warned in the current `period`.
+    async fn mark_warned(&self, period: Period);
+}
+
+/// The fewest output tokens worth a call on the conversation's model: below them it goes to
+/// `BUDGET_MODEL`, or is refused.
+pub const MIN_TOKENS: u32 = 256;
+
+/// Picks the model before every LLM call from the user's budget, and holds the call's worst
+/// case until it ends.
+pub struct BudgetResolver {
+    pub store: Rc<dyn BudgetStore>,
+    pub model: Rc<dyn Provider>,
+    pub economy: Option<Rc<dyn Provider>>,
+    /// Prices, for what a call may cost and what it did.
+    pub models: Registry,
+    /// Times the turn moved to the economy model.
+    pub switches: Rc<Cell<u32>>,
+    /// The budget as read with the turn's history (else at its first call).
+    pub read: RefCell<Option<Option<Budget>>>,
+    /// The reservation the call in flight holds.
+    pub open: RefCell<Option<String>>,
+}
+
+impl BudgetResolver {
+    async fn budget(&self, again: bool) -> Result<Option<Budget>, LlmError> {
+        if again || self.read.borrow().is_none() {
+            let budget = self
+                .store
+                .budget()
+                .await
+                .map_err(|e| LlmError::Config(format!("the budget could not be read: {e}")))?;
+            *self.read.borrow_mut() = Some(budget);
+        }
+        Ok(self.read.borrow().clone().flatten())
+    }
+
+    async fn warn(&self, budget: &Budget, committed_usd: f64) {
+        if let Some(Some(read)) = self.read.borrow_mut().as_mut() {
+            read.warned = true;
+        }
+        self.store.mark_warned(budget.period).await;
+        self.store
+            .note(AgentMessage::SystemEvent {
+                text: format!(
+                    "{}% of the budget is spent ({} of {} per {}); it resets at {}",
+                    (WARN_AT * 100.0).round() as u32,
+                    usd(committed_usd),
+                    usd(budget.limit_usd),
+                    budget.period.as_str(),
+                    iso_utc(budget.resets_at)
+                ),
+            })
+            .await;
+    }
+}
+
+#[async_trait(?Send)]
+impl ProviderResolver for BudgetResolver {
+    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        let Some(mut budget) = self.budget(false).await? else {
+            return Ok(Resolved {
+                provider: self.model.clone(),
+                max_tokens: call.max_tokens,
+            });
+        };
+        // Unpriced models are refused before a turn starts when budgets are on.
+        let price = self
+            .models
+            .info(self.model.model())
+            .price
+            .unwrap_or_default();
+        let mut ask = Ask {
+            limit_usd: budget.limit_usd,
+            period: budget.period,
+            ledger: budget.seed(),
+            input_usd: (call.input_tokens)() as f64 * price.input / 1_000_000.0,
+            usd_per_output_token: price.output / 1_000_000.0,
+            max_tokens: call.max_tokens,
+            min_tokens: MIN_TOKENS,
+        };
+        let mut reply = Reply::Reseed;
+        for again in [false, true] {
+            if again {
+                // The period turned since the turn read its budget.
+                if let Some(fresh) = self.budget(true).await? {
+                    budget = fresh;
+                }
+                ask.limit_usd = budget.limit_usd;
+                ask.period = budget.period;
+                ask.ledger = budget.seed();
+            }
+            reply =
+                self.store.reserve(&ask).await.map_err(|e| {
+                    LlmError::Config(format!("the budget could not be checked: {e}"))
+                })?;
+            if reply != Reply::Reseed {
+                break;
+            }
+        }
+        match reply {
+            Reply::Granted {
+                call: held,
+                max_tokens,
+                committed_usd,
+            } => {
+                *self.open.borrow_mut() = Some(held);
+                if !budget.warned && committed_usd >= WARN_AT * budget.limit_usd {
+                    self.warn(&budget, committed_usd).await;
+                }
+                Ok(Resolved {
+                    provider: self.model.clone(),
+                    max_tokens,
+                })
+            }
+            Reply::Short { committed_usd } => {
+                let Some(economy) = self.economy.clone() else {
+                    budget.spent_usd = committed_usd;
+                    return Err(LlmError::BudgetExceeded(budget.short_message()));
+                };
+                if self.switches.get() == 0 {
+                    self.switches.set(1);
+                    self.store
+                        .note(AgentMessage::ContextNote {
+                            text: format!(
+                                "switched to the economy model {}: budget reached",
+                                economy.model()
+                            ),
+                        })
+                        .await;
+                }
+                Ok(Resolved {
+                    provider: economy,
+                    max_tokens: call.max_tokens,
+                })
+            }
+            Reply::Reseed => Err(LlmError::Config(
+                "the budget could not be checked: the ledger's total is of another period".into(),
+            )),
+        }
+    }
+
+    async fn settle(&self, answer: &AssistantMessage) {
+        let call = self.open.borrow_mut().take();
+        let cost = self
+            .models
+            .info(&answer.model_ref())
+            .cost(&answer.usage)
+            .unwrap_or(0.0);
+        if call.is_some() || cost > 0.0 {
+            self.store
+                .settle(&Settle {
+                    call,
+                    cost_usd: cost,
+                })
+                .await;
+        }
+    }
+
+    fn intended(&self) -> Option<crate::llm::ModelRef> {
+        Some(self.model.model().clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::edge::budget::{Budget, Period};
+
+    use crate::agent::{CallPlan, Resolved};
+    use crate::llm::{Completion, LlmRequest, ModelRef, Usage};
+    use futures::executor::block_on;
+
+    /// A provider that is only its model: the resolver never calls it.
+    struct Named(ModelRef);
+
+    #[async_trait(?Send)]
+    impl Provider for Named {
+        fn model(&self) -> &ModelRef {
+            &self.0
+        }
+        async fn stream(
+            &self,
+            _: &LlmRequest<'_>,
+            _: &mut dyn for<'e> FnMut(&'e crate::llm::LlmEvent),
+        ) -> Completion {
+            unreachable!("the resolver only chooses")
+        }
+        async fn health_check(&self) -> Result<(), LlmError> {
+            Ok(())
+        }
+    }
+
+    /// The user's spend object in memory, with the ledger's figure it would be seeded from.
+    struct Memory {
+        budget: RefCell<Budget>,
+        spend: RefCell<Option<crate::edge::spend::Spend>>,
+        notes: RefCell<Vec<String>>,
+        settled: RefCell<Vec<Settle>>,
+        now: Cell<i64>,
+    }
+
+    #[async_trait(?Send)]
+    impl BudgetStore for Memory {
+        async fn budget(&self) -> Result<Option<Budget>, ApiError> {
+            Ok(Some(self.budget.borrow().clone()))
+        }
+        async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError> {
+            let mut spend = self.spend.borrow_mut();
+            Ok(crate::edge::spend::Spend::reserve(
+                &mut spend,
+                ask,
+                self.now.get(),
+            ))
+        }
+        async fn settle(&self, settle: &Settle) {
+            if let Some(spend) = self.spend.borrow_mut().as_mut() {
+                spend.settle(settle, self.now.get());
+            }
+            self.settled.borrow_mut().push(settle.clone());
+        }
+        async fn note(&self, message: AgentMessage) {
+            self.notes.borrow_mut().push(format!("{message:?}"));
+        }
+        async fn mark_warned(&self, _: Period) {}
+    }
+
+    const NOW: i64 = 1_795_336_200_000; // 2026-11-22T08:30:00Z
+
+    fn resolver(limit_usd: f64, economy: bool) -> (BudgetResolver, Rc<Memory>) {
+        let (start, resets_at) = Period::Day.bounds(NOW);
+        let memory = Rc::new(Memory {
+            budget: RefCell::new(Budget {
+                limit_usd,
+                period: Period::Day,
+                spent_usd: 0.0,
+                resets_at,
+                warned: false,
+            }),
+            spend: RefCell::default(),
+            notes: RefCell::default(),
+            settled: RefCell::default(),
+            now: Cell::new(start + 3_600_000),
+        });
+        let named = |id: &str| -> Rc<dyn Provider> {
+            Rc::new(Named(ModelRef::parse(id).expect("a model id")))
+        };
+        let resolver = BudgetResolver {
+            store: memory.clone(),
+            model: named("anthropic:claude-sonnet-4-5"),
+            economy: economy.then(|| named("anthropic:claude-haiku-4-5")),
+            models: Registry::default(),
+            switches: Rc::default(),
+            read: RefCell::default(),
+            open: RefCell::default(),
+        };
+        (resolver, memory)
+    }
+
+    /// A call of 1,000 input tokens asking for up to 4,000 output tokens: on Sonnet at most
+    /// $0.003 + $0.06.
+    fn call(resolver: &BudgetResolver) -> Result<(String, u32), LlmError> {
+        let input = || 1_000;
+        let plan = CallPlan {
+            max_tokens: 4_000,
+            input_tokens: &input,
+        };
+        block_on(resolver.resolve(plan)).map(
+            |Resolved {
+                 provider,
+                 max_tokens,
+             }| { (provider.model().to_string(), max_tokens) },
+        )
+    }
+
+    fn answer(model: &str, input_tokens: u64, output_tokens: u64) -> AssistantMessage {
+        AssistantMessage {
+            content: vec![],
+            stop_reason: crate::llm::StopReason::EndTurn,
+            model: model.into(),
+            provider: "anthropic".into(),
+            usage: Usage {
+                input_tokens,
+                output_tokens,
+                ..Usage::default()
+            },
+        }
+    }
+
+    #[test]
+    fn each_call_holds_its_worst_case_and_gets_fewer_tokens_when_the_rest_is_short() {
+        let (turn, memory) = resolver(0.1, false);
+        let (other, _) = resolver(0.1, false);
+        let other = BudgetResolver {
+            store: memory.clone(),
+            ..other
+        };
+        let sonnet = "anthropic:claude-sonnet-4-5".to_string();
+        assert_eq!(call(&turn).ok(), Some((sonnet.clone(), 4_000)));
+        // Another turn of the same user, at the same time: $0.037 is left of the $0.1.
+        assert_eq!(call(&other).ok(), Some((sonnet.clone(), 2_266)));
+        // The first answer cost $0.0045: what it held beyond that is free again.
+        block_on(turn.settle(&answer("claude-sonnet-4-5", 1_000, 100)));
+        assert_eq!(memory.settled.borrow()[0].call.as_deref(), Some("c1"));
+        assert!((memory.settled.borrow()[0].cost_usd - 0.0045).abs() < 1e-12);
+        assert_eq!(call(&turn).ok(), Some((sonnet, 3_700)));
+        // Nothing covers 256 tokens any more: with no economy model the call is refused.
+        let Err(LlmError::BudgetExceeded(why)) = call(&turn) else {
+            panic!("refused")
+        };
+        assert!(why.starts_with("your budget of $0.10 per day"), "{why}");
+    }
+
+    #[test]
+    fn a_short_budget_moves_to_the_economy_model_and_says_so_once() {
+        let (turn, memory) = resolver(0.005, true);
+        let haiku = "anthropic:claude-haiku-4-5".to_string();
+        assert_eq!(call(&turn).ok(), Some((haiku.clone(), 4_000)));
+        assert_eq!(call(&turn).ok(), Some((haiku, 4_000)));
+        assert_eq!(memory.notes.borrow().len(), 1);
+        assert!(memory.notes.borrow()[0].contains("switched to the economy model"));
+        // The economy model's answer held nothing, and its cost still counts.
+        block_on(turn.settle(&answer("claude-haiku-4-5", 1_000, 1_000)));
+        let settled = memory.settled.borrow();
+        assert_eq!(settled[0].call, None);
+        assert!((settled[0].cost_usd - 0.006).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_user_is_warned_once_past_80_percent() {
+        let (turn, memory) = resolver(0.1, false);
+        memory.budget.borrow_mut().spent_usd = 0.0;
+        call(&turn).expect("granted");
+        block_on(turn.settle(&answer("claude-sonnet-4-5", 1_000, 5_000)));
+        call(&turn).expect("granted");
+        assert!(memory.notes.borrow().is_empty());
+        block_on(turn.settle(&answer("claude-sonnet-4-5", 1_000, 300)));
+        call(&turn).expect("granted");
+        assert_eq!(
+            memory.notes.borrow().len(),
+            1,
+            "{:?}",
+            memory.notes.borrow()
+        );
+        assert!(memory.notes.borrow()[0].contains("80% of the budget is spent ($0.09 of $0.10"));
+        block_on(turn.settle(&answer("claude-sonnet-4-5", 10, 10)));
+        call(&turn).expect("granted");
+        assert_eq!(memory.notes.borrow().len(), 1);
+    }
+
+    #[test]
+    fn a_budget_read_in_another_period_is_read_again() {
+        let (turn, memory) = resolver(0.1, false);
+        // The turn read yesterday's budget (all of it spent); the object has no figure for today.
+        let yesterday = memory.budget.borrow().clone();
+        *turn.read.borrow_mut() = Some(Some(Budget {
+            spent_usd: 0.1,
+            resets_at: yesterday.resets_at - 86_400_000,
+            ..yesterday
+        }));
+        assert_eq!(call(&turn).map(|(_, tokens)| tokens).ok(), Some(4_000));
+    }
+}

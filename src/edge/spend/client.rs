@@ -1,0 +1,55 @@
+//! The resolver's way to a user's spend object.
+
+use worker::{Env, Method, Request, Stub};
+
+use super::{Ask, Reply, Settle, BINDING};
+use crate::edge::error::ApiError;
+use crate::edge::platform::fetch::new_request;
+
+/// The resolver's way to a user's spend object.
+pub struct SpendClient {
+    stub: Stub,
+}
+
+impl SpendClient {
+    pub fn for_user(env: &Env, user: &str) -> Result<Self, ApiError> {
+        let namespace = env.durable_object(BINDING).map_err(|_| {
+            ApiError::Internal(format!(
+                "USER_BUDGET_USD needs the `{BINDING}` Durable Object binding (class `UserSpend`, see wrangler.toml)"
+            ))
+        })?;
+        Ok(Self {
+            stub: namespace.get_by_name(user)?,
+        })
+    }
+
+    pub async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError> {
+        let text = self.post("reserve", &serde_json::to_string(ask)?).await?;
+        Ok(crate::llm::json::from_str(&text)?)
+    }
+
+    pub async fn settle(&self, settle: &Settle) -> Result<(), ApiError> {
+        self.post("settle", &serde_json::to_string(settle)?).await?;
+        Ok(())
+    }
+
+    async fn post(&self, route: &str, body: &str) -> Result<String, ApiError> {
+        let request = new_request(
+            Method::Post.as_ref(),
+            &format!("https://spend/{route}"),
+            &[] as &[(&str, &str)],
+            Some(body),
+            None,
+        )
+        .map_err(ApiError::Internal)?;
+        let mut response = self.stub.fetch_with_request(Request::from(request)).await?;
+        let text = response.text().await?;
+        if response.status_code() >= 300 {
+            return Err(ApiError::Internal(format!(
+                "spend object /{route} answered {}: {text}",
+                response.status_code()
+            )));
+        }
+        Ok(text)
+    }
+}
