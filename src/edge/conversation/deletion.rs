@@ -1,0 +1,83 @@
+//! Deleting a conversation: the running turn cancelled, the object emptied but for a mark that
+//! refuses messages until the D1 rows are gone, the deletion finished by the alarm if the
+//! Worker does not come back.
+
+use std::rc::Rc;
+
+use super::*;
+
+impl Object {
+    /// The conversation is being deleted: the running turn is cancelled and has ended before
+    /// the object forgets everything but that it is being deleted (the [`DELETED`] mark). It
+    /// refuses messages until the Worker, its D1 rows gone, says [`Object::forget`]; should the
+    /// Worker never come back, the alarm deletes the rows itself.
+    pub(super) async fn clear(&self, deleted: Deleted) -> std::result::Result<(), ApiError> {
+        self.deleting.set(true);
+        self.cancel();
+        for _ in 0..200 {
+            if self.live.borrow().is_none() {
+                break;
+            }
+            worker::Delay::from(std::time::Duration::from_millis(25)).await;
+        }
+        let cleared = self.empty().await;
+        let marked = serde_json::to_string(&deleted)
+            .map_err(ApiError::from)
+            .and_then(|json| Ok(self.storage.set_mark(DELETED, &json)?));
+        if marked.is_ok() {
+            if let Err(e) = self.state.storage().set_alarm(DELETION_MS).await {
+                console_error!("setting the deletion's alarm: {e}");
+            }
+        }
+        self.deleting.set(false);
+        cleared?;
+        marked
+    }
+
+    /// The conversation's D1 rows are gone: the object keeps nothing, not even the mark.
+    pub(super) async fn forget(&self) -> std::result::Result<(), ApiError> {
+        if self.storage.deleted()?.is_none() {
+            return Ok(());
+        }
+        self.empty().await
+    }
+
+    /// Everything goes, tables and all: an object whose storage is empty does not exist, and
+    /// costs nothing. The alarm is deleted first, so none fires on tables that are gone (with
+    /// this compatibility date `deleteAll` deletes it too).
+    pub(super) async fn empty(&self) -> std::result::Result<(), ApiError> {
+        let storage = self.state.storage();
+        if let Err(e) = storage.delete_alarm().await {
+            console_error!("deleting the conversation alarm: {e}");
+        }
+        let cleared = storage.delete_all().await;
+        match cleared {
+            Ok(()) => self.storage.emptied(),
+            Err(_) => self.storage.maybe_emptied(),
+        }
+        Ok(cleared?)
+    }
+
+    /// Finishes a deletion the Worker left half done: the D1 rows, then the object's mark.
+    pub(super) fn finish_deletion(
+        self: &Rc<Self>,
+        deleted: Deleted,
+    ) -> std::result::Result<(), ApiError> {
+        let store = self.turn_env()?.store.clone();
+        let object = self.clone();
+        self.state.wait_until(async move {
+            let done = match store
+                .delete_conversation(&deleted.owner, &deleted.conversation)
+                .await
+            {
+                Ok(_) => object.forget().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = done {
+                console_error!("finishing the deletion of {}: {e}", deleted.conversation);
+                object.keep_alarm();
+            }
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,351 @@
+//! A turn's life in the object: claimed, prepared, run as work of the object, finished (the
+//! queue looked at in the same step), abandoned when it cannot start, recovered by the alarm
+//! when the runtime died under it.
+
+use std::rc::Rc;
+
+use super::*;
+
+impl Object {
+    /// Takes the conversation for a new turn, synchronously: from here on messages queue.
+    pub(super) fn claim(
+        &self,
+        recoveries: u32,
+        client_tools: &[ToolDef],
+        message_id: Option<String>,
+        request_id: Option<&str>,
+    ) -> std::result::Result<Claimed, ApiError> {
+        let sql_before = self.storage.statements();
+        let turn_id = new_id()?;
+        self.storage
+            .begin_turn(&turn_id, now_ms(), recoveries, client_tools)?;
+        let log = Rc::new(ChunkLog::new(self.storage.clone()));
+        let abort = AbortController::default();
+        let signal = abort.signal();
+        let cancel = CancelToken::default();
+        *self.live.borrow_mut() = Some(Live {
+            turn_id: turn_id.clone(),
+            cancel: cancel.clone(),
+            abort: Some(abort),
+            log: log.clone(),
+            started_by: None,
+        });
+        self.keep_alarm();
+        Ok(Claimed {
+            turn_id,
+            started_at: now_ms(),
+            requests_before: self.requests.get(),
+            d1_before: self.turn_env()?.store.round_trips(),
+            sql_before,
+            sql_ended: Cell::new(None),
+            cancel,
+            signal,
+            log,
+            message_id,
+            announced: Cell::new(false),
+            request_id: request_id.filter(|r| !r.is_empty()).map(str::to_string),
+        })
+    }
+
+    /// Runs a prepared turn as work of the object; its end step follows synchronously.
+    pub(super) fn run(
+        self: &Rc<Self>,
+        turn_env: Rc<TurnEnv>,
+        claimed: Claimed,
+        prepared: Prepared,
+        summary: Option<oneshot::Sender<TurnSummary>>,
+    ) {
+        if let Err(e) = self.storage.clear_paused() {
+            console_error!("clearing the pause: {e}");
+        }
+        if let Err(e) = self.storage.clear_mark(FAILED_STARTS) {
+            console_error!("clearing the failed starts: {e}");
+        }
+        let object = self.clone();
+        let of = prepared.conversation();
+        let who = (of.id.clone(), of.owner.clone());
+        self.state.wait_until(async move {
+            let result = prepared
+                .run(
+                    &turn_env,
+                    claimed.cancel.clone(),
+                    claimed.signal.clone(),
+                    claimed.log.clone(),
+                    claimed.reference(),
+                )
+                .await;
+            object.finish(&claimed, &result.outcome, &result.client_tools);
+            log_turn(&claimed, &result, &object, &turn_env, &who);
+            if let Some(tx) = summary {
+                let _ = tx.send(result);
+            }
+        });
+    }
+
+    /// Starts a turn nobody waits on (queued messages, a recovery) as work of the object.
+    pub(super) fn start_background(
+        self: &Rc<Self>,
+        kickoff: Kickoff,
+        recoveries: u32,
+        client_tools: Vec<ToolDef>,
+    ) -> std::result::Result<(), ApiError> {
+        let Some(conversation) = self.storage.conversation()? else {
+            return Err(ApiError::Internal(
+                "the conversation object does not know its conversation".into(),
+            ));
+        };
+        let turn_env = self.turn_env()?;
+        let claimed = self.claim(recoveries, &client_tools, Some(new_id()?), None)?;
+        let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
+            Ok(chosen) => chosen,
+            Err(e) => {
+                self.abandon(&claimed, &e);
+                return Err(e);
+            }
+        };
+        // The D1 row is created unless it exists: a `/v1/chat` conversation's first message may
+        // be kept here while the write that creates its row failed.
+        let now = now_ms();
+        let create = Conversation {
+            id: conversation.id.clone(),
+            owner: conversation.owner.clone(),
+            title: None,
+            system: conversation.system.clone(),
+            model: conversation.model.clone(),
+            metadata: None,
+            toolsets: conversation.toolsets.clone(),
+            created_at: now,
+            updated_at: now,
+        };
+        let start = Start {
+            kickoff,
+            queued: self.storage.queued(None)?,
+            own: None,
+            narrowed: None,
+            // It may follow a turn that just paused.
+            settled: false,
+            create: Some(create),
+        };
+        let object = self.clone();
+        self.state.wait_until(async move {
+            object
+                .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
+                .await;
+        });
+        Ok(())
+    }
+
+    pub(super) async fn prepare_and_run(
+        self: Rc<Self>,
+        turn_env: Rc<TurnEnv>,
+        claimed: Claimed,
+        conversation: TurnConversation,
+        start: Start,
+        client_tools: Vec<ToolDef>,
+        chosen: (ModelRef, Rc<dyn Provider>),
+    ) {
+        let prepared = prepare(
+            &turn_env,
+            &conversation,
+            start,
+            client_tools,
+            chosen,
+            &claimed.signal,
+        )
+        .await;
+        match prepared {
+            Ok(Ready::Run(prepared)) => {
+                claimed.announce();
+                self.run(turn_env, claimed, *prepared, None)
+            }
+            Ok(Ready::Nothing) => self.finish(&claimed, &TurnOutcome::Completed, &[]),
+            Err(e) => {
+                console_error!(
+                    "{}",
+                    e.log_line(claimed.reference(), "turn", &conversation.id)
+                );
+                // Whoever reads the stream learns why it ends.
+                claimed.announce();
+                let mut out = String::new();
+                ui_stream::failed_to_start(&e.public_message(claimed.reference()), &mut out);
+                claimed.log.push(&out, now_ms());
+                self.abandon(&claimed, &e);
+            }
+        }
+    }
+
+    /// The end step of every turn, synchronous so no message can slip between "the turn ends"
+    /// and "the queue is looked at": queued messages start the next turn at once.
+    pub(super) fn finish(
+        self: &Rc<Self>,
+        claimed: &Claimed,
+        outcome: &TurnOutcome,
+        client_tools: &[ToolDef],
+    ) {
+        claimed.log.close();
+        if !self.release(claimed) {
+            return;
+        }
+        let paused = match outcome {
+            TurnOutcome::AwaitingToolResults(_) => Some(PauseKind::ToolResults),
+            TurnOutcome::AwaitingApproval(_) => Some(PauseKind::Approval),
+            _ => None,
+        };
+        let queued = self.storage.queue_len(None).unwrap_or(0) as usize;
+        let next = rules::after_turn(paused, queued, self.deleting.get());
+        let ended = match next {
+            AfterTurn::Idle { paused } => self
+                .storage
+                .end_turn(paused.map(|kind| (kind, client_tools))),
+            AfterTurn::NextTurn => self.storage.end_turn(None),
+        };
+        if let Err(e) = ended {
+            console_error!("ending turn {}: {e}", claimed.turn_id);
+        }
+        claimed.sql_ended.set(Some(self.storage.statements()));
+        if matches!(next, AfterTurn::Idle { .. }) {
+            self.drop_alarm();
+        }
+        if next == AfterTurn::NextTurn {
+            if let Err(e) = self.start_background(Kickoff::Queued, 0, Vec::new()) {
+                console_error!("starting the next turn: {e}; the alarm will");
+                self.keep_alarm();
+            }
+        }
+    }
+
+    /// A turn that could not start (`why`): the conversation is free again. Queued messages are
+    /// left for the alarm rather than retried at once, so a failing store cannot spin, and only
+    /// so often in a row ([`rules::after_failed_start`]): then they wait for the next message,
+    /// and the history says why.
+    pub(super) fn abandon(self: &Rc<Self>, claimed: &Claimed, why: &ApiError) {
+        claimed.log.close();
+        if !self.release(claimed) {
+            return;
+        }
+        if let Err(e) = self.storage.end_turn(None) {
+            console_error!("ending turn {}: {e}", claimed.turn_id);
+        }
+        let waiting = self.storage.queue_len(None).unwrap_or(0);
+        if waiting == 0 {
+            return;
+        }
+        let failed = self
+            .storage
+            .mark(FAILED_STARTS)
+            .ok()
+            .flatten()
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(0)
+            + 1;
+        if let Err(e) = self.storage.set_mark(FAILED_STARTS, &failed.to_string()) {
+            console_error!("counting a failed start: {e}");
+        }
+        if rules::after_failed_start(failed) == FailedStart::Later {
+            self.keep_alarm();
+            return;
+        }
+        self.drop_alarm();
+        let text = format!(
+            "{waiting} waiting message(s) could not start a turn ({failed} attempts; the last: {}); \
+             they wait for the next message",
+            why.public_message(claimed.reference())
+        );
+        let Some(conversation) = self.storage.conversation().ok().flatten() else {
+            return;
+        };
+        let Ok(turn_env) = self.turn_env() else {
+            return;
+        };
+        self.state.wait_until(async move {
+            let noted = match new_id() {
+                Ok(id) => {
+                    let event = AgentMessage::SystemEvent { text };
+                    turn_env
+                        .store
+                        .append_message(&conversation.id, &id, &event, now_ms())
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = noted {
+                console_error!("noting the failed starts of {}: {e}", conversation.id);
+            }
+        });
+    }
+
+    /// Forgets the live turn if it is `claimed`'s; `false` if another took its place.
+    pub(super) fn release(&self, claimed: &Claimed) -> bool {
+        let mut live = self.live.borrow_mut();
+        if live.as_ref().map(|l| l.turn_id.as_str()) != Some(claimed.turn_id.as_str()) {
+            return false;
+        }
+        *live = None;
+        true
+    }
+
+    /// Resumes (or gives up) the turn storage records but no task runs.
+    pub(super) fn recover_orphan(self: &Rc<Self>) -> std::result::Result<(), ApiError> {
+        let Some(row) = self.storage.turn()? else {
+            return Ok(());
+        };
+        let partial = row
+            .partial
+            .as_deref()
+            .and_then(|p| crate::llm::json::from_str(p).ok());
+        let recoveries = u32::try_from(row.recoveries).unwrap_or(u32::MAX);
+        match rules::orphan(recoveries) {
+            Orphan::Recover { attempt } => {
+                worker::console_warn!(
+                    "recovering interrupted turn {} (attempt {attempt})",
+                    row.turn_id
+                );
+                self.start_background(Kickoff::Recover { partial }, attempt, row.client_tools())
+            }
+            Orphan::GiveUp => {
+                self.start_background(Kickoff::GiveUp { partial }, recoveries, Vec::new())
+            }
+        }
+    }
+
+    pub(super) fn alarm(self: &Rc<Self>) -> std::result::Result<(), ApiError> {
+        if let Some(deleted) = self.storage.deleted()? {
+            return self.finish_deletion(deleted);
+        }
+        let recoveries = self
+            .storage
+            .turn()?
+            .map_or(0, |t| u32::try_from(t.recoveries).unwrap_or(u32::MAX));
+        let queued = self.storage.queue_len(None)? as usize;
+        match rules::on_alarm(self.activity()?, recoveries, queued) {
+            OnAlarm::Nothing => Ok(()),
+            OnAlarm::Rearm => {
+                self.keep_alarm();
+                Ok(())
+            }
+            OnAlarm::Orphan(_) => self.recover_orphan(),
+            OnAlarm::StartQueued => self.start_background(Kickoff::Queued, 0, Vec::new()),
+        }
+    }
+
+    /// Sets the alarm [`ALARM_MS`] ahead.
+    pub(super) fn keep_alarm(&self) {
+        let storage = self.state.storage();
+        self.state.wait_until(async move {
+            if let Err(e) = storage.set_alarm(ALARM_MS).await {
+                console_error!("setting the conversation alarm: {e}");
+            }
+        });
+    }
+
+    /// The conversation rests: no alarm is needed (storage calls run in the order they are
+    /// made, so a turn claimed after this still gets its alarm).
+    pub(super) fn drop_alarm(&self) {
+        let storage = self.state.storage();
+        self.state.wait_until(async move {
+            if let Err(e) = storage.delete_alarm().await {
+                console_error!("deleting the conversation alarm: {e}");
+            }
+        });
+    }
+}

@@ -1,0 +1,368 @@
+//! What arrives at the object: a message (which starts a turn, or waits for the running one),
+//! answers for a paused turn, a retry; a `/v1/chat` id resolved; a repeated send recognised.
+
+use std::rc::Rc;
+
+use super::*;
+
+impl Object {
+    /// A message, answers or a retry: starts a turn and answers with its stream (or its JSON),
+    /// or queues the message (202), or refuses (409 while a turn runs).
+    pub(super) async fn send(
+        self: &Rc<Self>,
+        send: Send,
+        request_id: &str,
+    ) -> std::result::Result<Response, ApiError> {
+        let Send {
+            conversation,
+            caller,
+            request,
+            client_tools,
+            stream,
+            toolsets: narrowed,
+            chat,
+        } = send;
+        // Deleted, or being deleted: nothing may recreate it until its D1 rows are gone.
+        if let Some(deleted) = self.storage.deleted()? {
+            return Err(ApiError::conversation_not_found(&deleted.conversation));
+        }
+        let sql_before = self.storage.statements();
+        // D1 round trips made for this request before its turn claims the conversation.
+        let mut resolving = 0;
+        // A chat id that cannot name a conversation names the caller's scoped one, whose D1 row
+        // is always what a chat creates: nothing to read first. Every turn of such a chat
+        // creates the row unless it exists, in its history's round trip (so a first turn that
+        // failed before storing anything leaves no conversation without its row).
+        let create = chat
+            .as_ref()
+            .filter(|c| !is_conversation_id(&c.raw_id) && c.target == scoped_id(&caller, &c.raw_id))
+            .map(|c| {
+                let now = now_ms();
+                Conversation {
+                    id: c.target.clone(),
+                    owner: caller.clone(),
+                    title: c.title.clone(),
+                    system: None,
+                    model: None,
+                    metadata: None,
+                    toolsets: None,
+                    created_at: now,
+                    updated_at: now,
+                }
+            });
+        // `kept`: the row this object keeps already, not written again.
+        let (conversation, kept) = match conversation {
+            Some(given) => (given, false),
+            None => match (self.storage.conversation()?, chat, &create) {
+                (Some(kept), _, _) if kept.owner == caller => (kept, true),
+                (_, _, Some(row)) => {
+                    // New to this object, and perhaps new: within the owner's count, or refused
+                    // before anything starts.
+                    resolving = 1;
+                    let turn_env = self.turn_env()?;
+                    let max = turn_env.config.max_conversations_per_user;
+                    // D1 failing is not a refusal: the message is kept here all the same, and
+                    // answered once D1 is back.
+                    match turn_env.store.may_create(&row.owner, &row.id, max).await {
+                        Err(refused @ ApiError::TooManyRequests { .. }) => return Err(refused),
+                        Err(e) => console_error!("counting conversations of {}: {e}", row.owner),
+                        Ok(()) => {}
+                    }
+                    (TurnConversation::from(row), false)
+                }
+                (_, Some(chat), None) => {
+                    resolving = 1;
+                    match self.resolve_chat(&caller, chat).await? {
+                        Ok(conversation) => (conversation, false),
+                        Err(elsewhere) => return json_response(ELSEWHERE, &elsewhere),
+                    }
+                }
+                (Some(kept), None, _) => return Err(ApiError::conversation_not_found(&kept.id)),
+                (None, None, _) => return Ok(Response::empty()?.with_status(UNKNOWN_CONVERSATION)),
+            },
+        };
+        if self.deleting.get() {
+            return Err(ApiError::conversation_not_found(&conversation.id));
+        }
+        if !kept {
+            self.storage.set_conversation(&conversation)?;
+        }
+        // A send whose idempotency key was accepted before runs nothing again: it re-attaches
+        // to the turn it started, is queued once, or gets what was stored for it.
+        if let TurnRequest::Message {
+            id, keyed: true, ..
+        } = &request
+        {
+            if let Some(repeat) = self.repeated(&conversation.id, id).await? {
+                return Ok(repeat);
+            }
+        }
+        let activity = self.activity()?;
+        let now = now_ms();
+        let busy = || {
+            ApiError::Conflict(format!(
+                "a turn is running in conversation `{}`; cancel it or wait for it to end",
+                conversation.id
+            ))
+        };
+        let (kickoff, own_message) = match request {
+            TurnRequest::Message {
+                id,
+                message,
+                delivery,
+                ..
+            } => match rules::on_message(activity) {
+                OnMessage::StartTurn => (Kickoff::Queued, Some((id, message))),
+                queue => {
+                    if self.storage.queue_len(None)? >= MAX_QUEUED {
+                        return Err(ApiError::TooManyRequests {
+                            message: format!(
+                                "conversation `{}` already has {MAX_QUEUED} messages waiting for \
+                                 the running turn; wait for it or cancel it",
+                                conversation.id
+                            ),
+                            retry_after_s: 10,
+                        });
+                    }
+                    let body = serde_json::to_string(&message)?;
+                    self.storage.enqueue(&id, delivery, &body, now)?;
+                    let position = self.storage.waiting_len()?;
+                    if queue == OnMessage::QueueAndRecover {
+                        self.recover_orphan()?;
+                    }
+                    return json_response(
+                        202,
+                        &serde_json::json!({"queued": delivery.as_str(), "position": position}),
+                    );
+                }
+            },
+            TurnRequest::Resume {
+                results,
+                approvals,
+                only_pending,
+            } => {
+                self.exclusive(activity)?.ok_or_else(busy)?;
+                let kickoff = Kickoff::Resume {
+                    results,
+                    approvals,
+                    only_pending,
+                };
+                (kickoff, None)
+            }
+            TurnRequest::Retry => {
+                self.exclusive(activity)?.ok_or_else(busy)?;
+                (Kickoff::Retry, None)
+            }
+        };
+        // A client that resumes without repeating its tools gets the ones the pause offered (a
+        // new message offers only what it brings).
+        let resuming = matches!(kickoff, Kickoff::Resume { .. });
+        let client_tools = if client_tools.is_empty() && resuming {
+            self.storage.paused()?.map(|(_, t)| t).unwrap_or_default()
+        } else {
+            client_tools
+        };
+        let turn_env = self.turn_env()?;
+        let message_id = match kickoff {
+            Kickoff::Resume { .. } => None,
+            _ => Some(new_id()?),
+        };
+        // What waited before this message; then the message itself is kept in the inbox, as a
+        // queued one is, in the same write as the turn's start: an object that dies before the
+        // message reaches D1 finds it there when it recovers. It leaves the inbox once in D1.
+        let queued = self.storage.queued(None)?;
+        let own = match own_message {
+            Some((id, message)) => {
+                let body = serde_json::to_string(&message)?;
+                let seq = self.storage.hold(&id, &body, now)?;
+                Some((id, message, seq))
+            }
+            None => None,
+        };
+        let mut claimed = self.claim(0, &client_tools, message_id, Some(request_id))?;
+        if let (Some(live), Some((id, _, _))) = (self.live.borrow_mut().as_mut(), &own) {
+            live.started_by = Some(id.clone());
+        }
+        claimed.d1_before = claimed.d1_before.wrapping_sub(resolving);
+        claimed.sql_before = sql_before;
+        let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
+            Ok(chosen) => chosen,
+            Err(e) => {
+                // Refused before any work: the message is not kept either.
+                if let Some(seq) = own.as_ref().and_then(|(_, _, seq)| *seq) {
+                    self.storage.dequeue(seq)?;
+                }
+                self.abandon(&claimed, &e);
+                return Err(e);
+            }
+        };
+        let new_message = matches!(kickoff, Kickoff::Queued);
+        let start = Start {
+            kickoff,
+            queued,
+            own,
+            narrowed,
+            settled: self.storage.paused()?.is_none(),
+            create,
+        };
+        let reader = claimed.log.attach();
+        // A new message is answered at once: the stream starts before the history loads, and a
+        // failure to prepare ends it with an error chunk. Answers and retries are checked
+        // against the history first, so a bad one is refused with its status.
+        if stream && new_message {
+            claimed.announce();
+            let object = self.clone();
+            self.state.wait_until(async move {
+                // Preparing waits one timer turn so the response (and its `start`) leaves first
+                // instead of queueing behind the history's parsing on this thread: measured, a
+                // first byte 4-5 ms sooner and the first token no later.
+                worker::Delay::from(std::time::Duration::ZERO).await;
+                object
+                    .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
+                    .await;
+            });
+            let reader = reader.map_err(|_| ApiError::Internal("the turn's log is full".into()))?;
+            return sse(reader);
+        }
+        let ready = prepare(
+            &turn_env,
+            &conversation,
+            start,
+            client_tools,
+            chosen,
+            &claimed.signal,
+        )
+        .await;
+        let prepared = match ready {
+            Ok(Ready::Run(prepared)) => prepared,
+            Ok(Ready::Nothing) => {
+                self.finish(&claimed, &TurnOutcome::Completed, &[]);
+                return Ok(Response::empty()?.with_status(204));
+            }
+            Err(e) => {
+                self.abandon(&claimed, &e);
+                return Err(e);
+            }
+        };
+        claimed.announce();
+        let (summary_tx, summary_rx) = oneshot::channel();
+        self.run(
+            turn_env,
+            claimed,
+            *prepared,
+            (!stream).then_some(summary_tx),
+        );
+        let reader = reader.map_err(|_| ApiError::Internal("the turn's log is full".into()))?;
+        if stream {
+            return sse(reader);
+        }
+        let body: Vec<Vec<u8>> = reader.collect().await;
+        let body = String::from_utf8(body.concat()).unwrap_or_default();
+        let summary = summary_rx
+            .await
+            .map_err(|_| ApiError::Internal("the turn ended without a summary".into()))?;
+        json_response(200, &summary.into_json(&body, &self.turn_env()?.config))
+    }
+
+    /// The conversation a `/v1/chat` id names when this object keeps none of the caller's:
+    /// resolved in D1 as [`Store::chat_conversation`] does (created on first use). `Err` is the
+    /// caller's conversation when it is another object's (the Worker guessed wrong).
+    pub(super) async fn resolve_chat(
+        &self,
+        caller: &str,
+        chat: ChatStart,
+    ) -> std::result::Result<std::result::Result<TurnConversation, TurnConversation>, ApiError>
+    {
+        let now = now_ms();
+        let candidate = Conversation {
+            id: scoped_id(caller, &chat.raw_id),
+            owner: caller.to_string(),
+            title: chat.title,
+            system: None,
+            model: None,
+            metadata: None,
+            toolsets: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let turn_env = self.turn_env()?;
+        let max = turn_env.config.max_conversations_per_user;
+        let resolved = turn_env
+            .store
+            .chat_conversation(&chat.raw_id, &candidate, max)
+            .await?;
+        let conversation = TurnConversation::from(&resolved);
+        Ok(if resolved.id == chat.target {
+            Ok(conversation)
+        } else {
+            Err(conversation)
+        })
+    }
+
+    /// `Some(())` when an exclusive request may start a turn; an interrupted turn is recovered.
+    pub(super) fn exclusive(
+        self: &Rc<Self>,
+        activity: Activity,
+    ) -> std::result::Result<Option<()>, ApiError> {
+        match rules::on_exclusive(activity) {
+            OnExclusive::StartTurn => Ok(Some(())),
+            OnExclusive::Busy => Ok(None),
+            OnExclusive::BusyAndRecover => {
+                self.recover_orphan()?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// What a repeated send of message `id` gets: the running turn's stream when it started
+    /// that turn, 202 when it waits in the queue, or the stored message and what followed it
+    /// when it is in D1 (one D1 read, for keyed sends only). `None`: never accepted.
+    pub(super) async fn repeated(
+        &self,
+        conversation_id: &str,
+        id: &str,
+    ) -> std::result::Result<Option<Response>, ApiError> {
+        let started = self
+            .live
+            .borrow()
+            .as_ref()
+            .filter(|l| l.started_by.as_deref() == Some(id))
+            .map(|l| l.log.attach());
+        if let Some(reader) = started {
+            return match reader {
+                Ok(reader) => sse(reader).map(Some),
+                Err(NoReader::Full) => self.attach().map(Some),
+                Err(NoReader::Overflowed) => Ok(Some(Response::empty()?.with_status(204))),
+            };
+        }
+        if let Some(row) = self.storage.queued(None)?.into_iter().find(|r| r.id == id) {
+            let position = self.storage.waiting_len()?;
+            let delivery = if row.delivery == Delivery::Followup.as_str() {
+                Delivery::Followup
+            } else {
+                Delivery::Steering
+            };
+            return json_response(
+                202,
+                &serde_json::json!({"queued": delivery.as_str(), "position": position}),
+            )
+            .map(Some);
+        }
+        let store = &self.turn_env()?.store;
+        let Some(seq) = store.message_seq(conversation_id, id).await? else {
+            return Ok(None);
+        };
+        let (messages, _) = store.history_page(conversation_id, seq - 1, 50).await?;
+        json_response(
+            200,
+            // The shape of a `stream: false` turn's answer, with nothing run.
+            &serde_json::json!({
+                "repeated": true,
+                "message_id": id,
+                "messages": messages,
+                "events": [],
+            }),
+        )
+        .map(Some)
+    }
+}

@@ -1,0 +1,197 @@
+//! The turn's hooks: every message stored in D1 as it is produced (an answer with its ledger
+//! row), compactions recorded; and the object's queue as the loop's inbox.
+
+use super::*;
+
+/// What the hooks and the inbox share: the D1 sequence number of each message of the turn's
+/// history (in the agent's order, for compaction), and the queued messages the inbox handed to
+/// the loop, which the loop passes to `on_message` next, in its own order (after the results of
+/// calls a steering message skipped).
+pub(super) struct Persisted {
+    pub(super) seqs: RefCell<Vec<Option<i64>>>,
+    /// (message, the id it was accepted under, its queue row).
+    pub(super) handed_over: RefCell<VecDeque<(AgentMessage, String, i64)>>,
+    /// Queue rows handed over in this turn: never handed over twice, even if storing one failed.
+    pub(super) taken: RefCell<HashSet<i64>>,
+}
+
+/// Persists every message the loop adds, as it is added (an answer with its usage and cost in
+/// the owner's ledger, in one batch), and compactions.
+pub(super) struct D1Hooks {
+    pub(super) store: Rc<Store>,
+    pub(super) conversation_id: String,
+    pub(super) owner: String,
+    pub(super) config: Config,
+    pub(super) storage: Rc<ObjectStorage>,
+    pub(super) persisted: Rc<Persisted>,
+    /// Why the last answer's ledger row could not be written; `on_turn_end` stops the turn.
+    pub(super) ledger_failure: RefCell<Option<String>>,
+    pub(super) prompt: SystemPrompt,
+}
+
+#[async_trait(?Send)]
+impl TurnHooks for D1Hooks {
+    /// The billing step: a ledger that cannot be written stops the turn (seed rule). The row was
+    /// written with the answer, in the same D1 batch.
+    async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+        match self.ledger_failure.borrow_mut().take() {
+            Some(e) => Err(HookError(format!("usage ledger: {e}"))),
+            None => Ok(true),
+        }
+    }
+
+    async fn system_prompt(&self, _base: Option<&str>) -> Option<String> {
+        self.prompt.build().await
+    }
+
+    async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
+        let handed_over = {
+            let mut queue = self.persisted.handed_over.borrow_mut();
+            match queue.front() {
+                Some((m, _, _)) if m == message => queue.pop_front(),
+                _ => None,
+            }
+        };
+        // A queued message is stored under the id it was accepted with (a repeat is harmless)
+        // and leaves the queue only once it is in D1.
+        let (id, queue_seq) = match handed_over {
+            Some((_, id, queue_seq)) => (id, Some(queue_seq)),
+            None => (new_id().map_err(|e| HookError(e.to_string()))?, None),
+        };
+        let stored = match message {
+            // Every answer, a cancelled or failed one too, cost tokens: its ledger row goes in the
+            // same batch.
+            AgentMessage::Assistant(answer) => {
+                let model = answer.model_ref();
+                let row = UsageRow {
+                    owner: &self.owner,
+                    model: &answer.model,
+                    provider: &answer.provider,
+                    usage: &answer.usage,
+                    cost_usd: self.config.models.info(&model).cost(&answer.usage),
+                };
+                let stored = self
+                    .store
+                    .append_answer(&self.conversation_id, &id, message, &row, now_ms())
+                    .await;
+                if let Err(e) = &stored {
+                    *self.ledger_failure.borrow_mut() = Some(e.to_string());
+                }
+                stored
+            }
+            _ => {
+                self.store
+                    .append_message(&self.conversation_id, &id, message, now_ms())
+                    .await
+            }
+        };
+        if let (Ok(_), Some(queue_seq)) = (&stored, queue_seq) {
+            if let Err(e) = self.storage.dequeue(queue_seq) {
+                console_error!("dequeuing {id}: {e}");
+            }
+        }
+        self.persisted
+            .seqs
+            .borrow_mut()
+            .push(stored.as_ref().ok().copied());
+        stored.map(|_| ()).map_err(|e| HookError(e.to_string()))
+    }
+
+    /// A summary call is charged like an answer, in a ledger row of its own.
+    async fn on_summary_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
+        let cost = self.config.models.info(model).cost(usage);
+        let row = UsageRow {
+            owner: &self.owner,
+            model: &model.model,
+            provider: &model.provider,
+            usage,
+            cost_usd: cost,
+        };
+        let recorded = self
+            .store
+            .record_usage(&self.conversation_id, &row, now_ms())
+            .await;
+        if let Err(e) = &recorded {
+            *self.ledger_failure.borrow_mut() = Some(e.to_string());
+        }
+        recorded.map_err(|e| HookError(e.to_string()))
+    }
+
+    /// D1 mirrors the compaction: the summary is stored and the rows it replaces are marked,
+    /// in one batch; they stay readable and are never loaded for a turn again.
+    async fn on_compaction(&self, compaction: &Compaction) -> Result<(), HookError> {
+        let replaced: Vec<i64> = {
+            let seqs = self.persisted.seqs.borrow();
+            seqs.get(compaction.replaces.clone())
+                .unwrap_or_default()
+                .iter()
+                .flatten()
+                .copied()
+                .collect()
+        };
+        let summary_id = new_id().map_err(|e| HookError(e.to_string()))?;
+        let summary = compaction
+            .summary
+            .as_ref()
+            .map(|s| (summary_id.as_str(), s));
+        let seq = self
+            .store
+            .compact(&self.conversation_id, &replaced, summary, now_ms())
+            .await
+            .map_err(|e| HookError(e.to_string()))?;
+        let mut seqs = self.persisted.seqs.borrow_mut();
+        if compaction.replaces.end <= seqs.len() {
+            seqs.splice(compaction.replaces.clone(), summary.map(|_| Some(seq)));
+        }
+        Ok(())
+    }
+
+    fn warn(&self, message: &str) {
+        console_warn!("{message}");
+    }
+}
+
+/// The object's queue, seen from the running turn. Taking a message hands it to the loop; it
+/// stays queued until `on_message` has stored it.
+pub(super) struct ObjectInbox {
+    pub(super) storage: Rc<ObjectStorage>,
+    pub(super) persisted: Rc<Persisted>,
+}
+
+impl ObjectInbox {
+    fn take(&self, only: Option<Delivery>) -> Vec<AgentMessage> {
+        let rows = match self.storage.queued(only) {
+            Ok(rows) => rows,
+            Err(e) => {
+                console_error!("reading the queue: {e}");
+                return vec![];
+            }
+        };
+        let mut taken = Vec::with_capacity(rows.len());
+        for row in rows {
+            if !self.persisted.taken.borrow_mut().insert(row.seq) {
+                continue;
+            }
+            let Some(message) = self.storage.read(&row) else {
+                continue;
+            };
+            self.persisted
+                .handed_over
+                .borrow_mut()
+                .push_back((message.clone(), row.id, row.seq));
+            taken.push(message);
+        }
+        taken
+    }
+}
+
+#[async_trait(?Send)]
+impl Inbox for ObjectInbox {
+    async fn drain_steering(&self) -> Vec<AgentMessage> {
+        self.take(Some(Delivery::Steering))
+    }
+
+    async fn drain_at_end(&self) -> Vec<AgentMessage> {
+        self.take(None)
+    }
+}

@@ -1,0 +1,205 @@
+//! Preparing a turn: the history loaded once (with the budget, in the same round trip), the
+//! kickoff applied, the queued messages moved into D1.
+
+use super::*;
+
+/// Loads what the model will see (once), applies the kickoff and moves the queued messages and
+/// the turn's own into D1. `signal` is the turn's: it stops the MCP servers' listing too.
+pub async fn prepare(
+    turn_env: &TurnEnv,
+    conversation: &TurnConversation,
+    start: Start,
+    client_tools: Vec<ToolDef>,
+    (model, provider): (ModelRef, Rc<dyn Provider>),
+    signal: &AbortSignal,
+) -> Result<Ready, ApiError> {
+    let Start {
+        kickoff,
+        queued,
+        own,
+        narrowed,
+        settled,
+        create,
+    } = start;
+    let store = &turn_env.store;
+    let id = conversation.id.as_str();
+    if matches!(kickoff, Kickoff::Retry) {
+        let retried = store.supersede_after_last_user(id).await?;
+        if !retried && turn_env.storage.queue_len(None)? == 0 {
+            return Err(ApiError::Conflict(format!(
+                "conversation `{id}` has no user message to retry"
+            )));
+        }
+    }
+    // The queue moves into D1; each message leaves the queue only once it is stored.
+    let mut incoming: Vec<_> = queued
+        .into_iter()
+        .filter_map(|row| {
+            let message = turn_env.storage.read(&row)?;
+            Some((row.id, message, Some(row.seq)))
+        })
+        .collect();
+    incoming.extend(own);
+    // New messages join the history in the round trip that loads it, unless calls may wait for
+    // answers: those are answered (for the record) before a message follows them.
+    let together = settled && matches!(kickoff, Kickoff::Queued) && !incoming.is_empty();
+    let stored_first: Vec<(&str, &AgentMessage)> = if together {
+        incoming.iter().map(|(i, m, _)| (i.as_str(), m)).collect()
+    } else {
+        Vec::new()
+    };
+    // With budgets on, the owner's is read in the same round trip as the history.
+    let budget_read = turn_env.config.user_budget_usd.map(|limit| BudgetRead {
+        owner: &conversation.owner,
+        default: (limit, turn_env.config.budget_period),
+    });
+    // The MCP servers' tools are listed (when the isolate's lists are stale) while the history
+    // loads, not after it.
+    let (history, mcp) = futures::future::join(
+        store.turn_history(id, create.as_ref(), &stored_first, budget_read, now_ms()),
+        remote_tools::list(&turn_env.config, id, signal),
+    )
+    .await;
+    let TurnHistory {
+        mut seqs,
+        messages: mut history,
+        artifacts,
+        budget,
+    } = history?;
+    drop(stored_first);
+    if together {
+        for (_, _, queue_seq) in incoming.drain(..) {
+            if let Some(queue_seq) = queue_seq {
+                turn_env.storage.dequeue(queue_seq)?;
+            }
+        }
+    }
+    let mut answers = ToolAnswers::default();
+    let mut recovered = Vec::new();
+    match kickoff {
+        Kickoff::Queued | Kickoff::Retry => {}
+        Kickoff::Resume {
+            results,
+            approvals,
+            only_pending,
+        } => {
+            answers = resume_answers(&pending_ids(&history), results, approvals, only_pending)?;
+        }
+        Kickoff::Recover { partial } => match rules::recovery(&history, partial) {
+            Recovery::Answered => return Ok(Ready::Nothing),
+            Recovery::Continue(messages) => recovered = messages,
+        },
+        Kickoff::GiveUp { partial } => {
+            let messages = match rules::recovery(&history, partial) {
+                Recovery::Answered => vec![],
+                Recovery::Continue(messages) => messages,
+            };
+            for m in messages.into_iter().chain([rules::given_up_note()]) {
+                store.append_message(id, &new_id()?, &m, now_ms()).await?;
+            }
+            return Ok(Ready::Nothing);
+        }
+    }
+    for message in recovered {
+        seqs.push(Some(
+            store
+                .append_message(id, &new_id()?, &message, now_ms())
+                .await?,
+        ));
+        history.push(message);
+    }
+
+    // A new user message instead of the answers a paused turn waits for: the open calls are
+    // answered for the record, so every call keeps a result.
+    if incoming
+        .iter()
+        .any(|(_, m, _)| matches!(m, AgentMessage::User { .. }))
+    {
+        for call in pending_calls(&history) {
+            let result = AgentMessage::ToolResult(ToolResult {
+                tool_call_id: call.id,
+                tool_name: call.name,
+                content: MOVED_ON.to_string(),
+                is_error: true,
+            });
+            let seq = store
+                .append_message(id, &new_id()?, &result, now_ms())
+                .await?;
+            history.push(result);
+            seqs.push(Some(seq));
+        }
+    }
+    for (message_id, message, queue_seq) in incoming {
+        let seq = store
+            .append_message(id, &message_id, &message, now_ms())
+            .await?;
+        if let Some(queue_seq) = queue_seq {
+            turn_env.storage.dequeue(queue_seq)?;
+        }
+        history.push(message);
+        seqs.push(Some(seq));
+    }
+    Ok(Ready::Run(Box::new(Prepared {
+        conversation: conversation.clone(),
+        model,
+        provider,
+        history,
+        seqs,
+        answers,
+        client_tools,
+        artifacts,
+        budget,
+        mcp,
+        toolsets: narrowed.or_else(|| conversation.toolsets.clone()),
+    })))
+}
+
+pub(super) fn pending_ids(history: &[AgentMessage]) -> Vec<String> {
+    pending_calls(history).into_iter().map(|c| c.id).collect()
+}
+
+/// Answers for the calls in `pending`. Answers to other calls are a 409, or dropped when the
+/// client repeats earlier outputs by design (`only_pending`); nothing left is a 400.
+pub(super) fn resume_answers(
+    pending: &[String],
+    results: Vec<ToolResultIn>,
+    approvals: Vec<ApprovalIn>,
+    only_pending: bool,
+) -> Result<ToolAnswers, ApiError> {
+    let mut answers = ToolAnswers::default();
+    let waits = |id: &String| -> Result<bool, ApiError> {
+        match (pending.contains(id), only_pending) {
+            (true, _) => Ok(true),
+            (false, true) => Ok(false),
+            (false, false) => Err(ApiError::Conflict(format!(
+                "tool call `{id}` is not waiting for an answer (unknown, or already answered)"
+            ))),
+        }
+    };
+    for r in results {
+        if waits(&r.tool_call_id)? {
+            let content = match r.output {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            answers
+                .results
+                .insert(r.tool_call_id, (content, r.is_error));
+        }
+    }
+    for a in approvals {
+        if waits(&a.tool_call_id)? {
+            let approval = Approval {
+                approved: a.approved,
+                reason: a.reason,
+            };
+            answers.approvals.insert(a.tool_call_id, approval);
+        }
+    }
+    if answers == ToolAnswers::default() {
+        return Err(ApiError::BadRequest(
+            "nothing new: no answer is for a call the conversation waits on".into(),
+        ));
+    }
+    Ok(answers)
+}

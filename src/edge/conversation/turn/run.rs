@@ -1,0 +1,214 @@
+//! Running a prepared turn: the agent loop wired to the budget resolver, compaction, the tools,
+//! the hooks and the object's inbox, its events streamed into the replay log.
+
+use super::budget_store::D1Budget;
+use super::hooks::{D1Hooks, ObjectInbox, Persisted};
+use super::partial::PartialAnswer;
+use super::*;
+
+impl Prepared {
+    /// The conversation the turn is of.
+    pub fn conversation(&self) -> &TurnConversation {
+        &self.conversation
+    }
+
+    /// Runs the turn, streaming it into `log`; `cancel` stops it.
+    pub async fn run(
+        self,
+        turn_env: &TurnEnv,
+        cancel: CancelToken,
+        signal: AbortSignal,
+        log: Rc<ChunkLog>,
+        reference: &str,
+    ) -> TurnSummary {
+        let Prepared {
+            conversation,
+            model,
+            provider,
+            history,
+            seqs,
+            answers,
+            client_tools,
+            artifacts: listed,
+            budget,
+            mcp,
+            toolsets,
+        } = self;
+        let config = &turn_env.config;
+        let info = config.models.info(&model);
+        let history_len = history.len();
+        let mut state = AgentState::new(conversation.system.clone(), history);
+        state.max_llm_calls = config.max_llm_calls;
+        state.max_tool_calls = config.max_tool_calls;
+        state.tool_timeout_ms = Some(config.tool_timeout_ms.into());
+        state.turn_deadline_ms = Some(config.turn_deadline_ms.into());
+        state.timer = Some(Rc::new(WorkerSleeper));
+        state.max_tokens = config.max_tokens.min(info.max_output_tokens);
+        state.answers = answers;
+        state.cancel = cancel;
+        // Within a budget, or moved to the economy model once it is spent (`USER_BUDGET_USD`):
+        // the turn's calls and compaction's summary calls alike.
+        let budget_switches = Rc::new(Cell::new(0u32));
+        let economy = config
+            .user_budget_usd
+            .and(config.budget_model.as_ref())
+            .and_then(|m| {
+                resilient_provider(&turn_env.env, config, m, Some(&signal))
+                    .inspect_err(|e| console_error!("BUDGET_MODEL {m}: {e}"))
+                    .ok()
+            });
+        let resolve_with = |answers: Rc<dyn Provider>| -> Rc<dyn ProviderResolver> {
+            match config.user_budget_usd {
+                Some(limit) => Rc::new(BudgetResolver {
+                    store: Rc::new(D1Budget {
+                        store: turn_env.store.clone(),
+                        env: turn_env.env.clone(),
+                        owner: conversation.owner.clone(),
+                        conversation_id: conversation.id.clone(),
+                        default: (limit, config.budget_period),
+                    }),
+                    model: answers,
+                    economy: economy.clone(),
+                    models: config.models.clone(),
+                    switches: budget_switches.clone(),
+                    read: RefCell::new(budget.clone()),
+                    open: RefCell::default(),
+                }),
+                None => Rc::new(FixedProvider(answers)),
+            }
+        };
+        // Summaries are written by `SUMMARY_MODEL` when set, else by the conversation's model.
+        let summaries = config
+            .summary_model
+            .as_ref()
+            .filter(|m| **m != model)
+            .and_then(|m| {
+                resilient_provider(&turn_env.env, config, m, Some(&signal))
+                    .inspect_err(|e| console_error!("SUMMARY_MODEL {m}: {e}"))
+                    .ok()
+            })
+            .unwrap_or_else(|| provider.clone());
+        state.compactor = Some(Rc::new(Compactor {
+            summariser: resolve_with(summaries),
+            context_window: info.context_window.into(),
+            threshold_ratio: config.compact_threshold,
+            max_output_tokens: info.max_output_tokens.into(),
+        }));
+        let persisted = Rc::new(Persisted {
+            seqs: RefCell::new(seqs),
+            handed_over: RefCell::default(),
+            taken: RefCell::default(),
+        });
+        state.inbox = Rc::new(ObjectInbox {
+            storage: turn_env.storage.clone(),
+            persisted: persisted.clone(),
+        });
+        let mut tools = ToolRegistry::new();
+        tools.register_server_tool(Box::new(CurrentTime::default()));
+        tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
+        let artifact_context = Rc::new(ArtifactContext {
+            store: Rc::new(D1Artifacts {
+                store: turn_env.store.clone(),
+                conversation_id: conversation.id.clone(),
+                limits: config.artifact_limits,
+            }),
+            now: Box::new(now_ms),
+            new_id: Box::new(|| new_id().unwrap_or_else(|_| format!("a{}", now_ms()))),
+            changed: Default::default(),
+            exists: Default::default(),
+        });
+        artifacts::register(&mut tools, artifact_context.clone());
+        remote_tools::register(&mut tools, config, &signal, mcp);
+        if let Some(allowed) = toolsets {
+            // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
+            let has_artifacts = artifact_context.clone();
+            let had = !listed.is_empty();
+            tools.set_toolset_selector(Box::new(move |_, names| {
+                let with_artifacts = had || has_artifacts.exists.get();
+                names
+                    .iter()
+                    .filter(|n| {
+                        allowed.iter().any(|a| a == *n)
+                            || (with_artifacts && **n == artifacts::TOOLSET)
+                    })
+                    .map(|n| n.to_string())
+                    .collect()
+            }));
+        }
+        for name in &config.approval_required_tools {
+            tools.require_approval(name);
+        }
+        tools.merge_client_tools(client_tools.clone());
+        let hooks = D1Hooks {
+            prompt: SystemPrompt::new(
+                conversation.system.as_deref(),
+                &conversation.owner,
+                &model.to_string(),
+                artifact_context,
+                &listed,
+            ),
+            store: turn_env.store.clone(),
+            conversation_id: conversation.id.clone(),
+            owner: conversation.owner.clone(),
+            config: config.clone(),
+            storage: turn_env.storage.clone(),
+            persisted,
+            ledger_failure: RefCell::default(),
+        };
+
+        let mut out = String::new();
+        let mut ui = UiStream::for_request(reference);
+        let mut stats = TurnStats::new(now_ms() as u64);
+        let mut partial = PartialAnswer::default();
+        let storage = turn_env.storage.clone();
+        let send = |out: &mut String, partial: &mut PartialAnswer, now: i64| {
+            if log.push(out, now) {
+                partial.save(&storage);
+            }
+            out.clear();
+        };
+        let resolver = resolve_with(provider);
+        // The time of each event, for the turn's figures and the chunk log's batching: read
+        // once per poll of the turn, which handles every event of a read's worth of tokens.
+        let clock = PollClock::default();
+        let outcome = clock
+            .ticking(run_agent_turn(
+                resolver.as_ref(),
+                &mut state,
+                &tools,
+                None,
+                &hooks,
+                &mut |event| {
+                    let now = clock.now();
+                    stats.record(&event, now as u64);
+                    if let AgentEvent::Error { message, .. } = &event {
+                        // The detail the stream leaves out, findable by the request id it shows.
+                        let line = serde_json::json!({
+                            "event": "turn_error",
+                            "level": "error",
+                            "request_id": reference,
+                            "conversation_id": conversation.id,
+                            "detail": message,
+                        });
+                        console_error!("{line}");
+                    }
+                    partial.track(&event, &storage);
+                    ui.event(&event, &mut out);
+                    send(&mut out, &mut partial, now);
+                },
+            ))
+            .await;
+        stats.budget_switches = budget_switches.get();
+        ui.finish(&outcome, &mut out);
+        send(&mut out, &mut partial, now_ms());
+        TurnSummary {
+            messages: state
+                .messages
+                .split_off(history_len.min(state.messages.len())),
+            usage: state.total_usage,
+            outcome,
+            client_tools,
+            stats,
+        }
+    }
+}
