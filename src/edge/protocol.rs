@@ -129,7 +129,7 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
     }
 }
 
-/// The object's answer to a [`Send`] without a conversation when it keeps none: the Worker
+/// The object's answer to a [`Handover`] without a conversation when it keeps none: the Worker
 /// reads the conversation from D1 and sends again.
 pub const UNKNOWN_CONVERSATION: u16 = 428;
 
@@ -151,7 +151,8 @@ pub struct ChatStart {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Send {
+/// A request handed over to the conversation's object.
+pub struct Handover {
     /// The conversation as D1 has it (the object keeps it); `None` asks the object to use the
     /// one it keeps, which spares the Worker a D1 round trip before the first byte.
     pub conversation: Option<TurnConversation>,

@@ -4,17 +4,17 @@ use worker::{Env, Headers, Method, Request, Response, Stub};
 
 use crate::edge::error::ApiError;
 use crate::edge::platform::fetch::new_request;
-use crate::edge::protocol::{Send, Status, BINDING, REQUEST_ID};
+use crate::edge::protocol::{Handover, Status, BINDING, REQUEST_ID};
 
 /// The object of one conversation.
-pub struct Coordinator {
+pub struct ConversationClient {
     stub: Stub,
     /// The Worker request this acts for, passed on so the object's log lines and error
     /// messages name it.
     request_id: Option<String>,
 }
 
-impl Coordinator {
+impl ConversationClient {
     pub fn for_conversation(env: &Env, conversation_id: &str) -> Result<Self, ApiError> {
         let stub = env.durable_object(BINDING)?.get_by_name(conversation_id)?;
         Ok(Self {
@@ -29,7 +29,7 @@ impl Coordinator {
     }
 
     /// Hands a message, answers or a retry over; the object's answer is the client's.
-    pub async fn send(&self, send: &Send) -> Result<Response, ApiError> {
+    pub async fn send(&self, send: &Handover) -> Result<Response, ApiError> {
         let body = serde_json::to_string(send)?;
         let response = self.request(Method::Post, "send", Some(body)).await?;
         relay(response)
@@ -49,7 +49,7 @@ impl Coordinator {
 
     /// Stops a running turn and forgets the queue, the log and what a pause waited for (the
     /// conversation of `owner` is being deleted); the object refuses messages until
-    /// [`Coordinator::forget`].
+    /// [`ConversationClient::forget`].
     pub async fn clear(&self, conversation: &str, owner: &str) -> Result<(), ApiError> {
         let body = serde_json::json!({ "conversation": conversation, "owner": owner });
         let mut response = self

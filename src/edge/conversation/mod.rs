@@ -57,7 +57,7 @@ use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::{
-    ChatStart, Delivery, Send, Status, TurnConversation, TurnRequest, ELSEWHERE,
+    ChatStart, Delivery, Handover, Status, TurnConversation, TurnRequest, ELSEWHERE,
     UNKNOWN_CONVERSATION,
 };
 use crate::llm::{ModelRef, Provider, ToolDef};
@@ -194,7 +194,7 @@ impl Object {
             (Method::Post, "/send") => {
                 // serde_json over the text, not `Request::json` (JS `JSON.parse` read back
                 // through serde_wasm_bindgen: slower, and a second copy of every reader).
-                let send: Send = crate::llm::json::from_str(&req.text().await?)
+                let send: Handover = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
                 super::own(self.send(send, request_id)).await
             }

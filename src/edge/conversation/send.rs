@@ -10,10 +10,10 @@ impl Object {
     /// or queues the message (202), or refuses (409 while a turn runs).
     pub(super) async fn send(
         self: &Rc<Self>,
-        send: Send,
+        send: Handover,
         request_id: &str,
     ) -> std::result::Result<Response, ApiError> {
-        let Send {
+        let Handover {
             conversation,
             caller,
             request,

@@ -17,13 +17,13 @@ use super::chat_body::{ChatBody, MAX_CHAT_BODY_BYTES};
 use super::messages::{checked_turn, client_tools, valid_name, yes, ClientTool};
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
-use crate::edge::conversation::client::Coordinator;
+use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{is_conversation_id, scoped_id};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::body::read_body;
 use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::{
-    check_key, keyed_id, ApprovalIn, ChatStart, Delivery, Send, ToolResultIn, TurnConversation,
+    check_key, keyed_id, ApprovalIn, ChatStart, Delivery, Handover, ToolResultIn, TurnConversation,
     TurnRequest, ELSEWHERE,
 };
 
@@ -126,7 +126,7 @@ pub async fn post(
     } else {
         scoped_id(user, &body.id)
     };
-    let mut send = Send {
+    let mut send = Handover {
         conversation: None,
         caller: user.to_string(),
         request,
@@ -139,7 +139,7 @@ pub async fn post(
             target: guess.clone(),
         }),
     };
-    let mut answer = Coordinator::for_conversation(env, &guess)?
+    let mut answer = ConversationClient::for_conversation(env, &guess)?
         .for_request(request_id)
         .send(&send)
         .await?;
@@ -150,7 +150,7 @@ pub async fn post(
     send.chat = None;
     let id = resolved.id.clone();
     send.conversation = Some(checked_turn(env, resolved, config)?);
-    Coordinator::for_conversation(env, &id)?
+    ConversationClient::for_conversation(env, &id)?
         .for_request(request_id)
         .send(&send)
         .await

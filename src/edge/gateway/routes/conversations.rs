@@ -6,7 +6,7 @@ use worker::{Env, Request, Response};
 
 use super::messages::owned;
 use crate::edge::config::Config;
-use crate::edge::conversation::client::Coordinator;
+use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{is_conversation_id, Conversation, Store};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::body::json_body;
@@ -117,7 +117,7 @@ fn check_sizes(body: &Create) -> Result<(), ApiError> {
 
 pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
     let conversation = owned(env, user, id).await?;
-    let status = Coordinator::for_conversation(env, &conversation.id)?
+    let status = ConversationClient::for_conversation(env, &conversation.id)?
         .status()
         .await?;
     let state = match (status.running, status.paused.as_deref()) {
@@ -143,7 +143,9 @@ pub async fn stream(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
     let owned = owned(env, user, id).await?;
     let id = owned.id.as_str();
-    Coordinator::for_conversation(env, id)?.stream().await
+    ConversationClient::for_conversation(env, id)?
+        .stream()
+        .await
 }
 
 /// `GET /v1/conversations?limit=&cursor=`: the caller's conversations, newest first.
@@ -188,7 +190,10 @@ pub async fn cancel(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
     let owned = owned(env, user, id).await?;
     let id = owned.id.as_str();
-    if Coordinator::for_conversation(env, id)?.cancel().await? {
+    if ConversationClient::for_conversation(env, id)?
+        .cancel()
+        .await?
+    {
         json_response(202, &serde_json::json!({"cancelling": true}))
     } else {
         Err(ApiError::Conflict(format!(
@@ -203,7 +208,7 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
     let owned = owned(env, user, id).await?;
     let id = owned.id.as_str();
-    let object = Coordinator::for_conversation(env, id)?;
+    let object = ConversationClient::for_conversation(env, id)?;
     // The object refuses messages from here until it forgets: nothing recreates the rows.
     object.clear(id, &owned.owner).await?;
     let deleted = Store::from_env(env)?.delete_conversation(user, id).await?;

@@ -7,7 +7,7 @@ use worker::{Env, Request, Response};
 use super::conversations::not_found;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
-use crate::edge::conversation::client::Coordinator;
+use crate::edge::conversation::client::ConversationClient;
 use crate::edge::conversation::turn::model_of;
 use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
@@ -16,8 +16,8 @@ use crate::edge::json_response;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::provider_for;
 use crate::edge::protocol::{
-    check_key, keyed_id, ApprovalIn, Delivery, Send as CoordinatorSend, ToolResultIn,
-    TurnConversation, TurnRequest, UNKNOWN_CONVERSATION,
+    check_key, keyed_id, ApprovalIn, Delivery, Handover, ToolResultIn, TurnConversation,
+    TurnRequest, UNKNOWN_CONVERSATION,
 };
 use crate::llm::{ContentBlock, ToolDef};
 
@@ -248,8 +248,8 @@ pub async fn send(
         },
         None => return Err(ApiError::BadRequest("`message` is required".into())),
     };
-    let coordinator = Coordinator::for_conversation(env, id)?.for_request(request_id);
-    let mut send = CoordinatorSend {
+    let coordinator = ConversationClient::for_conversation(env, id)?.for_request(request_id);
+    let mut send = Handover {
         conversation: None,
         caller: user.to_string(),
         request,
@@ -273,7 +273,7 @@ pub async fn send(
     let coordinator = if conversation.id == id {
         coordinator
     } else {
-        Coordinator::for_conversation(env, &conversation.id)?.for_request(request_id)
+        ConversationClient::for_conversation(env, &conversation.id)?.for_request(request_id)
     };
     if let Some(narrowed) = &send.toolsets {
         config.check_toolsets(narrowed)?;
@@ -328,9 +328,9 @@ pub(crate) async fn hand_over(
     stream: bool,
     (config, request_id): (&Config, &str),
 ) -> Result<Response, ApiError> {
-    Coordinator::for_conversation(env, &conversation.id)?
+    ConversationClient::for_conversation(env, &conversation.id)?
         .for_request(request_id)
-        .send(&CoordinatorSend {
+        .send(&Handover {
             conversation: Some(checked(env, conversation, config)?),
             caller: conversation.owner.clone(),
             request,
