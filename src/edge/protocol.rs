@@ -117,6 +117,20 @@ pub struct TurnConversation {
     pub toolsets: Option<Vec<String>>,
 }
 
+impl TurnConversation {
+    /// The model its turns call: its own, else the deployment's default.
+    pub fn model(
+        &self,
+        config: &crate::edge::config::Config,
+    ) -> Result<crate::llm::ModelRef, crate::edge::error::ApiError> {
+        match &self.model {
+            Some(model) => crate::llm::ModelRef::parse(model)
+                .map_err(|e| crate::edge::error::ApiError::BadRequest(e.to_string())),
+            None => Ok(config.default_model.clone()),
+        }
+    }
+}
+
 impl From<&crate::edge::d1::Conversation> for TurnConversation {
     fn from(c: &crate::edge::d1::Conversation) -> Self {
         Self {

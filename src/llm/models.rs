@@ -406,6 +406,16 @@ impl Registry {
         Ok(Self { custom })
     }
 
+    /// What `usage` of `model` cost, in US dollars, if its price is known.
+    pub fn cost(&self, model: &ModelRef, usage: &Usage) -> Option<f64> {
+        self.info(model).cost(usage)
+    }
+
+    /// What an answer cost: its own model's (a fallback's, after a switch) price.
+    pub fn answer_cost(&self, answer: &crate::llm::AssistantMessage) -> Option<f64> {
+        self.cost(&answer.model_ref(), &answer.usage)
+    }
+
     /// What is known about `model`: the deployment's entry with the longest matching id, else
     /// the built-in table.
     pub fn info(&self, model: &ModelRef) -> ModelInfo {

@@ -32,7 +32,7 @@ pub(super) fn log_turn(
                 provider: call.provider.clone(),
                 model: call.model.clone(),
             };
-            let call_cost = turn_env.config.models.info(&model).cost(&call.usage);
+            let call_cost = turn_env.config.models.cost(&model, &call.usage);
             if let Some(c) = call_cost {
                 cost = Some(cost.unwrap_or(0.0) + c);
             }

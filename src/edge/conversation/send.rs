@@ -37,18 +37,7 @@ impl Object {
             .as_ref()
             .filter(|c| !is_conversation_id(&c.raw_id) && c.target == scoped_id(&caller, &c.raw_id))
             .map(|c| {
-                let now = now_ms();
-                Conversation {
-                    id: c.target.clone(),
-                    owner: caller.clone(),
-                    title: c.title.clone(),
-                    system: None,
-                    model: None,
-                    metadata: None,
-                    toolsets: None,
-                    created_at: now,
-                    updated_at: now,
-                }
+                Conversation::new_chat(c.target.clone(), caller.clone(), c.title.clone(), now_ms())
             });
         // `kept`: the row this object keeps already, not written again.
         let (conversation, kept) = match conversation {
@@ -273,18 +262,12 @@ impl Object {
         chat: ChatStart,
     ) -> std::result::Result<std::result::Result<TurnConversation, TurnConversation>, ApiError>
     {
-        let now = now_ms();
-        let candidate = Conversation {
-            id: scoped_id(caller, &chat.raw_id),
-            owner: caller.to_string(),
-            title: chat.title,
-            system: None,
-            model: None,
-            metadata: None,
-            toolsets: None,
-            created_at: now,
-            updated_at: now,
-        };
+        let candidate = Conversation::new_chat(
+            scoped_id(caller, &chat.raw_id),
+            caller.to_string(),
+            chat.title,
+            now_ms(),
+        );
         let turn_env = self.turn_env()?;
         let max = turn_env.config.max_conversations_per_user;
         let resolved = turn_env

@@ -27,6 +27,24 @@ pub struct Conversation {
     pub updated_at: i64,
 }
 
+impl Conversation {
+    /// A conversation as a `/v1/chat` id starts it: the caller's, titled by its first message,
+    /// with the deployment's defaults.
+    pub fn new_chat(id: String, owner: String, title: Option<String>, now_ms: i64) -> Self {
+        Self {
+            id,
+            owner,
+            title,
+            system: None,
+            model: None,
+            metadata: None,
+            toolsets: None,
+            created_at: now_ms,
+            updated_at: now_ms,
+        }
+    }
+}
+
 /// The 429 of a user who keeps `max` conversations.
 fn too_many_conversations(max: u32) -> ApiError {
     ApiError::TooManyRequests {

@@ -62,13 +62,12 @@ impl TurnHooks for D1Hooks {
             // Every answer, a cancelled or failed one too, cost tokens: its ledger row goes in the
             // same batch.
             AgentMessage::Assistant(answer) => {
-                let model = answer.model_ref();
                 let row = UsageRow {
                     owner: &self.owner,
                     model: &answer.model,
                     provider: &answer.provider,
                     usage: &answer.usage,
-                    cost_usd: self.config.models.info(&model).cost(&answer.usage),
+                    cost_usd: self.config.models.answer_cost(answer),
                 };
                 let stored = self
                     .store

@@ -59,14 +59,6 @@ use crate::llm::{
     ToolResult, Usage,
 };
 
-/// The model a conversation uses.
-pub fn model_of(conversation: &TurnConversation, config: &Config) -> Result<ModelRef, ApiError> {
-    match &conversation.model {
-        Some(model) => ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string())),
-        None => Ok(config.default_model.clone()),
-    }
-}
-
 /// How a turn starts.
 pub enum Kickoff {
     /// The queued messages (the one just sent among them) start it.
@@ -144,7 +136,7 @@ pub fn choose_model(
     conversation: &TurnConversation,
     signal: &AbortSignal,
 ) -> Result<(ModelRef, Rc<dyn Provider>), ApiError> {
-    let model = model_of(conversation, &turn_env.config)?;
+    let model = conversation.model(&turn_env.config)?;
     // Checked again at every turn: `ALLOWED_MODELS` and prices may have changed since the
     // conversation chose its model.
     turn_env.config.check_model(&model)?;

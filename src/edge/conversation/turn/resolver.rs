@@ -172,11 +172,7 @@ impl ProviderResolver for BudgetResolver {
 
     async fn settle(&self, answer: &AssistantMessage) {
         let call = self.open.borrow_mut().take();
-        let cost = self
-            .models
-            .info(&answer.model_ref())
-            .cost(&answer.usage)
-            .unwrap_or(0.0);
+        let cost = self.models.answer_cost(answer).unwrap_or(0.0);
         if call.is_some() || cost > 0.0 {
             self.store
                 .settle(&Settle {

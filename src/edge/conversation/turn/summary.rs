@@ -22,7 +22,7 @@ impl TurnSummary {
             .messages
             .iter()
             .filter_map(|m| match m {
-                AgentMessage::Assistant(a) => config.models.info(&a.model_ref()).cost(&a.usage),
+                AgentMessage::Assistant(a) => config.models.answer_cost(a),
                 _ => None,
             })
             .collect();

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use worker::{Env, Request, Response};
 
-use super::messages::owned;
+use super::owned;
 use crate::agent::artifacts::{check, Artifact, ArtifactKind, Author};
 use crate::edge::config::Config;
 use crate::edge::d1::Store;

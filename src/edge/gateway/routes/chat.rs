@@ -14,7 +14,8 @@ use serde_json::Value;
 use worker::{Env, Request, Response};
 
 use super::chat_body::{ChatBody, MAX_CHAT_BODY_BYTES};
-use super::messages::{checked_turn, client_tools, valid_name, yes, ClientTool};
+use super::client_tools::{client_tools, valid_name, yes, ClientTool};
+use super::messages::checked_turn;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;

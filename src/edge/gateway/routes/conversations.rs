@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use worker::{Env, Request, Response};
 
-use super::messages::owned;
+use super::{not_found, owned};
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{is_conversation_id, Conversation, Store};
@@ -220,8 +220,4 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
         return Err(not_found(id));
     }
     Ok(Response::empty()?.with_status(204))
-}
-
-pub fn not_found(id: &str) -> ApiError {
-    ApiError::conversation_not_found(id)
 }

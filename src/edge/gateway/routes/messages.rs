@@ -4,11 +4,11 @@
 use serde::Deserialize;
 use worker::{Env, Request, Response};
 
-use super::conversations::not_found;
+use super::client_tools::{client_tools, yes, ClientTool};
+use super::{not_found, owned};
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
-use crate::edge::conversation::turn::model_of;
 use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::body::json_body;
@@ -43,70 +43,6 @@ struct Send {
     stream: bool,
     /// Narrows the turn this message starts to these of the conversation's toolsets.
     toolsets: Option<Vec<String>>,
-}
-
-pub(crate) fn yes() -> bool {
-    true
-}
-
-/// Most client tools one request may offer, and the largest schema one may have.
-const MAX_TOOLS: usize = 64;
-const MAX_SCHEMA_BYTES: usize = 16 * 1024;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ClientTool {
-    name: String,
-    #[serde(default)]
-    description: String,
-    #[serde(alias = "parameters", alias = "inputSchema")]
-    input_schema: serde_json::Value,
-}
-
-/// Tool names and call ids: what every provider accepts.
-pub(crate) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
-pub(crate) fn client_tools(tools: Vec<ClientTool>) -> Result<Vec<ToolDef>, ApiError> {
-    if tools.len() > MAX_TOOLS {
-        return Err(ApiError::BadRequest(format!(
-            "{} tools were sent; at most {MAX_TOOLS} are accepted",
-            tools.len()
-        )));
-    }
-    tools
-        .into_iter()
-        .map(|t| {
-            if !valid_name(&t.name) {
-                return Err(ApiError::BadRequest(format!(
-                    "tool name `{}` must be 1-64 letters, digits, `_` or `-`",
-                    t.name
-                )));
-            }
-            if !t.input_schema.is_object() {
-                return Err(ApiError::BadRequest(format!(
-                    "the input_schema of `{}` must be a JSON Schema object",
-                    t.name
-                )));
-            }
-            if t.input_schema.to_string().len() > MAX_SCHEMA_BYTES {
-                return Err(ApiError::PayloadTooLarge(format!(
-                    "the input_schema of `{}` is over {MAX_SCHEMA_BYTES} bytes",
-                    t.name
-                )));
-            }
-            Ok(ToolDef {
-                name: t.name,
-                description: t.description,
-                input_schema: t.input_schema,
-            })
-        })
-        .collect()
 }
 
 /// How a message joins a running turn: `auto` and `steer` before its next tool call,
@@ -305,17 +241,9 @@ pub(crate) fn checked_turn(
     conversation: TurnConversation,
     config: &Config,
 ) -> Result<TurnConversation, ApiError> {
-    let model = model_of(&conversation, config)?;
+    let model = conversation.model(config)?;
     provider_for(env, config, &model, None).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Ok(conversation)
-}
-
-/// The caller's conversation `id`, or 404.
-pub(crate) async fn owned(env: &Env, user: &str, id: &str) -> Result<Conversation, ApiError> {
-    Store::from_env(env)?
-        .conversation(user, id)
-        .await?
-        .ok_or_else(|| not_found(id))
 }
 
 /// Hands a request to the conversation's object, whose answer (the turn's stream, 202, or an

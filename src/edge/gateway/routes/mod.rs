@@ -3,6 +3,7 @@
 pub mod artifacts;
 pub mod chat;
 pub mod chat_body;
+pub mod client_tools;
 pub mod conversations;
 pub mod health;
 pub mod messages;
@@ -45,4 +46,20 @@ pub fn query_pairs(req: &worker::Request) -> Vec<(String, String)> {
     form_urlencoded::parse(query.as_bytes())
         .into_owned()
         .collect()
+}
+
+/// The caller's conversation `id` (a `/v1/chat` id resolves to theirs), or 404.
+pub(crate) async fn owned(
+    env: &worker::Env,
+    user: &str,
+    id: &str,
+) -> Result<crate::edge::d1::Conversation, crate::edge::error::ApiError> {
+    crate::edge::d1::Store::from_env(env)?
+        .conversation(user, id)
+        .await?
+        .ok_or_else(|| not_found(id))
+}
+
+pub(crate) fn not_found(id: &str) -> crate::edge::error::ApiError {
+    crate::edge::error::ApiError::conversation_not_found(id)
 }
