@@ -8,9 +8,9 @@
 //! - [`agent`]: Layer 2, the agent runtime. `run_agent_turn` calls the LLM, runs server tools,
 //!   injects steering messages between tool calls and follow-ups at the end. It knows nothing of
 //!   D1, Durable Objects or HTTP routes; the application reaches it through hooks and traits.
-//! - [`edge`]: Layer 3, the Worker. Routes, the D1 store, the conversation Durable
-//!   Object, the AI SDK UI message stream encoder, configuration. The only layer that imports
-//!   `worker`.
+//! - [`edge`]: Layer 3, the Worker: the gateway (routes, auth), the conversation Durable
+//!   Object and the turn it runs, each user's spend object, the D1 queries, the platform
+//!   adapters. The only layer that imports `worker`. How it all fits: `docs/design.md`.
 
 pub mod agent;
 pub mod llm;

@@ -1,6 +1,6 @@
 //! Hooks: how the application takes part in a turn without the runtime knowing its types.
 //!
-//! Failure rules (from the seed design):
+//! Failure rules (docs/design.md):
 //! - `on_turn_end` failing aborts the turn with an error event;
 //! - `on_message` failing is reported through `warn` and the loop goes on (the message is in the
 //!   state already);
@@ -53,7 +53,7 @@ pub trait TurnHooks {
         Ok(())
     }
 
-    /// The system prompt for the next LLM call, rebuilt before every call (seed 004: it may
+    /// The system prompt for the next LLM call, rebuilt before every call (it may
     /// carry state that tools change, such as an index of artifacts). `None` keeps the
     /// conversation's own prompt (`base`) as it is.
     async fn system_prompt(&self, _base: Option<&str>) -> Option<String> {

@@ -7,7 +7,7 @@
 //! [`ProviderResolver`] and [`ContextTransform`].
 //!
 //! Vocabulary: a *turn* is one run of the loop (one user request); each LLM call inside it is
-//! numbered by [`AgentEvent::TurnStart`]'s `turn` field as in the seed design, and is a *step*
+//! numbered by [`AgentEvent::TurnStart`]'s `turn` field, and is a *step*
 //! in the UI stream.
 
 pub mod artifacts;

@@ -1,4 +1,4 @@
-//! Plan recitation (seed 001): the model keeps a todo list with the built-in `update_plan` tool,
+//! Plan recitation: the model keeps a todo list with the built-in `update_plan` tool,
 //! and before every LLM call the current plan is recited at the end of the context, where the
 //! model attends to it most. The recitation is never stored; the plan itself lives in the state
 //! and is rebuilt from the history (the last successful `update_plan` call), so it survives

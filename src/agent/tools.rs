@@ -45,7 +45,7 @@ pub enum ToolKind<'a> {
 }
 
 /// Picks, before each LLM call, which toolsets the model sees, from the history so far and the
-/// toolset names there are (seed 003: a few relevant tools work better than every tool).
+/// toolset names there are (a few relevant tools work better than every tool).
 pub type ToolsetSelector = Box<dyn Fn(&[AgentMessage], &[&str]) -> Vec<String>>;
 
 #[derive(Default)]

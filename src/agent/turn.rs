@@ -1,4 +1,4 @@
-//! `run_agent_turn`: the agent loop, in the seed design's order.
+//! `run_agent_turn`: the agent loop, in the order docs/design.md gives.
 //!
 //! ```text
 //! first: answer the calls a paused turn left pending (client results, approvals)

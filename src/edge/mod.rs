@@ -1,15 +1,15 @@
-//! Layer 3: the Worker. The only layer that imports `worker`.
+//! Layer 3: the Worker. The only layer that imports `worker`. Its folders follow the system:
 //!
-//! - `mod.rs`: the `fetch` entry and the one route table
-//! - [`routes`]: one handler per endpoint
-//! - `store`: all D1 SQL
-//! - `conversation`: the conversation Durable Object: runs the turns, queues what arrives
-//!   meanwhile, keeps the running turn's stream, recovers interrupted turns
-//! - `coordinator`: the Worker's typed client for it, and what they exchange
-//! - `turn`: one turn inside the object (preparation, hooks, inbox, stream)
-//! - [`ui_stream`]: agent events → AI SDK UI message stream (pure, natively tested)
-//! - `fetch`, `ai`: the `fetch` transport and the Workers AI binding Layer 1 uses
-//! - [`config`], [`error`]: environment parsing; the one JSON error shape
+//! - [`gateway`]: the Worker's side of a request (the `fetch` entry, the route table, auth, CORS,
+//!   the rate limit, body reading, `routes/`)
+//! - [`protocol`]: what the Worker hands the conversation's object; imports neither side
+//! - [`conversation`]: the conversation's Durable Object, its client, and the turn it runs
+//! - [`spend`]: each user's spend object, which budgets hold against
+//! - [`d1`]: the D1 queries, by table group
+//! - [`platform`]: the runtime adapters (fetch, Workers AI, providers, clock, ids)
+//! - [`config`], [`error`], [`budget`]: environment parsing; the one JSON error shape; budgets
+//!
+//! Dependencies point one way: gateway → conversation → agent/llm; both sides → d1/platform.
 
 pub mod budget;
 pub mod config;
@@ -33,8 +33,8 @@ use error::ApiError;
 
 /// A handler's future behind a `dyn Future`, so that its state machine stays a function of its
 /// own instead of being inlined into its caller's: V8 compiles a wasm function whole on its
-/// first call and again, optimised, once it is hot, and `route` with every handler inside it
-/// was the largest function in the Worker (48 KB of wasm), compiled by every request.
+/// first call and again, optimised, once it is hot, and a route table with every handler inlined
+/// would be one huge function compiled by every request.
 pub(crate) fn own<'a, T>(
     handler: impl Future<Output = T> + 'a,
 ) -> Pin<Box<dyn Future<Output = T> + 'a>> {

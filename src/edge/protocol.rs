@@ -153,7 +153,7 @@ pub const ELSEWHERE: u16 = 421;
 
 /// A `/v1/chat` message sent to the object the Worker guessed for its id. An object that keeps
 /// its conversation (every message after the first) needs no D1 read; one that keeps none
-/// resolves the id in D1 as the Worker used to (the caller's conversation `raw_id`, else the
+/// resolves the id in D1 (the caller's conversation `raw_id`, else the
 /// caller's own scoped one, created on first use) and runs the turn when that is itself.
 #[derive(Serialize, Deserialize)]
 pub struct ChatStart {

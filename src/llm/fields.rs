@@ -2,8 +2,7 @@
 //! (`MODELS`, `HTTP_TOOLS`, `MCP_SERVERS`) and built-in tools' arguments.
 //!
 //! A derived `Deserialize` type carries its own copy of `serde_json`'s object reader (a few
-//! hundred bytes of the Worker's gzipped wasm each; the eight types read here instead saved 1.1
-//! KB), and serde's errors for a value of the wrong kind do not say which field it was. These
+//! hundred bytes of the Worker's gzipped wasm each), and serde's errors for a value of the wrong kind do not say which field it was. These
 //! inputs are parsed once into a `serde_json::Value` (whose reader the Worker carries anyway) and
 //! their fields taken out of it with the few functions below, compiled once for every type. The
 //! errors name the field and what it must be, for someone editing a configuration value or a

@@ -1,5 +1,5 @@
 //! Tools a deployment plugs in without code: declarative HTTP tools (`HTTP_TOOLS`) and the tools
-//! of MCP servers (`MCP_SERVERS`). What they share: the statuses their results carry (seed 003), which hosts
+//! of MCP servers (`MCP_SERVERS`). What they share: the statuses their results carry, which hosts
 //! they may call, retries inside the tool timeout, and a circuit breaker per service.
 
 pub mod address;
@@ -27,7 +27,7 @@ pub const ATTEMPTS: u32 = 3;
 /// The first wait between attempts; it doubles (with jitter).
 pub const BACKOFF_MS: u64 = 250;
 
-/// A successful result: `{"status": "ok" | "no_result" | "degraded", ...}` (seed 003's rule:
+/// A successful result: `{"status": "ok" | "no_result" | "degraded", ...}` (the rule:
 /// the model learns whether there was nothing, or only part).
 pub fn answer(status: &str, result: Option<Value>, note: Option<String>) -> Value {
     let mut out = json!({ "status": status });

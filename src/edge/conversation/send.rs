@@ -203,8 +203,8 @@ impl Object {
             let object = self.clone();
             self.state.wait_until(async move {
                 // Preparing waits one timer turn so the response (and its `start`) leaves first
-                // instead of queueing behind the history's parsing on this thread: measured, a
-                // first byte 4-5 ms sooner and the first token no later.
+                // instead of queueing behind the history's parsing on this thread: the first
+                // byte comes sooner and the first token no later.
                 worker::Delay::from(std::time::Duration::ZERO).await;
                 object
                     .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)

@@ -88,7 +88,7 @@ enum Chunk<'a> {
         data: SteeringData<'a>,
         transient: bool,
     },
-    /// An artifact changed (seed 004's produce tools): `id` is the artifact's, so a client
+    /// An artifact changed: `id` is the artifact's, so a client
     /// keeps one part per artifact, updated in place.
     #[serde(rename = "data-artifact")]
     DataArtifact {

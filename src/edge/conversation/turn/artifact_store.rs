@@ -1,5 +1,5 @@
 //! A turn's artifacts: the D1 store behind the `artifacts` tools, and the system prompt rebuilt
-//! before every LLM call (seed 004): the conversation's `system` text with `{{date}}`,
+//! before every LLM call: the conversation's `system` text with `{{date}}`,
 //! `{{user}}` and `{{model}}` filled in, then the index of the conversation's artifacts, which
 //! is read again only after a tool changed one.
 

@@ -31,7 +31,7 @@ pub(super) struct D1Hooks {
 
 #[async_trait(?Send)]
 impl TurnHooks for D1Hooks {
-    /// The billing step: a ledger that cannot be written stops the turn (seed rule). The row was
+    /// The billing step: a ledger that cannot be written stops the turn (docs/design.md: the hook rules). The row was
     /// written with the answer, in the same D1 batch.
     async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
         match self.ledger_failure.borrow_mut().take() {
