@@ -203,3 +203,59 @@ pub(super) fn resume_answers(
     }
     Ok(answers)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(id: &str, output: serde_json::Value) -> ToolResultIn {
+        ToolResultIn {
+            tool_call_id: id.into(),
+            output,
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn answers_are_taken_for_the_calls_a_turn_waits_on_only() {
+        let pending = vec!["call_a".to_string(), "call_b".to_string()];
+        let approval = ApprovalIn {
+            tool_call_id: "call_b".into(),
+            approved: false,
+            reason: Some("not now".into()),
+        };
+        let answers = resume_answers(
+            &pending,
+            vec![result("call_a", serde_json::json!({"temp": 21}))],
+            vec![approval.clone()],
+            false,
+        )
+        .expect("both wait");
+        // A JSON output reaches the model as its text; a string as it is.
+        assert_eq!(answers.results["call_a"], ("{\"temp\":21}".into(), false));
+        assert!(!answers.approvals["call_b"].approved);
+
+        // An answer for a call nobody waits on is a conflict, unless the client repeats every
+        // earlier output (`useChat`), when it is dropped.
+        let stale = vec![result("call_old", serde_json::json!("done"))];
+        assert!(matches!(
+            resume_answers(&pending, stale.clone(), vec![], false),
+            Err(ApiError::Conflict(_))
+        ));
+        let mut repeated = stale;
+        repeated.push(result("call_a", serde_json::json!("sunny")));
+        let answers = resume_answers(&pending, repeated, vec![], true).expect("one waits");
+        assert_eq!(answers.results.len(), 1);
+        assert_eq!(answers.results["call_a"].0, "sunny");
+        // Nothing for a waiting call at all: nothing new.
+        assert!(matches!(
+            resume_answers(
+                &pending,
+                vec![result("call_old", serde_json::json!(1))],
+                vec![],
+                true
+            ),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+}

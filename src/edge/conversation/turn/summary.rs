@@ -42,3 +42,48 @@ impl TurnSummary {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(model: &str, input_tokens: u64, output_tokens: u64) -> AgentMessage {
+        AgentMessage::Assistant(AssistantMessage {
+            content: vec![ContentBlock::Text { text: "ok".into() }],
+            stop_reason: StopReason::EndTurn,
+            model: model.into(),
+            provider: "anthropic".into(),
+            usage: Usage {
+                input_tokens,
+                output_tokens,
+                ..Usage::default()
+            },
+        })
+    }
+
+    #[test]
+    fn a_turn_as_json_says_what_its_stream_said_and_what_it_cost() {
+        let config = Config::from_lookup(|_| None).expect("the defaults");
+        let summary = TurnSummary {
+            messages: vec![
+                answer("claude-sonnet-4-5", 1_000_000, 0),
+                AgentMessage::user_text("and then?"),
+                answer("claude-haiku-4-5", 0, 1_000_000),
+                answer("a-model-with-no-price", 10, 10),
+            ],
+            usage: Usage::default(),
+            outcome: TurnOutcome::Completed,
+            client_tools: vec![],
+            stats: TurnStats::new(0),
+        };
+        let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
+        let json = summary.into_json(stream, &config);
+        // Every chunk but `[DONE]`, the public error text, and the priced answers' cost:
+        // $3 for a million Sonnet input tokens, $5 for a million Haiku output tokens.
+        assert_eq!(json["events"].as_array().map(Vec::len), Some(3));
+        assert_eq!(json["finish_reason"], "error");
+        assert_eq!(json["error"], "it broke (request r1)");
+        assert_eq!(json["cost_usd"], 8.0);
+        assert_eq!(json["messages"].as_array().map(Vec::len), Some(4));
+    }
+}
