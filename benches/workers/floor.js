@@ -66,7 +66,7 @@ export class Conversation extends DurableObject {
       body: JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 4096, stream: true, messages: messages.map((m) => ({ role: "user", content: m.content })) }),
     });
     writer.write(encoder.encode(sse({ type: "start-step" }) + sse({ type: "text-start", id: "0" })));
-    // The same reads as this runtime's (src/edge/platform/pump.js), decoded and re-encoded per read.
+    // The same reads as this runtime's (src/edge/platform/bulk_read.js), decoded and re-encoded per read.
     const reader = upstream.body.getReader({ mode: "byob" });
     const decoder = new TextDecoder();
     let buffer = new ArrayBuffer(65536);

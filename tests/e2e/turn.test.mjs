@@ -492,7 +492,7 @@ describe("streaming", () => {
   /** How many separate moments `deltas` arrived in: arrivals `gap` ms or more apart. */
   const moments = (deltas, gap) => deltas.filter((d, i) => i === 0 || d.at - deltas[i - 1].at >= gap).length;
 
-  // The Worker joins what arrives together into one read (src/edge/platform/pump.js); what trickles
+  // The Worker joins what arrives together into one read (src/edge/platform/bulk_read.js); what trickles
   // must still be passed on as it comes.
   test("a slow provider's tokens reach the browser one by one, as they are written", async () => {
     const text = "Slow tokens arrive one by one.";

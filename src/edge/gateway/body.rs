@@ -57,7 +57,7 @@ pub fn utf8(bytes: Vec<u8>) -> Result<String, ApiError> {
 }
 
 /// Hands the body to `take` read by read as it streams in (reads of up to 64 KB, joined by the
-/// runtime: see `bulkReader` in `pump.js`), after refusing one whose `content-length` is over
+/// runtime: see `bulkReader` in `bulk_read.js`), after refusing one whose `content-length` is over
 /// `limit` (`take` enforces the limit on what actually comes).
 pub async fn read_body(
     req: Request,
@@ -89,9 +89,9 @@ pub async fn read_body(
     }
 }
 
-#[wasm_bindgen(module = "/src/edge/platform/pump.js")]
+#[wasm_bindgen(module = "/src/edge/platform/bulk_read.js")]
 extern "C" {
-    /// A request body read in large reads (see `pump.js`): the runtime's own chunks are 4 KB.
+    /// A request body read in large reads (see `bulk_read.js`): the runtime's own chunks are 4 KB.
     type BulkReader;
     /// `declared`: the body's `content-length`, 0 when it has none.
     #[wasm_bindgen(js_name = bulkReader)]

@@ -214,7 +214,7 @@ async fn respond(outgoing: web_sys::Request, redirect: Redirect) -> Result<HttpR
 /// stream's opening, its first token after the model's pause, and a trickle never wait.
 const GATHER_MS: i64 = 3;
 
-/// A response body read for us by `pump.js`, which joins the chunks that arrive together into
+/// A response body read for us by `bulk_read.js`, which joins the chunks that arrive together into
 /// one read (see there) and hands each read to `write`, which only appends the bytes to a
 /// buffer and wakes the reader as [`GATHER_MS`] says. Reading chunk by chunk from wasm cost, per
 /// chunk, a `read()` promise, a crossing into wasm and a wake and poll of the turn's task:
@@ -245,7 +245,7 @@ impl Inbox {
     }
 }
 
-#[wasm_bindgen(module = "/src/edge/platform/pump.js")]
+#[wasm_bindgen(module = "/src/edge/platform/bulk_read.js")]
 extern "C" {
     /// Reads `body` to its end, handing `write` the bytes of each read.
     fn pump(body: &web_sys::ReadableStream, write: &js_sys::Function) -> js_sys::Promise;
@@ -255,7 +255,7 @@ extern "C" {
 extern "C" {
     /// `Uint8Array.prototype.set.call(into, bytes)`, `into` viewing our memory: js-sys's
     /// `copy_to` does the same after asking `bytes` for its length, one more call out per read,
-    /// for a length `pump.js` has handed us. Lengths that differ throw in JavaScript.
+    /// for a length `bulk_read.js` has handed us. Lengths that differ throw in JavaScript.
     #[wasm_bindgen(js_namespace = Uint8Array, js_name = "prototype.set.call")]
     fn copy_into(into: &mut [u8], bytes: &js_sys::Uint8Array);
 }
@@ -278,7 +278,7 @@ impl Piped {
         let sink_inbox = Rc::clone(&inbox);
         let write = Closure::<dyn FnMut(JsValue, u32, f64)>::new(
             move |chunk: JsValue, length: u32, at: f64| {
-                // `pump.js` hands `Uint8Array`s, their length and the time they came: no new
+                // `bulk_read.js` hands `Uint8Array`s, their length and the time they came: no new
                 // view, and one call out per read (the copy) rather than three.
                 let chunk: js_sys::Uint8Array = chunk.unchecked_into();
                 let mut inbox = sink_inbox.borrow_mut();

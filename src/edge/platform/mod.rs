@@ -2,7 +2,7 @@
 //! the Worker's or the conversation object's own logic.
 //!
 //! - [`fetch`]: the `fetch` transport the providers and tools use, and response bodies read in
-//!   large pieces (`pump.js`)
+//!   large pieces (`bulk_read.js`)
 //! - [`ai`]: the Workers AI binding
 //! - [`providers`]: the provider factory (a model id to a configured provider, with fallbacks)
 //! - [`clock`], [`timers`], [`ids`]: time, waits and randomness, ids

@@ -1,11 +1,9 @@
 // Reads bodies for wasm in as few reads as the bytes' arrival allows: a provider's response
-// (`pump`, for `src/edge/fetch.rs`), and a request's (`bulkReader`, for `read_body` in
-// `src/edge/mod.rs`).
+// (`pump`, for `src/edge/platform/fetch.rs`), and a request's (`bulkReader`, for `read_body` in
+// `src/edge/gateway/body.rs`).
 //
 // A provider writes one event (a token or two) per chunk, and every read that resolves costs
-// the isolate a promise turn: measured under workerd, a 1,000-event body read chunk by chunk
-// costs about 30 ms of CPU more than the same bytes passed through, and piped into a
-// JavaScript sink, 45 ms more. The runtime's `readAtLeast(n)` joins the chunks it has received
+// the isolate a promise turn, many times what the bytes cost (docs/performance.md). The runtime's `readAtLeast(n)` joins the chunks it has received
 // until it holds n bytes. While reads find their bytes waiting (the body arrives faster than
 // it is read), the next asks for twice as many, up to MAX_WANT. A read that had to wait has
 // caught up with the provider: the next asks for no more than one event's bytes (SMALL_WANT, or
