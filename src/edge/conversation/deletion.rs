@@ -2,9 +2,11 @@
 //! refuses messages until the D1 rows are gone, the deletion finished by the alarm if the
 //! Worker does not come back.
 
+use super::{Object, DELETION_MS};
+use crate::edge::conversation::storage::{Deleted, DELETED};
+use crate::edge::error::ApiError;
 use std::rc::Rc;
-
-use super::*;
+use worker::console_error;
 
 impl Object {
     /// The conversation is being deleted: the running turn is cancelled and has ended before

@@ -2,9 +2,26 @@
 //! queue looked at in the same step), abandoned when it cannot start, recovered by the alarm
 //! when the runtime died under it.
 
+use super::report::log_turn;
+use super::{Claimed, Live, Object, ALARM_MS};
+use crate::agent::{AgentMessage, CancelToken, TurnOutcome};
+use crate::edge::conversation::replay::ChunkLog;
+use crate::edge::conversation::rules::{AfterTurn, FailedStart, OnAlarm, Orphan, PauseKind};
+use crate::edge::conversation::storage::FAILED_STARTS;
+use crate::edge::conversation::turn::{
+    choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary,
+};
+use crate::edge::conversation::{rules, ui_stream};
+use crate::edge::d1::Conversation;
+use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
+use crate::edge::protocol::TurnConversation;
+use crate::llm::{ModelRef, Provider, ToolDef};
+use futures::channel::oneshot;
+use std::cell::Cell;
 use std::rc::Rc;
-
-use super::*;
+use worker::{console_error, AbortController};
 
 impl Object {
     /// Takes the conversation for a new turn, synchronously: from here on messages queue.

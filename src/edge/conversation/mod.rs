@@ -34,33 +34,22 @@ pub mod ui_stream;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use futures::channel::oneshot;
-use futures::StreamExt;
 use worker::{
     console_error, durable_object, AbortController, AbortSignal, DurableObject, Env, Method,
     Request, Response, Result, State,
 };
 
-use self::replay::{ChunkLog, LogReader, NoReader, MAX_READERS};
-use self::report::log_turn;
-use self::rules::{
-    Activity, AfterTurn, FailedStart, OnAlarm, OnExclusive, OnMessage, Orphan, PauseKind,
-};
+use self::replay::{ChunkLog, NoReader, MAX_READERS};
+use self::rules::Activity;
 use self::sse::sse;
-use self::storage::{Deleted, ObjectStorage, DELETED, FAILED_STARTS};
-use self::turn::{choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary};
-use self::ui_stream::HEADERS;
+use self::storage::{Deleted, ObjectStorage};
+use self::turn::TurnEnv;
 use super::{error_response, json_response};
-use crate::agent::{AgentMessage, CancelToken, TurnOutcome};
-use crate::edge::d1::{is_conversation_id, scoped_id, Conversation, Store};
+use crate::agent::CancelToken;
+use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::platform::ids::new_id;
-use crate::edge::protocol::{
-    ChatStart, Delivery, Handover, Status, TurnConversation, TurnRequest, ELSEWHERE,
-    UNKNOWN_CONVERSATION,
-};
-use crate::llm::{ModelRef, Provider, ToolDef};
+use crate::edge::protocol::{Delivery, Handover, Status};
 
 /// Most messages one conversation keeps waiting for its running turn.
 pub const MAX_QUEUED: i64 = 50;

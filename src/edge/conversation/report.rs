@@ -1,6 +1,10 @@
 //! The turn's log line.
 
-use super::*;
+use super::{Claimed, Object};
+use crate::agent::TurnOutcome;
+use crate::edge::conversation::turn::{TurnEnv, TurnSummary};
+use crate::edge::platform::clock::now_ms;
+use crate::llm::ModelRef;
 
 /// One structured log line per turn, with no message content and no secret: who (`who`: its
 /// conversation and user), which models, how it ended, how long the first token took, what it

@@ -1,9 +1,25 @@
 //! What arrives at the object: a message (which starts a turn, or waits for the running one),
 //! answers for a paused turn, a retry; a `/v1/chat` id resolved; a repeated send recognised.
 
+use super::sse::sse;
+use super::{Object, MAX_QUEUED};
+use crate::agent::TurnOutcome;
+use crate::edge::conversation::replay::NoReader;
+use crate::edge::conversation::rules;
+use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
+use crate::edge::conversation::turn::{choose_model, prepare, Kickoff, Ready, Start};
+use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
+use crate::edge::error::ApiError;
+use crate::edge::json_response;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
+use crate::edge::protocol::{
+    ChatStart, Delivery, Handover, TurnConversation, TurnRequest, ELSEWHERE, UNKNOWN_CONVERSATION,
+};
+use futures::channel::oneshot;
+use futures::StreamExt;
 use std::rc::Rc;
-
-use super::*;
+use worker::{console_error, Response};
 
 impl Object {
     /// A message, answers or a retry: starts a turn and answers with its stream (or its JSON),

@@ -1,6 +1,11 @@
 //! The turn's stream as a response: the replay log's reader written out as server-sent events.
 
-use super::*;
+use crate::edge::conversation::replay::LogReader;
+use crate::edge::conversation::ui_stream::HEADERS;
+use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+use futures::StreamExt;
+use worker::Response;
 
 /// A write that follows the last one within this window waits for the window's end and takes
 /// every chunk that arrived by then, so a burst of tokens costs one write per window, not one

@@ -1,7 +1,18 @@
 //! The budget resolver's store: the budget in D1, calls reserved and settled with the user's
 //! spend object, notes and warnings in the history.
 
-use super::*;
+use super::resolver::BudgetStore;
+use crate::agent::AgentMessage;
+use crate::edge::budget::{Budget, Period};
+use crate::edge::d1::Store;
+use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
+use crate::edge::spend::client::SpendClient;
+use crate::edge::spend::{Ask, Reply, Settle};
+use async_trait::async_trait;
+use std::rc::Rc;
+use worker::{console_error, Env};
 
 /// A user's budget in D1, for the [`BudgetResolver`].
 pub(super) struct D1Budget {

@@ -1,7 +1,20 @@
 //! The turn's hooks: every message stored in D1 as it is produced (an answer with its ledger
 //! row), compactions recorded; and the object's queue as the loop's inbox.
 
-use super::*;
+use super::artifact_store::SystemPrompt;
+use crate::agent::{AgentMessage, Compaction, HookError, Inbox, TurnEndInfo, TurnHooks};
+use crate::edge::config::Config;
+use crate::edge::conversation::storage::ObjectStorage;
+use crate::edge::conversation::turn::{HashSet, VecDeque};
+use crate::edge::d1::{Store, UsageRow};
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
+use crate::edge::protocol::Delivery;
+use crate::llm::{ModelRef, Usage};
+use async_trait::async_trait;
+use std::cell::RefCell;
+use std::rc::Rc;
+use worker::{console_error, console_warn};
 
 /// What the hooks and the inbox share: the D1 sequence number of each message of the turn's
 /// history (in the agent's order, for compaction), and the queued messages the inbox handed to

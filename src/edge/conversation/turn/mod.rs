@@ -22,42 +22,24 @@ mod summary;
 
 pub use prepare::prepare;
 
-use std::cell::{Cell, RefCell};
 use std::collections::{HashSet, VecDeque};
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use worker::{console_error, console_warn, AbortSignal, Env};
+use worker::{AbortSignal, Env};
 
-use self::artifact_store::{D1Artifacts, SystemPrompt};
-use self::resolver::{BudgetResolver, BudgetStore};
-use crate::agent::artifacts::{self, ArtifactContext, ArtifactSummary};
+use crate::agent::artifacts::ArtifactSummary;
 use crate::agent::{
-    pending_calls, run_agent_turn, AgentEvent, AgentMessage, AgentState, Approval, CallPlan,
-    CancelToken, Compaction, Compactor, CurrentTime, HookError, Inbox, ProviderResolver, Resolved,
-    ToolAnswers, ToolRegistry, TurnEndInfo, TurnHooks, TurnOutcome, TurnStats, UpdatePlan,
-    MOVED_ON,
+    AgentMessage, CallPlan, ProviderResolver, Resolved, ToolAnswers, TurnOutcome, TurnStats,
 };
-use crate::edge::budget::{Budget, Period};
+use crate::edge::budget::Budget;
 use crate::edge::config::Config;
-use crate::edge::conversation::replay::ChunkLog;
-use crate::edge::conversation::rules::{self, Recovery};
 use crate::edge::conversation::storage::{ObjectStorage, QueuedRow};
-use crate::edge::conversation::ui_stream::UiStream;
-use crate::edge::d1::{BudgetRead, Conversation, Store, TurnHistory, UsageRow};
+use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
-use crate::edge::platform::clock::now_ms;
-use crate::edge::platform::clock::PollClock;
-use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::resilient_provider;
-use crate::edge::platform::timers::WorkerSleeper;
-use crate::edge::protocol::{ApprovalIn, Delivery, ToolResultIn, TurnConversation};
-use crate::edge::spend::client::SpendClient;
-use crate::edge::spend::{Ask, Reply, Settle};
-use crate::llm::{
-    AssistantMessage, ContentBlock, LlmError, LlmEvent, ModelRef, Provider, StopReason, ToolDef,
-    ToolResult, Usage,
-};
+use crate::edge::protocol::{ApprovalIn, ToolResultIn, TurnConversation};
+use crate::llm::{AssistantMessage, LlmError, ModelRef, Provider, ToolDef, Usage};
 
 /// How a turn starts.
 pub enum Kickoff {

@@ -1,7 +1,10 @@
 //! The answer being streamed, saved with each batch of the replay log so a turn interrupted
 //! mid-answer keeps what it had said.
 
-use super::*;
+use crate::agent::AgentEvent;
+use crate::edge::conversation::storage::ObjectStorage;
+use crate::llm::{AssistantMessage, ContentBlock, LlmEvent, StopReason, Usage};
+use worker::console_error;
 
 /// The answer being streamed, saved with each batch of the chunk log so a turn interrupted
 /// mid-answer keeps what it had said.

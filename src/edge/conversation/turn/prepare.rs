@@ -1,7 +1,18 @@
 //! Preparing a turn: the history loaded once (with the budget, in the same round trip), the
 //! kickoff applied, the queued messages moved into D1.
 
-use super::*;
+use super::{remote_tools, Kickoff, Prepared, Ready, Start, TurnEnv};
+use crate::agent::{pending_calls, AgentMessage, Approval, ToolAnswers, MOVED_ON};
+use crate::edge::conversation::rules;
+use crate::edge::conversation::rules::Recovery;
+use crate::edge::d1::{BudgetRead, TurnHistory};
+use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
+use crate::edge::protocol::{ApprovalIn, ToolResultIn, TurnConversation};
+use crate::llm::{ModelRef, Provider, ToolDef, ToolResult};
+use std::rc::Rc;
+use worker::AbortSignal;
 
 /// Loads what the model will see (once), applies the kickoff and moves the queued messages and
 /// the turn's own into D1. `signal` is the turn's: it stops the MCP servers' listing too.

@@ -1,10 +1,28 @@
 //! Running a prepared turn: the agent loop wired to the budget resolver, compaction, the tools,
 //! the hooks and the object's inbox, its events streamed into the replay log.
 
+use super::artifact_store::{D1Artifacts, SystemPrompt};
 use super::budget_store::D1Budget;
 use super::hooks::{D1Hooks, ObjectInbox, Persisted};
 use super::partial::PartialAnswer;
-use super::*;
+use super::resolver::BudgetResolver;
+use super::{remote_tools, FixedProvider, Prepared, TurnEnv, TurnSummary};
+use crate::agent::artifacts::ArtifactContext;
+use crate::agent::{
+    artifacts, run_agent_turn, AgentEvent, AgentState, CancelToken, Compactor, CurrentTime,
+    ProviderResolver, ToolRegistry, TurnStats, UpdatePlan,
+};
+use crate::edge::conversation::replay::ChunkLog;
+use crate::edge::conversation::ui_stream::UiStream;
+use crate::edge::platform::clock::{now_ms, PollClock};
+use crate::edge::platform::ids::new_id;
+use crate::edge::platform::providers::resilient_provider;
+use crate::edge::platform::timers::WorkerSleeper;
+use crate::edge::protocol::TurnConversation;
+use crate::llm::Provider;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use worker::{console_error, AbortSignal};
 
 impl Prepared {
     /// The conversation the turn is of.

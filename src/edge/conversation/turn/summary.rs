@@ -1,6 +1,8 @@
 //! A finished turn as the JSON a `stream: false` request gets.
 
-use super::*;
+use super::TurnSummary;
+use crate::agent::AgentMessage;
+use crate::edge::config::Config;
 
 impl TurnSummary {
     /// `{messages, events, usage, cost_usd, finish_reason, error}` for `stream: false`;
@@ -46,6 +48,9 @@ impl TurnSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::{TurnOutcome, TurnStats};
+    use crate::edge::config::Config;
+    use crate::llm::{AssistantMessage, ContentBlock, StopReason, Usage};
 
     fn answer(model: &str, input_tokens: u64, output_tokens: u64) -> AgentMessage {
         AgentMessage::Assistant(AssistantMessage {
