@@ -20,6 +20,15 @@ if grep -rnE '(^|[^_a-z])worker::|use worker\b|extern crate worker' src/llm src/
   exit 1
 fi
 
+step "edge: dependencies point one way (gateway → conversation → d1, platform)"
+below_gateway="src/edge/conversation src/edge/spend src/edge/d1 src/edge/platform src/edge/protocol.rs"
+below_conversation="src/edge/spend src/edge/d1 src/edge/platform src/edge/protocol.rs"
+# shellcheck disable=SC2086
+if grep -rn 'edge::gateway' $below_gateway || grep -rn 'edge::conversation' $below_conversation; then
+  echo "nothing below the gateway imports it, nor below the conversation object" >&2
+  exit 1
+fi
+
 step "playground types (tsc --noEmit -p web)"
 node_modules/.bin/tsc -p web
 
