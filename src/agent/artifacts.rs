@@ -1,5 +1,5 @@
-//! Artifacts: versioned documents the model and the user of a conversation write together
-//!. The `artifacts` toolset, the edits it applies and the index the system
+//! Artifacts: versioned documents the model and the user of a conversation write together.
+//! The `artifacts` toolset, the edits it applies and the index the system
 //! prompt carries live here; where versions are kept is the application's [`ArtifactStore`].
 //!
 //! Every change is a new whole version; an edit that does not apply writes nothing.
