@@ -100,33 +100,31 @@ impl ProviderResolver for BudgetResolver {
             .info(self.model.model())
             .price
             .unwrap_or_default();
-        let mut ask = Ask {
-            limit_usd: budget.limit_usd,
-            period: budget.period,
-            ledger: budget.seed(),
-            input_usd: (call.input_tokens)() as f64 * price.input / 1_000_000.0,
-            usd_per_output_token: price.output / 1_000_000.0,
-            max_tokens: call.max_tokens,
-            min_tokens: MIN_TOKENS,
+        let input_usd = (call.input_tokens)() as f64 * price.input / 1_000_000.0;
+        let reserve = |budget: &Budget| {
+            let ask = Ask {
+                limit_usd: budget.limit_usd,
+                period: budget.period,
+                ledger: budget.seed(),
+                input_usd,
+                usd_per_output_token: price.output / 1_000_000.0,
+                max_tokens: call.max_tokens,
+                min_tokens: MIN_TOKENS,
+            };
+            async move {
+                self.store
+                    .reserve(&ask)
+                    .await
+                    .map_err(|e| LlmError::Config(format!("the budget could not be checked: {e}")))
+            }
         };
-        let mut reply = Reply::Reseed;
-        for again in [false, true] {
-            if again {
-                // The period turned since the turn read its budget.
-                if let Some(fresh) = self.budget(true).await? {
-                    budget = fresh;
-                }
-                ask.limit_usd = budget.limit_usd;
-                ask.period = budget.period;
-                ask.ledger = budget.seed();
+        let mut reply = reserve(&budget).await?;
+        if reply == Reply::Reseed {
+            // The period turned since the turn read its budget: read it again, once.
+            if let Some(fresh) = self.budget(true).await? {
+                budget = fresh;
             }
-            reply =
-                self.store.reserve(&ask).await.map_err(|e| {
-                    LlmError::Config(format!("the budget could not be checked: {e}"))
-                })?;
-            if reply != Reply::Reseed {
-                break;
-            }
+            reply = reserve(&budget).await?;
         }
         match reply {
             Reply::Granted {
