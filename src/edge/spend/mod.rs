@@ -120,20 +120,18 @@ impl Spend {
         let current = spend
             .as_ref()
             .is_some_and(|s| s.period == ask.period && s.period_start == start);
-        if !current {
-            if ask.ledger.period_start != start {
-                return Reply::Reseed;
-            }
-            *spend = Some(Spend {
+        if !current && ask.ledger.period_start != start {
+            return Reply::Reseed;
+        }
+        let spend = match spend {
+            Some(held) if current => held,
+            _ => spend.insert(Spend {
                 period: ask.period,
                 period_start: start,
                 spent_usd: ask.ledger.spent_usd,
                 open: vec![],
                 next: 0,
-            });
-        }
-        let Some(spend) = spend.as_mut() else {
-            return Reply::Reseed;
+            }),
         };
         spend.open.retain(|o| o.expires_at > now_ms);
         let committed_usd = spend.spent_usd + spend.open.iter().map(|o| o.usd).sum::<f64>();
