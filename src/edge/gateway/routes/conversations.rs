@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use worker::{Env, Request, Response};
 
-use super::{not_found, owned};
+use super::owned;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{is_conversation_id, Conversation, Store};
@@ -217,7 +217,7 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
         worker::console_error!("forgetting deleted conversation {id}: {e}");
     }
     if !deleted {
-        return Err(not_found(id));
+        return Err(ApiError::conversation_not_found(id));
     }
     Ok(Response::empty()?.with_status(204))
 }

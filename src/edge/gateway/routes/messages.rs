@@ -5,7 +5,7 @@ use serde::Deserialize;
 use worker::{Env, Request, Response};
 
 use super::client_tools::{client_tools, yes, ClientTool};
-use super::{not_found, owned};
+use super::owned;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
@@ -305,7 +305,7 @@ pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Resp
     let conversation = store
         .conversation(user, id)
         .await?
-        .ok_or_else(|| not_found(id))?;
+        .ok_or_else(|| ApiError::conversation_not_found(id))?;
     let id = conversation.id.as_str();
     let mut after = 0i64;
     let mut limit = 100i64;

@@ -57,9 +57,5 @@ pub(crate) async fn owned(
     crate::edge::d1::Store::from_env(env)?
         .conversation(user, id)
         .await?
-        .ok_or_else(|| not_found(id))
-}
-
-pub(crate) fn not_found(id: &str) -> crate::edge::error::ApiError {
-    crate::edge::error::ApiError::conversation_not_found(id)
+        .ok_or_else(|| crate::edge::error::ApiError::conversation_not_found(id))
 }
