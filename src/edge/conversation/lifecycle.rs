@@ -275,17 +275,8 @@ impl Object {
             return;
         };
         self.state.wait_until(async move {
-            let noted = match new_id() {
-                Ok(id) => {
-                    let event = AgentMessage::SystemEvent { text };
-                    turn_env
-                        .store
-                        .append_message(&conversation.id, &id, &event, now_ms())
-                        .await
-                }
-                Err(e) => Err(e),
-            };
-            if let Err(e) = noted {
+            let event = AgentMessage::SystemEvent { text };
+            if let Err(e) = turn_env.store.append_new(&conversation.id, &event).await {
                 console_error!("noting the failed starts of {}: {e}", conversation.id);
             }
         });

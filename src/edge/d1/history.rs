@@ -13,6 +13,8 @@ use crate::agent::artifacts::ArtifactSummary;
 use crate::agent::AgentMessage;
 use crate::edge::budget::Budget;
 use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
 
 #[derive(Deserialize)]
 struct Seq {
@@ -111,6 +113,16 @@ impl Store {
         now_ms: i64,
     ) -> Result<i64, ApiError> {
         self.append(conversation_id, message_id, message, None, now_ms)
+            .await
+    }
+
+    /// Appends `message` under a new id, now (a message no client named).
+    pub async fn append_new(
+        &self,
+        conversation_id: &str,
+        message: &AgentMessage,
+    ) -> Result<i64, ApiError> {
+        self.append_message(conversation_id, &new_id()?, message, now_ms())
             .await
     }
 

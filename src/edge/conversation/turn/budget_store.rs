@@ -7,7 +7,6 @@ use crate::edge::budget::{Budget, Period};
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::platform::ids::new_id;
 use crate::edge::spend::client::SpendClient;
 use crate::edge::spend::{Ask, Reply, Settle};
 use async_trait::async_trait;
@@ -50,15 +49,7 @@ impl BudgetStore for D1Budget {
     }
 
     async fn note(&self, message: AgentMessage) {
-        let stored = match new_id() {
-            Ok(id) => {
-                self.store
-                    .append_message(&self.conversation_id, &id, &message, now_ms())
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        if let Err(e) = stored {
+        if let Err(e) = self.store.append_new(&self.conversation_id, &message).await {
             console_error!("storing a budget note: {e}");
         }
     }

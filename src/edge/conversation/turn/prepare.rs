@@ -8,7 +8,6 @@ use crate::edge::conversation::rules::Recovery;
 use crate::edge::d1::{BudgetRead, TurnHistory};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::{ApprovalIn, ToolResultIn, TurnConversation};
 use crate::llm::{ModelRef, Provider, ToolDef, ToolResult};
 use std::rc::Rc;
@@ -106,17 +105,13 @@ pub async fn prepare(
                 Recovery::Continue(messages) => messages,
             };
             for m in messages.into_iter().chain([rules::given_up_note()]) {
-                store.append_message(id, &new_id()?, &m, now_ms()).await?;
+                store.append_new(id, &m).await?;
             }
             return Ok(Ready::Nothing);
         }
     }
     for message in recovered {
-        seqs.push(Some(
-            store
-                .append_message(id, &new_id()?, &message, now_ms())
-                .await?,
-        ));
+        seqs.push(Some(store.append_new(id, &message).await?));
         history.push(message);
     }
 
@@ -133,9 +128,7 @@ pub async fn prepare(
                 content: MOVED_ON.to_string(),
                 is_error: true,
             });
-            let seq = store
-                .append_message(id, &new_id()?, &result, now_ms())
-                .await?;
+            let seq = store.append_new(id, &result).await?;
             history.push(result);
             seqs.push(Some(seq));
         }
