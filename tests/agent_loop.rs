@@ -8,7 +8,7 @@ use support::*;
 use std::rc::Rc;
 
 use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, LocalInbox, ToolRegistry, TurnOutcome,
+    run_agent_turn, AgentMessage, AgentState, LocalQueues, ToolRegistry, TurnOutcome,
     SKIPPED_FOR_STEERING,
 };
 use edge_agent::llm::Message;
@@ -19,10 +19,10 @@ fn run(
     provider: &Rc<Scripted>,
     tools: &ToolRegistry,
     hooks: &Recorder,
-    inbox: Rc<LocalInbox>,
+    queues: Rc<LocalQueues>,
 ) -> (TurnOutcome, Vec<String>, AgentState) {
     let mut state = AgentState::new(Some("be brief".into()), vec![AgentMessage::user_text("hi")]);
-    state.inbox = inbox;
+    state.queues = queues;
     run_turn(&Resolver(provider.clone()), tools, hooks, state)
 }
 
@@ -89,11 +89,11 @@ fn tool_round_trip_runs_current_time_and_calls_the_llm_again() {
 
 #[test]
 fn steering_between_two_tool_calls_skips_the_rest_and_records_skipped_results() {
-    let inbox = Rc::new(LocalInbox::default());
+    let queues = Rc::new(LocalQueues::default());
     let mut tools = current_time_registry();
     tools.register_server_tool(Box::new(SteersWhileRunning {
         def: tool_def("fetch_weather"),
-        inbox: inbox.clone(),
+        queues: queues.clone(),
         message: "stop, use Celsius",
         output: "first tool ran",
     }));
@@ -106,7 +106,7 @@ fn steering_between_two_tool_calls_skips_the_rest_and_records_skipped_results() 
         text("OK, Celsius."),
     ]);
     let hooks = Recorder::default();
-    let (outcome, events, state) = run(&provider, &tools, &hooks, inbox);
+    let (outcome, events, state) = run(&provider, &tools, &hooks, queues);
     assert_eq!(outcome, TurnOutcome::Completed);
     assert!(events.contains(&"tool fetch_weather error=false".to_string()));
     assert!(
@@ -159,11 +159,11 @@ fn steering_between_two_tool_calls_skips_the_rest_and_records_skipped_results() 
 
 #[test]
 fn a_followup_waiting_at_the_end_starts_another_round() {
-    let inbox = Rc::new(LocalInbox::default());
-    inbox.enqueue_followup(AgentMessage::user_text("and tomorrow?"));
+    let queues = Rc::new(LocalQueues::default());
+    queues.enqueue_followup(AgentMessage::user_text("and tomorrow?"));
     let provider = Scripted::new(vec![text("Today is fine."), text("Tomorrow too.")]);
     let hooks = Recorder::default();
-    let (outcome, events, state) = run(&provider, &ToolRegistry::new(), &hooks, inbox);
+    let (outcome, events, state) = run(&provider, &ToolRegistry::new(), &hooks, queues);
     assert_eq!(outcome, TurnOutcome::Completed);
     assert_eq!(kinds(&state), ["user", "assistant", "user", "assistant"]);
     assert!(events.contains(&"steering skipped=[] messages=1".to_string()));

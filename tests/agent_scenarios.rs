@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, CallPlan, LocalInbox, ProviderResolver, Resolved,
+    run_agent_turn, AgentMessage, AgentState, CallPlan, LocalQueues, ProviderResolver, Resolved,
     ServerTool, ToolRegistry, TurnOutcome,
 };
 use edge_agent::llm::{
@@ -89,10 +89,10 @@ fn three_lookups() -> Rc<Scripted> {
 fn run(
     provider: &Rc<Scripted>,
     tools: &ToolRegistry,
-    inbox: Rc<LocalInbox>,
+    queues: Rc<LocalQueues>,
 ) -> (TurnOutcome, Vec<String>, AgentState) {
     let mut state = asking("go");
-    state.inbox = inbox;
+    state.queues = queues;
     run_turn(
         &Resolver(provider.clone()),
         tools,
@@ -136,11 +136,11 @@ fn tools_that_do_not_allow_it_run_one_after_another() {
 
 #[test]
 fn steering_arriving_during_the_last_tool_skips_nothing_and_joins_before_the_next_call() {
-    let inbox = Rc::new(LocalInbox::default());
+    let queues = Rc::new(LocalQueues::default());
     let mut tools = current_time_registry();
     tools.register_server_tool(Box::new(SteersWhileRunning {
         def: tool_def("weather"),
-        inbox: inbox.clone(),
+        queues: queues.clone(),
         message: "also check Bergen",
         output: "Oslo: 4C",
     }));
@@ -151,7 +151,7 @@ fn steering_arriving_during_the_last_tool_skips_nothing_and_joins_before_the_nex
         ]),
         text("Oslo 4C; Bergen next."),
     ]);
-    let (outcome, events, state) = run(&provider, &tools, inbox);
+    let (outcome, events, state) = run(&provider, &tools, queues);
     assert_eq!(outcome, TurnOutcome::Completed);
     assert!(
         events.contains(&"steering skipped=[] messages=1".to_string()),
@@ -178,7 +178,7 @@ fn steering_arriving_during_the_last_tool_skips_nothing_and_joins_before_the_nex
 /// A provider that, while it answers, lets a follow-up arrive.
 struct FollowupWhileAnswering {
     inner: Rc<Scripted>,
-    inbox: Rc<LocalInbox>,
+    queues: Rc<LocalQueues>,
     sent: Cell<bool>,
 }
 
@@ -196,7 +196,7 @@ impl Provider for FollowupWhileAnswering {
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
         if !self.sent.replace(true) {
-            self.inbox
+            self.queues
                 .enqueue_followup(AgentMessage::user_text("and in Fahrenheit?"));
         }
         self.inner.stream(request, on_event).await
@@ -217,15 +217,15 @@ impl ProviderResolver for Fixed {
 
 #[test]
 fn a_followup_arriving_while_the_model_answers_starts_another_round() {
-    let inbox = Rc::new(LocalInbox::default());
+    let queues = Rc::new(LocalQueues::default());
     let inner = Scripted::new(vec![text("4C."), text("39F.")]);
     let provider = Rc::new(FollowupWhileAnswering {
         inner: inner.clone(),
-        inbox: inbox.clone(),
+        queues: queues.clone(),
         sent: Cell::new(false),
     });
     let mut state = AgentState::new(None, vec![AgentMessage::user_text("temperature?")]);
-    state.inbox = inbox;
+    state.queues = queues;
     let mut events = vec![];
     let outcome = futures::executor::block_on(run_agent_turn(
         &Fixed(provider),

@@ -226,12 +226,12 @@ mod toolsets {
                 .collect()
         }));
         tools.merge_client_tools([tool_def("show_map")]);
-        let inbox = Rc::new(edge_agent::agent::LocalInbox::default());
-        inbox.enqueue_followup(AgentMessage::user_text("now the travel part"));
+        let queues = Rc::new(edge_agent::agent::LocalQueues::default());
+        queues.enqueue_followup(AgentMessage::user_text("now the travel part"));
         let provider = Scripted::new(vec![text("Sunny."), text("Booked.")]);
         let mut state =
             AgentState::new(None, vec![AgentMessage::user_text("what is the weather?")]);
-        state.inbox = inbox;
+        state.queues = queues;
         futures::executor::block_on(run_agent_turn(
             &Resolver(provider.clone()),
             &mut state,

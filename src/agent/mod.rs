@@ -3,7 +3,7 @@
 //! [`run_agent_turn`] runs one turn: it calls the LLM, stores each message through the hooks as it
 //! is produced, runs server tools, injects steering messages between tool calls, takes follow-ups
 //! when it would end, and repeats until the model stops or a limit is hit. It knows nothing of D1,
-//! Durable Objects or HTTP; the application plugs in through [`TurnHooks`], [`Inbox`],
+//! Durable Objects or HTTP; the application plugs in through [`TurnHooks`], [`Queues`],
 //! [`ProviderResolver`] and [`ContextTransform`].
 //!
 //! Vocabulary: a *turn* is one run of the loop (one user request); each LLM call inside it is
@@ -28,7 +28,7 @@ pub use event::AgentEvent;
 pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
-pub use state::{AgentState, Approval, CancelToken, Inbox, LocalInbox, ToolAnswers};
+pub use state::{AgentState, Approval, CancelToken, LocalQueues, Queues, ToolAnswers};
 pub use stats::{CallStats, TurnStats};
 pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{

@@ -1,5 +1,5 @@
 //! `AgentState`: what one turn works on, rebuilt from storage for every request, and the
-//! `Inbox` through which messages sent during the turn reach it.
+//! `Queues` through which messages sent during the turn reach it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -13,7 +13,7 @@ use crate::llm::{Sleeper, Usage};
 
 /// Where messages sent while a turn runs wait for it.
 #[async_trait(?Send)]
-pub trait Inbox {
+pub trait Queues {
     /// Steering messages, checked before each tool call. Taking them removes them.
     async fn drain_steering(&self) -> Vec<AgentMessage>;
 
@@ -23,14 +23,14 @@ pub trait Inbox {
     async fn drain_at_end(&self) -> Vec<AgentMessage>;
 }
 
-/// An in-memory inbox, for native use and tests.
+/// In-memory queues, for native use and tests.
 #[derive(Default)]
-pub struct LocalInbox {
+pub struct LocalQueues {
     steering: RefCell<Vec<AgentMessage>>,
     followup: RefCell<Vec<AgentMessage>>,
 }
 
-impl LocalInbox {
+impl LocalQueues {
     pub fn enqueue_steering(&self, message: AgentMessage) {
         self.steering.borrow_mut().push(message);
     }
@@ -41,7 +41,7 @@ impl LocalInbox {
 }
 
 #[async_trait(?Send)]
-impl Inbox for LocalInbox {
+impl Queues for LocalQueues {
     async fn drain_steering(&self) -> Vec<AgentMessage> {
         std::mem::take(&mut *self.steering.borrow_mut())
     }
@@ -113,7 +113,7 @@ pub struct AgentState {
     /// LLM calls made so far in this turn.
     pub llm_calls: u32,
     pub total_usage: Usage,
-    pub inbox: Rc<dyn Inbox>,
+    pub queues: Rc<dyn Queues>,
 }
 
 impl AgentState {
@@ -137,7 +137,7 @@ impl AgentState {
             temperature: None,
             llm_calls: 0,
             total_usage: Usage::default(),
-            inbox: Rc::new(LocalInbox::default()),
+            queues: Rc::new(LocalQueues::default()),
         }
     }
 }

@@ -7,7 +7,7 @@
 //!   compact if the history is too long; convert it for the LLM, hand it over, transform
 //!   recite the plan; call the LLM, streaming its events through
 //!   store the answer (on_message), on_turn_end (false stops)
-//!   no tool calls: drain the inbox at the end; nothing there ends the turn
+//!   no tool calls: drain the queues at the end; nothing there ends the turn
 //!   for each tool call: drain steering first (a message skips the rest), then run it;
 //!   client tools and unapproved calls pause the turn
 //! ```
@@ -79,7 +79,7 @@ pub trait ContextTransform {
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnOutcome {
-    /// The model finished and nothing was waiting in the inbox.
+    /// The model finished and nothing was waiting in the queues.
     Completed,
     /// `on_turn_end` asked to stop.
     Stopped,
@@ -120,7 +120,7 @@ pub async fn run_agent_turn(
             }
             pending.clear();
             // A message that arrived during the last tool joins before the next call.
-            let steering = state.inbox.drain_steering().await;
+            let steering = state.queues.drain_steering().await;
             if !steering.is_empty() {
                 inject(state, hooks, emit, &[], steering).await;
             }
@@ -304,7 +304,7 @@ pub async fn run_agent_turn(
 
         pending = answer.tool_calls().cloned().collect();
         if pending.is_empty() {
-            let waiting = state.inbox.drain_at_end().await;
+            let waiting = state.queues.drain_at_end().await;
             if waiting.is_empty() {
                 done(state, emit);
                 return TurnOutcome::Completed;
@@ -376,7 +376,7 @@ async fn run_tools(
             }
             return Some(TurnOutcome::Cancelled);
         }
-        let steering = state.inbox.drain_steering().await;
+        let steering = state.queues.drain_steering().await;
         if !steering.is_empty() {
             let skipped = &calls[i - 1..];
             for call in skipped {

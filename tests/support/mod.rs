@@ -9,7 +9,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use edge_agent::agent::{
     run_agent_turn, AgentEvent, AgentMessage, AgentState, CallPlan, CurrentTime, HookError,
-    LocalInbox, ProviderResolver, Resolved, ServerTool, ToolRegistry, TurnEndInfo, TurnHooks,
+    LocalQueues, ProviderResolver, Resolved, ServerTool, ToolRegistry, TurnEndInfo, TurnHooks,
     TurnOutcome,
 };
 use edge_agent::llm::{
@@ -230,7 +230,7 @@ pub fn asking(text: &str) -> AgentState {
 /// A tool that, while it runs, lets a steering message arrive.
 pub struct SteersWhileRunning {
     pub def: ToolDef,
-    pub inbox: Rc<LocalInbox>,
+    pub queues: Rc<LocalQueues>,
     pub message: &'static str,
     pub output: &'static str,
 }
@@ -242,7 +242,7 @@ impl ServerTool for SteersWhileRunning {
     }
 
     async fn call(&self, _: &Map<String, Value>) -> Result<Value, String> {
-        self.inbox
+        self.queues
             .enqueue_steering(AgentMessage::user_text(self.message));
         Ok(json!(self.output))
     }

@@ -220,13 +220,13 @@ const GATHER_MS: i64 = 3;
 /// chunk, a `read()` promise, a crossing into wasm and a wake and poll of the turn's task:
 /// profiled under workerd, about ten times the decoding.
 pub(crate) struct Piped {
-    inbox: Rc<RefCell<Inbox>>,
+    received: Rc<RefCell<Received>>,
     _write: Closure<dyn FnMut(JsValue, u32, f64)>,
     _gathered: Closure<dyn FnMut()>,
 }
 
 #[derive(Default)]
-struct Inbox {
+struct Received {
     bytes: Vec<u8>,
     /// When the reader was last woken for bytes (`now_ms()`; 0 before the first).
     woken_at: i64,
@@ -237,7 +237,7 @@ struct Inbox {
     reader: Option<Waker>,
 }
 
-impl Inbox {
+impl Received {
     fn wake(&mut self) {
         if let Some(reader) = self.reader.take() {
             reader.wake();
@@ -266,55 +266,55 @@ fn global() -> web_sys::WorkerGlobalScope {
 
 impl Piped {
     pub(crate) fn new(body: &web_sys::ReadableStream) -> Result<Self, String> {
-        let inbox = Rc::new(RefCell::new(Inbox::default()));
-        let window = Rc::clone(&inbox);
+        let received = Rc::new(RefCell::new(Received::default()));
+        let window = Rc::clone(&received);
         let gathered = Closure::<dyn FnMut()>::new(move || {
-            let mut inbox = window.borrow_mut();
-            inbox.timer = None;
-            inbox.woken_at = now_ms();
-            inbox.wake();
+            let mut received = window.borrow_mut();
+            received.timer = None;
+            received.woken_at = now_ms();
+            received.wake();
         });
         let gathered_fn: js_sys::Function = gathered.as_ref().clone().unchecked_into();
-        let sink_inbox = Rc::clone(&inbox);
+        let sink_received = Rc::clone(&received);
         let write = Closure::<dyn FnMut(JsValue, u32, f64)>::new(
             move |chunk: JsValue, length: u32, at: f64| {
                 // `bulk_read.js` hands `Uint8Array`s, their length and the time they came: no new
                 // view, and one call out per read (the copy) rather than three.
                 let chunk: js_sys::Uint8Array = chunk.unchecked_into();
-                let mut inbox = sink_inbox.borrow_mut();
-                let start = inbox.bytes.len();
-                inbox.bytes.resize(start + length as usize, 0);
-                copy_into(&mut inbox.bytes[start..], &chunk);
-                if inbox.timer.is_some() {
+                let mut received = sink_received.borrow_mut();
+                let start = received.bytes.len();
+                received.bytes.resize(start + length as usize, 0);
+                copy_into(&mut received.bytes[start..], &chunk);
+                if received.timer.is_some() {
                     return;
                 }
                 // The clock only moves on I/O: bytes that came in the same instant as the last
                 // wake are part of a burst.
                 let at = at as i64;
-                if at - inbox.woken_at >= GATHER_MS {
-                    inbox.woken_at = at;
-                    inbox.wake();
+                if at - received.woken_at >= GATHER_MS {
+                    received.woken_at = at;
+                    received.wake();
                     return;
                 }
-                let wait = (inbox.woken_at + GATHER_MS - at) as i32;
-                inbox.timer = global()
+                let wait = (received.woken_at + GATHER_MS - at) as i32;
+                received.timer = global()
                     .set_timeout_with_callback_and_timeout_and_arguments_0(&gathered_fn, wait)
                     .ok();
-                if inbox.timer.is_none() {
-                    inbox.wake();
+                if received.timer.is_none() {
+                    received.wake();
                 }
             },
         );
         let piped = pump(body, write.as_ref().unchecked_ref());
-        let end = Rc::clone(&inbox);
+        let end = Rc::clone(&received);
         wasm_bindgen_futures::spawn_local(async move {
             let result = wasm_bindgen_futures::JsFuture::from(piped).await;
-            let mut inbox = end.borrow_mut();
-            if let Some(timer) = inbox.timer.take() {
+            let mut received = end.borrow_mut();
+            if let Some(timer) = received.timer.take() {
                 global().clear_timeout_with_handle(timer);
             }
             match result {
-                Ok(_) => inbox.ended = true,
+                Ok(_) => received.ended = true,
                 // A cancelled turn aborts its fetch: the body just ends, as `ByteStream` has it.
                 Err(e) => {
                     let message = js_sys::Error::from(e)
@@ -322,9 +322,9 @@ impl Piped {
                         .as_string()
                         .unwrap_or_default();
                     if message == "aborted" || message.contains("The operation was aborted") {
-                        inbox.ended = true;
+                        received.ended = true;
                     } else {
-                        inbox.failed = Some(if message.is_empty() {
+                        received.failed = Some(if message.is_empty() {
                             "the response body failed".into()
                         } else {
                             message
@@ -332,10 +332,10 @@ impl Piped {
                     }
                 }
             }
-            inbox.wake();
+            received.wake();
         });
         Ok(Self {
-            inbox,
+            received,
             _write: write,
             _gathered: gathered,
         })
@@ -346,18 +346,18 @@ impl Stream for Piped {
     type Item = Result<Vec<u8>, String>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut inbox = self.inbox.borrow_mut();
-        if !inbox.bytes.is_empty() {
-            return Poll::Ready(Some(Ok(std::mem::take(&mut inbox.bytes))));
+        let mut received = self.received.borrow_mut();
+        if !received.bytes.is_empty() {
+            return Poll::Ready(Some(Ok(std::mem::take(&mut received.bytes))));
         }
-        if let Some(failed) = inbox.failed.take() {
-            inbox.ended = true;
+        if let Some(failed) = received.failed.take() {
+            received.ended = true;
             return Poll::Ready(Some(Err(failed)));
         }
-        if inbox.ended {
+        if received.ended {
             return Poll::Ready(None);
         }
-        inbox.reader = Some(cx.waker().clone());
+        received.reader = Some(cx.waker().clone());
         Poll::Pending
     }
 }
@@ -365,7 +365,7 @@ impl Stream for Piped {
 impl Drop for Piped {
     fn drop(&mut self) {
         // The timer's callback is about to be freed with us: it must not fire.
-        if let Some(timer) = self.inbox.borrow_mut().timer.take() {
+        if let Some(timer) = self.received.borrow_mut().timer.take() {
             global().clear_timeout_with_handle(timer);
         }
     }

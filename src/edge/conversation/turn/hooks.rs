@@ -1,8 +1,8 @@
 //! The turn's hooks: every message stored in D1 as it is produced (an answer with its ledger
-//! row), compactions recorded; and the object's queue as the loop's inbox.
+//! row), compactions recorded; and the object's inbox table as the loop's queues.
 
 use super::artifact_store::SystemPrompt;
-use crate::agent::{AgentMessage, Compaction, HookError, Inbox, TurnEndInfo, TurnHooks};
+use crate::agent::{AgentMessage, Compaction, HookError, Queues, TurnEndInfo, TurnHooks};
 use crate::edge::config::Config;
 use crate::edge::conversation::storage::ObjectStorage;
 use crate::edge::conversation::turn::{HashSet, VecDeque};
@@ -16,8 +16,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use worker::{console_error, console_warn};
 
-/// What the hooks and the inbox share: the D1 sequence number of each message of the turn's
-/// history (in the agent's order, for compaction), and the queued messages the inbox handed to
+/// What the hooks and the queues share: the D1 sequence number of each message of the turn's
+/// history (in the agent's order, for compaction), and the queued messages the queues handed to
 /// the loop, which the loop passes to `on_message` next, in its own order (after the results of
 /// calls a steering message skipped).
 pub(super) struct Persisted {
@@ -165,12 +165,12 @@ impl TurnHooks for D1Hooks {
 
 /// The object's queue, seen from the running turn. Taking a message hands it to the loop; it
 /// stays queued until `on_message` has stored it.
-pub(super) struct ObjectInbox {
+pub(super) struct ObjectQueues {
     pub(super) storage: Rc<ObjectStorage>,
     pub(super) persisted: Rc<Persisted>,
 }
 
-impl ObjectInbox {
+impl ObjectQueues {
     fn take(&self, only: Option<Delivery>) -> Vec<AgentMessage> {
         let rows = match self.storage.queued(only) {
             Ok(rows) => rows,
@@ -198,7 +198,7 @@ impl ObjectInbox {
 }
 
 #[async_trait(?Send)]
-impl Inbox for ObjectInbox {
+impl Queues for ObjectQueues {
     async fn drain_steering(&self) -> Vec<AgentMessage> {
         self.take(Some(Delivery::Steering))
     }

@@ -1,11 +1,11 @@
 //! One agent turn, run by the conversation object: prepared from D1 and the object's queue, run
-//! with the D1 hooks, the object's inbox, the provider for the conversation's model and
+//! with the D1 hooks, the object's queues, the provider for the conversation's model and
 //! compaction, and streamed into the object's chunk log.
 //!
 //! - `mod.rs`: what a turn starts from and is run with; the model it calls
 //! - `prepare`: loading the history and applying how the turn starts
 //! - `run`: the agent loop wired to the object, the hooks and the stream
-//! - `hooks`: every message stored as it is produced; the object's queue as the loop's inbox
+//! - `hooks`: every message stored as it is produced; the object's inbox as the loop's queues
 //! - [`resolver`], `budget_store`: the budget before every call
 //! - `partial`: the answer being streamed, kept for recovery; `summary`: the turn as JSON
 //! - `artifact_store`, `remote_tools`: the artifact tools' D1 store, HTTP and MCP tools

@@ -1,9 +1,9 @@
 //! Running a prepared turn: the agent loop wired to the budget resolver, compaction, the tools,
-//! the hooks and the object's inbox, its events streamed into the replay log.
+//! the hooks and the object's queues, its events streamed into the replay log.
 
 use super::artifact_store::{D1Artifacts, SystemPrompt};
 use super::budget_store::D1Budget;
-use super::hooks::{D1Hooks, ObjectInbox, Persisted};
+use super::hooks::{D1Hooks, ObjectQueues, Persisted};
 use super::partial::PartialAnswer;
 use super::resolver::BudgetResolver;
 use super::{remote_tools, FixedProvider, Prepared, TurnEnv, TurnSummary};
@@ -117,7 +117,7 @@ impl Prepared {
             handed_over: RefCell::default(),
             taken: RefCell::default(),
         });
-        state.inbox = Rc::new(ObjectInbox {
+        state.queues = Rc::new(ObjectQueues {
             storage: turn_env.storage.clone(),
             persisted: persisted.clone(),
         });
