@@ -170,23 +170,39 @@ impl Object {
             &claimed.signal,
         )
         .await;
-        match prepared {
-            Ok(Ready::Run(prepared)) => {
-                claimed.announce();
-                self.run(turn_env, claimed, *prepared, None)
+        if let Ok(Some(prepared)) = self.settle_prepared(&claimed, prepared, Some(&conversation.id))
+        {
+            claimed.announce();
+            self.run(turn_env, claimed, *prepared, None)
+        }
+    }
+
+    /// Settles the ways a prepared turn may not run: nothing to answer (the turn is finished,
+    /// `Ok(None)`) or a failure (the turn is abandoned, `Err`). With `streamed` (the
+    /// conversation's id) the failure is logged and a reader of the stream learns why it ends;
+    /// otherwise the caller answers with the error.
+    pub(super) fn settle_prepared(
+        self: &Rc<Self>,
+        claimed: &Claimed,
+        ready: std::result::Result<Ready, ApiError>,
+        streamed: Option<&str>,
+    ) -> std::result::Result<Option<Box<Prepared>>, ApiError> {
+        match ready {
+            Ok(Ready::Run(prepared)) => Ok(Some(prepared)),
+            Ok(Ready::Nothing) => {
+                self.finish(claimed, &TurnOutcome::Completed, &[]);
+                Ok(None)
             }
-            Ok(Ready::Nothing) => self.finish(&claimed, &TurnOutcome::Completed, &[]),
             Err(e) => {
-                console_error!(
-                    "{}",
-                    e.log_line(claimed.reference(), "turn", &conversation.id)
-                );
-                // Whoever reads the stream learns why it ends.
-                claimed.announce();
-                let mut out = String::new();
-                ui_stream::failed_to_start(&e.public_message(claimed.reference()), &mut out);
-                claimed.log.push(&out, now_ms());
-                self.abandon(&claimed, &e);
+                if let Some(conversation) = streamed {
+                    console_error!("{}", e.log_line(claimed.reference(), "turn", conversation));
+                    claimed.announce();
+                    let mut out = String::new();
+                    ui_stream::failed_to_start(&e.public_message(claimed.reference()), &mut out);
+                    claimed.log.push(&out, now_ms());
+                }
+                self.abandon(claimed, &e);
+                Err(e)
             }
         }
     }

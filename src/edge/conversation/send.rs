@@ -3,11 +3,10 @@
 
 use super::sse::sse;
 use super::{Object, MAX_QUEUED};
-use crate::agent::TurnOutcome;
 use crate::edge::conversation::replay::NoReader;
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
-use crate::edge::conversation::turn::{choose_model, prepare, Kickoff, Ready, Start};
+use crate::edge::conversation::turn::{choose_model, prepare, Kickoff, Start};
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
 use crate::edge::error::ApiError;
 use crate::edge::json_response;
@@ -238,16 +237,8 @@ impl Object {
             &claimed.signal,
         )
         .await;
-        let prepared = match ready {
-            Ok(Ready::Run(prepared)) => prepared,
-            Ok(Ready::Nothing) => {
-                self.finish(&claimed, &TurnOutcome::Completed, &[]);
-                return Ok(Response::empty()?.with_status(204));
-            }
-            Err(e) => {
-                self.abandon(&claimed, &e);
-                return Err(e);
-            }
+        let Some(prepared) = self.settle_prepared(&claimed, ready, None)? else {
+            return Ok(Response::empty()?.with_status(204));
         };
         claimed.announce();
         let (summary_tx, summary_rx) = oneshot::channel();
