@@ -13,37 +13,11 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
+use crate::edge::config::access::{AuthConfig, ANONYMOUS, KEY_USER_PREFIX};
 use crate::edge::error::ApiError;
-
-pub const ANONYMOUS: &str = "anonymous";
-
-/// The namespace of users a server key acts as.
-pub const KEY_USER_PREFIX: &str = "key:";
 
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_S: i64 = 30;
-
-/// A server key from `API_KEYS`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiKey {
-    /// The user it acts as, `key:<name>`.
-    pub user: String,
-    pub key: String,
-    /// May use the admin routes (an entry ending in `:admin`).
-    pub admin: bool,
-}
-
-/// The settings that decide who may call.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AuthConfig {
-    pub jwt_secret: Option<String>,
-    pub api_keys: Vec<ApiKey>,
-    pub allow_anonymous: bool,
-    /// `JWT_ISSUER`: when set, a JWT's `iss` must equal it.
-    pub jwt_issuer: Option<String>,
-    /// `JWT_AUDIENCE`: when set, a JWT's `aud` (a string or a list) must contain it.
-    pub jwt_audience: Option<String>,
-}
 
 /// Who a request acts for.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,30 +28,6 @@ pub struct Caller {
 }
 
 impl AuthConfig {
-    /// Parses `API_KEYS`: comma-separated `name:key`, a bare `key` (the name `api`), either
-    /// followed by `:admin` for a key that may use the admin routes.
-    pub fn parse_api_keys(list: &str) -> Vec<ApiKey> {
-        list.split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-            .map(|entry| {
-                let (entry, admin) = match entry.strip_suffix(":admin") {
-                    Some(rest) if !rest.is_empty() => (rest, true),
-                    _ => (entry, false),
-                };
-                let (name, key) = match entry.split_once(':') {
-                    Some((name, key)) if !name.is_empty() && !key.is_empty() => (name, key),
-                    _ => ("api", entry),
-                };
-                ApiKey {
-                    user: format!("{KEY_USER_PREFIX}{name}"),
-                    key: key.to_string(),
-                    admin,
-                }
-            })
-            .collect()
-    }
-
     /// The user behind an `Authorization` header value (or its absence), at `now_s`.
     pub fn user(&self, authorization: Option<&str>, now_s: i64) -> Result<String, ApiError> {
         self.caller(authorization, now_s).map(|c| c.user)

@@ -2,34 +2,9 @@
 //! or `*`). Preflight requests are answered here, before authentication (browsers send them
 //! without credentials). Pure logic, tested natively.
 
-/// Which origins may call.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum CorsOrigins {
-    /// No browser origin may call (the default).
-    #[default]
-    None,
-    Any,
-    List(Vec<String>),
-}
+use crate::edge::config::access::CorsOrigins;
 
 impl CorsOrigins {
-    pub fn parse(value: &str) -> Self {
-        let value = value.trim();
-        if value == "*" {
-            return CorsOrigins::Any;
-        }
-        let list: Vec<String> = value
-            .split(',')
-            .map(|o| o.trim().trim_end_matches('/').to_string())
-            .filter(|o| !o.is_empty())
-            .collect();
-        if list.is_empty() {
-            CorsOrigins::None
-        } else {
-            CorsOrigins::List(list)
-        }
-    }
-
     /// The `Access-Control-Allow-Origin` value for a request from `origin`, if it is allowed.
     fn allow(&self, origin: &str) -> Option<String> {
         match self {

@@ -79,7 +79,7 @@ async fn route(
     let config = match config {
         Ok(config) => config,
         Err(broken) => {
-            crate::edge::config::auth_from_lookup(|name| {
+            crate::edge::config::access::auth_from_lookup(|name| {
                 env.var(name).ok().map(|v| v.to_string())
             })?
             .caller(authorization.as_deref(), now_ms() / 1000)?;

@@ -1,0 +1,153 @@
+//! The configuration parsed from sample environments: defaults, every variable's errors.
+
+use super::*;
+
+fn config(vars: &[(&str, &str)]) -> Result<Config, ApiError> {
+    Config::from_lookup(|name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    })
+}
+
+#[test]
+fn defaults_apply_when_nothing_is_set() {
+    let c = config(&[]).unwrap();
+    assert_eq!(c.default_model.to_string(), DEFAULT_MODEL);
+    assert_eq!(c.max_llm_calls, 10);
+    assert_eq!(c.openai_base_url, None);
+    assert!(c.fallback_models.is_empty());
+    assert_eq!(c.compact_threshold, 0.8);
+    assert!(c.models.custom.is_empty());
+    assert!(
+        !c.auth.allow_anonymous,
+        "anonymous access is off unless asked for"
+    );
+}
+
+#[test]
+fn http_tools_read_their_secrets_and_bad_ones_name_the_tool() {
+    let tool = r#"[{"name": "weather", "description": "d", "url": "https://w.example/",
+        "input_schema": {"type": "object"}, "headers": {"x-key": "secret:W_KEY"}}]"#;
+    let c = config(&[("HTTP_TOOLS", tool), ("W_KEY", "k1")]).unwrap();
+    assert_eq!(c.http_tools[0].name, "weather");
+    assert_eq!(
+        c.tool_secrets,
+        vec![("W_KEY".to_string(), "k1".to_string())]
+    );
+    let e = config(&[("HTTP_TOOLS", tool)]).unwrap_err().to_string();
+    assert!(
+        e.contains("HTTP_TOOLS") && e.contains("`weather`") && e.contains("`W_KEY`"),
+        "{e}"
+    );
+    let clash = tool.replace("weather", "current_time");
+    let e = config(&[("HTTP_TOOLS", &clash), ("W_KEY", "k")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("built-in"), "{e}");
+    assert!(!config(&[]).unwrap().allow_private_tool_hosts);
+}
+
+#[test]
+fn with_budgets_on_every_model_has_a_price_or_is_refused() {
+    let model = |id: &str| ModelRef::parse(id).unwrap();
+    let free = config(&[]).unwrap();
+    assert!(free.check_model(&model("openai:o3")).is_ok());
+    let budgets = config(&[("USER_BUDGET_USD", "5")]).unwrap();
+    for unpriced in [
+        "openai:o3",
+        "workers-ai:@cf/meta/llama-3.1-8b",
+        "openai:gpt-5-pro",
+    ] {
+        let e = budgets.check_model(&model(unpriced)).unwrap_err();
+        assert_eq!(e.status(), 400);
+        assert!(
+            e.to_string()
+                .contains(&format!("`{unpriced}` has no price")),
+            "{e}"
+        );
+    }
+    assert!(budgets.check_model(&model("openai:gpt-5")).is_ok());
+    assert!(budgets.check_model(&model("ollama:qwen3:8b")).is_ok());
+    // A price from MODELS serves.
+    let priced = config(&[
+        ("USER_BUDGET_USD", "5"),
+        (
+            "MODELS",
+            r#"[{"id": "openai:o3", "context_window": 200000, "max_output_tokens": 100000,
+                 "price": {"input": 2, "output": 8, "cache_read": 0.5, "cache_write": 0}}]"#,
+        ),
+    ])
+    .unwrap();
+    assert!(priced.check_model(&model("openai:o3")).is_ok());
+    // The deployment's own models are checked when the configuration is read.
+    for (variable, value) in [
+        ("DEFAULT_MODEL", "openai:o3"),
+        ("FALLBACK_MODELS", "openai:gpt-4o,workers-ai:@cf/x/y"),
+        ("BUDGET_MODEL", "openai:gpt-5-pro"),
+    ] {
+        let e = config(&[("USER_BUDGET_USD", "1"), (variable, value)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(variable) && e.contains("has no price"), "{e}");
+        assert!(config(&[(variable, value)]).is_ok());
+    }
+}
+
+#[test]
+fn allowed_models_limit_what_users_choose() {
+    let c = config(&[("ALLOWED_MODELS", "openai:gpt-4o-mini, anthropic:*")]).unwrap();
+    let check = |id: &str| c.check_model(&ModelRef::parse(id).unwrap());
+    assert!(check("openai:gpt-4o-mini").is_ok());
+    assert!(check("anthropic:claude-haiku-4-5").is_ok());
+    // The default is the deployment's own choice.
+    assert!(check(DEFAULT_MODEL).is_ok());
+    let e = check("openai:gpt-4o").unwrap_err().to_string();
+    assert!(
+        e.contains("`openai:gpt-4o` is not allowed") && e.contains("anthropic:*"),
+        "{e}"
+    );
+    assert!(!c.allows("gemini:gemini-2.5-pro") && !c.allows("anthropic-x:y"));
+    let e = config(&[("ALLOWED_MODELS", "gpt-4o")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ALLOWED_MODELS"), "{e}");
+    let e = config(&[("ALLOWED_MODELS", "Bad Provider:*")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ALLOWED_MODELS"), "{e}");
+}
+
+#[test]
+fn fallback_models_are_a_comma_separated_list() {
+    let c = config(&[(
+        "FALLBACK_MODELS",
+        " openai:gpt-4o ,gemini:gemini-2.5-flash,",
+    )])
+    .unwrap();
+    let ids: Vec<String> = c.fallback_models.iter().map(ToString::to_string).collect();
+    assert_eq!(ids, ["openai:gpt-4o", "gemini:gemini-2.5-flash"]);
+}
+
+#[test]
+fn bad_values_name_the_variable() {
+    for (vars, name) in [
+        (vec![("DEFAULT_MODEL", "gpt-4o")], "DEFAULT_MODEL"),
+        (vec![("MAX_LLM_CALLS", "lots")], "MAX_LLM_CALLS"),
+        (vec![("MAX_LLM_CALLS", "0")], "MAX_LLM_CALLS"),
+        (
+            vec![("OPENAI_BASE_URL", "localhost:8080")],
+            "OPENAI_BASE_URL",
+        ),
+        (
+            vec![("FALLBACK_MODELS", "openai:gpt-4o, haiku")],
+            "FALLBACK_MODELS",
+        ),
+        (vec![("ALLOW_ANONYMOUS", "sure")], "ALLOW_ANONYMOUS"),
+        (vec![("COMPACT_THRESHOLD", "1.5")], "COMPACT_THRESHOLD"),
+        (vec![("MODELS", "[{\"id\": \"nope\"}]")], "MODELS"),
+    ] {
+        let message = config(&vars).unwrap_err().to_string();
+        assert!(message.contains(name), "{message}");
+    }
+}
