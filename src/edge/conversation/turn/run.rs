@@ -181,7 +181,11 @@ impl Prepared {
         let storage = turn_env.storage.clone();
         let send = |out: &mut String, partial: &mut PartialAnswer, now: i64| {
             if log.push(out, now) {
-                partial.save(&storage);
+                if let Some(json) = partial.snapshot() {
+                    if let Err(e) = storage.set_partial(Some(&json)) {
+                        console_error!("saving the partial answer: {e}");
+                    }
+                }
             }
             out.clear();
         };
@@ -210,7 +214,11 @@ impl Prepared {
                         });
                         console_error!("{line}");
                     }
-                    partial.track(&event, &storage);
+                    if partial.track(&event) {
+                        if let Err(e) = storage.set_partial(None) {
+                            console_error!("clearing the partial answer: {e}");
+                        }
+                    }
                     ui.event(&event, &mut out);
                     send(&mut out, &mut partial, now);
                 },
