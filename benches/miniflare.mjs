@@ -12,9 +12,9 @@ import { workerdsOf } from "./workerd.mjs";
  * Starts the Worker that `config` (a wrangler.toml) describes; `vars` override its [vars],
  * `main` its entry module (one bundled beforehand), `migrations` is a folder of D1 migrations,
  * `v8Flags` are passed to V8 (`--perf-basic-prof`: it lists the code it compiles in
- * /tmp/perf-<pid>.map).
+ * /tmp/perf-<pid>.map), `imports` names the modules beside `main` that it imports.
  */
-export async function startMiniflare({ config, vars = {}, persistDir, migrations, main: entry, inspectorPort, v8Flags }) {
+export async function startMiniflare({ config, vars = {}, persistDir, migrations, main: entry, inspectorPort, v8Flags, imports = [] }) {
   const { workerOptions, main: configured } = unstable_getMiniflareWorkerOptions(config);
   const running = new Set(workerdsOf(process.pid));
   const main = entry ?? configured;
@@ -28,10 +28,12 @@ export async function startMiniflare({ config, vars = {}, persistDir, migrations
       ...workerOptions,
       // Static assets are served before a deployed Worker at no cost to it: leave them out.
       assets: undefined,
-      // The Worker's modules as worker-build writes them: the glue and its wasm beside it.
+      // The Worker's modules as worker-build writes them: the glue and its wasm beside it (and
+      // what `main` imports from beside it, when it wraps the glue).
       modulesRoot: path.dirname(main),
       modules: [
         { type: "ESModule", path: main },
+        ...imports.map((f) => ({ type: "ESModule", path: path.join(path.dirname(main), f) })),
         ...fs.readdirSync(path.dirname(main)).filter((f) => f.endsWith(".wasm")).map((f) => ({ type: "CompiledWasm", path: path.join(path.dirname(main), f) })),
       ],
       bindings: { ...workerOptions.bindings, ...vars },

@@ -326,6 +326,29 @@ test("a new message is kept by the object until it is in D1: D1 failing, then th
   assert.match(JSON.stringify(h[0]), /Remember the milk\./);
 });
 
+test("a later message is written to D1 while the model answers; a D1 that refuses the write strands nothing and does not loop on the model", async () => {
+  const id = await create();
+  anthropic.script({ text: "First." });
+  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "One?" }));
+  // D1 reads this conversation's history but refuses its new messages.
+  await d1Query(persistDir, `CREATE TRIGGER refuse_${id} BEFORE INSERT ON messages WHEN new.conversation_id = '${id}' BEGIN SELECT RAISE(ABORT, 'refused'); END`);
+  const before = anthropic.requests.length;
+  anthropic.script({ text: "Second." });
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Two?" }));
+  assert.equal(anthropic.requests.length, before + 1, "the model was asked while the message was being written");
+  assert.ok(chunks.some((c) => c.type === "error"), `the stream says the turn failed: ${JSON.stringify(chunks)}`);
+  // Nothing answers a message D1 does not hold, and the model is not asked again at once.
+  await sleep(1500);
+  assert.equal(anthropic.requests.length, before + 1, "no turn after turn while D1 refuses");
+  assert.deepEqual((await history(id)).map((m) => m.kind), ["user", "assistant"]);
+  // The message waited in the conversation's object: once D1 takes writes, the alarm answers it.
+  await d1Query(persistDir, `DROP TRIGGER refuse_${id}`);
+  anthropic.script({ text: "Second, again." });
+  const h = await until(id, answered("Second, again."), 60_000, "the kept message to be answered");
+  assert.deepEqual(h.map((m) => m.kind), ["user", "assistant", "user", "assistant"]);
+  assert.match(JSON.stringify(h[2]), /Two\?/);
+});
+
 test("wrangler dev killed mid-turn and started again finishes that turn unasked within a minute", async () => {
   const id = await create();
   const before = anthropic.requests.length;

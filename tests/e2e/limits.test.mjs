@@ -50,7 +50,8 @@ test("a /v1/chat id cannot start a conversation past MAX_CONVERSATIONS_PER_USER 
   while (kept.length + made.length < 3) made.push((await (await create()).json()).id);
   const chat = (id) => api(worker.url, "POST", "/v1/chat", { id, messages: [{ id: `m-${id}`, role: "user", parts: [{ type: "text", text: "hi" }] }] });
   // A client's own id, and one shaped like a conversation id that is nobody's.
-  for (const id of ["chat-new", "0123456789abcdef0123456789abcdef"]) {
+  // The same id refused twice: a refusal leaves nothing behind that lets the next one through.
+  for (const id of ["chat-new", "0123456789abcdef0123456789abcdef", "chat-new"]) {
     const refused = await chat(id);
     assert.equal(refused.status, 429, id);
     assert.match((await refused.json()).error.message, /you keep 3 conversations/);
@@ -67,6 +68,20 @@ test("a /v1/chat id cannot start a conversation past MAX_CONVERSATIONS_PER_USER 
   const started = await chat("chat-new");
   assert.equal(started.status, 200);
   await readUiStream(started);
+  assert.equal((await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.length, 3);
+  for (const id of made) await api(worker.url, "DELETE", `/v1/conversations/${id}`);
+});
+
+test("two new chats racing for a user's last place: one starts, the other is refused", async () => {
+  const listed = (await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations;
+  const made = [];
+  while (listed.length + made.length < 2) made.push((await (await create()).json()).id);
+  anthropic.script({ text: "Only one of you." });
+  const chat = (id) => api(worker.url, "POST", "/v1/chat", { id, messages: [{ id: `m-${id}`, role: "user", parts: [{ type: "text", text: "hi" }] }] });
+  const answers = await Promise.all(["race-a", "race-b"].map(chat));
+  const statuses = answers.map((r) => r.status).sort();
+  assert.deepEqual(statuses, [200, 429], "exactly one takes the last place");
+  for (const r of answers) await r.text();
   assert.equal((await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.length, 3);
   for (const id of made) await api(worker.url, "DELETE", `/v1/conversations/${id}`);
 });

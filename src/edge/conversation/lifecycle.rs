@@ -75,9 +75,6 @@ impl Object {
         if let Err(e) = self.storage.clear_paused() {
             console_error!("clearing the pause: {e}");
         }
-        if let Err(e) = self.storage.clear_mark(FAILED_STARTS) {
-            console_error!("clearing the failed starts: {e}");
-        }
         let object = self.clone();
         let of = prepared.conversation();
         let who = (of.id.clone(), of.owner.clone());
@@ -91,7 +88,17 @@ impl Object {
                     claimed.reference(),
                 )
                 .await;
-            object.finish(&claimed, &result.outcome, &result.client_tools);
+            match &result.unstored {
+                // Not stored, its messages wait for the alarm (so often in a row), as if the
+                // turn had not started: a D1 that refuses writes does not loop on the model.
+                Some(why) => object.abandon(&claimed, &ApiError::Internal(why.clone())),
+                None => {
+                    if let Err(e) = object.storage.clear_mark(FAILED_STARTS) {
+                        console_error!("clearing the failed starts: {e}");
+                    }
+                    object.finish(&claimed, &result.outcome, &result.client_tools);
+                }
+            }
             log_turn(&claimed, &result, &object, &turn_env, &who);
             if let Some(tx) = summary {
                 let _ = tx.send(result);
@@ -142,6 +149,8 @@ impl Object {
             // It may follow a turn that just paused.
             settled: false,
             create: Some(create),
+            // Its first message was accepted already.
+            create_within: None,
         };
         let object = self.clone();
         self.state.wait_until(async move {

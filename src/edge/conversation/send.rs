@@ -18,7 +18,7 @@ use crate::edge::protocol::{
 use futures::channel::oneshot;
 use futures::StreamExt;
 use std::rc::Rc;
-use worker::{console_error, Response};
+use worker::Response;
 
 impl Object {
     /// A message, answers or a retry: starts a turn and answers with its stream (or its JSON),
@@ -54,24 +54,16 @@ impl Object {
             .map(|c| {
                 Conversation::new_chat(c.target.clone(), caller.clone(), c.title.clone(), now_ms())
             });
-        // `kept`: the row this object keeps already, not written again.
+        // `kept`: the row this object keeps already, not written again. `new_chat`: perhaps a
+        // new conversation, created within its owner's count with the turn's history (one
+        // round trip, before anything is answered: a refusal is a 429).
+        let mut new_chat = false;
         let (conversation, kept) = match conversation {
             Some(given) => (given, false),
             None => match (self.storage.conversation()?, chat, &create) {
                 (Some(kept), _, _) if kept.owner == caller => (kept, true),
                 (_, _, Some(row)) => {
-                    // New to this object, and perhaps new: within the owner's count, or refused
-                    // before anything starts.
-                    resolving = 1;
-                    let turn_env = self.turn_env()?;
-                    let max = turn_env.config.max_conversations_per_user;
-                    // D1 failing is not a refusal: the message is kept here all the same, and
-                    // answered once D1 is back.
-                    match turn_env.store.may_create(&row.owner, &row.id, max).await {
-                        Err(refused @ ApiError::TooManyRequests { .. }) => return Err(refused),
-                        Err(e) => console_error!("counting conversations of {}: {e}", row.owner),
-                        Ok(()) => {}
-                    }
+                    new_chat = true;
                     (TurnConversation::from(row), false)
                 }
                 (_, Some(chat), None) => {
@@ -208,12 +200,13 @@ impl Object {
             narrowed,
             settled: self.storage.paused()?.is_none(),
             create,
+            create_within: new_chat.then_some(turn_env.config.max_conversations_per_user),
         };
         let reader = claimed.log.attach();
         // A new message is answered at once: the stream starts before the history loads, and a
-        // failure to prepare ends it with an error chunk. Answers and retries are checked
-        // against the history first, so a bad one is refused with its status.
-        if stream && new_message {
+        // failure to prepare ends it with an error chunk. Answers, retries and a new chat's
+        // first message are checked against D1 first, so a bad one is refused with its status.
+        if stream && new_message && !new_chat {
             claimed.announce();
             let object = self.clone();
             self.state.wait_until(async move {

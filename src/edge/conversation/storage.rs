@@ -363,6 +363,14 @@ impl ObjectStorage {
         Ok(())
     }
 
+    /// Forgets the conversation's row: its creation was refused, so a later message is checked
+    /// against the owner's count again.
+    pub fn forget_conversation(&self) -> Result<()> {
+        self.write("DELETE FROM conversation", vec![])?;
+        *self.known.conversation.borrow_mut() = Some(None);
+        Ok(())
+    }
+
     /// Whether a turn is recorded (running, or interrupted and not yet recovered).
     pub fn has_turn(&self) -> Result<bool> {
         match self.known.turn.get() {

@@ -46,7 +46,7 @@ impl Conversation {
 }
 
 /// The 429 of a user who keeps `max` conversations.
-fn too_many_conversations(max: u32) -> ApiError {
+pub(crate) fn too_many_conversations(max: u32) -> ApiError {
     ApiError::TooManyRequests {
         message: format!(
             "you keep {max} conversations, the most this deployment allows; delete one to start \
@@ -76,30 +76,6 @@ impl Store {
             return Err(too_many_conversations(max));
         }
         Ok(())
-    }
-
-    /// Whether `owner` may start conversation `id` (one round trip): it exists already, or they
-    /// keep fewer than `max`.
-    pub async fn may_create(&self, owner: &str, id: &str, max: u32) -> Result<(), ApiError> {
-        self.tick(1);
-        #[derive(Deserialize)]
-        struct Room {
-            room: i64,
-        }
-        let room = rows::first::<Room>(
-            &self
-                .db
-                .prepare(
-                    "SELECT EXISTS (SELECT 1 FROM conversations WHERE id = ?1 AND owner = ?2)
-                       OR (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?3 AS room",
-                )
-                .bind(&[id.into(), owner.into(), f64::from(max).into()])?,
-        )
-        .await?;
-        match room {
-            Some(Room { room: 0 }) => Err(too_many_conversations(max)),
-            _ => Ok(()),
-        }
     }
 
     /// The conversation a `/v1/chat` id names for its caller: `raw_id` when that is one of the
@@ -152,6 +128,26 @@ impl Store {
             .and_then(|rows| rows.into_iter().next())
             // Neither found nor made: the owner keeps as many as they may.
             .ok_or_else(|| too_many_conversations(max))
+    }
+
+    /// Inserts `c` unless it exists or its owner keeps `max` conversations already.
+    pub(super) fn insert_conversation_within(
+        &self,
+        c: &Conversation,
+        max: u32,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
+        let mut values = conversation_values(c);
+        values.push(f64::from(max).into());
+        Ok(self
+            .db
+            .prepare(
+                "INSERT INTO conversations
+                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8
+                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?9
+                 ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(&values)?)
     }
 
     pub(super) fn insert_conversation(

@@ -8,7 +8,7 @@ use worker::wasm_bindgen::JsValue;
 use super::artifacts::{summaries, ArtifactRow};
 use super::rows;
 use super::usage::{budget_from, BudgetRead, UsageRow};
-use super::{Conversation, Store};
+use super::{Conversation, Created, Store};
 use crate::agent::artifacts::ArtifactSummary;
 use crate::agent::AgentMessage;
 use crate::edge::budget::Budget;
@@ -44,8 +44,10 @@ struct HistoryRow {
 
 /// A conversation's live rows (neither superseded nor compacted). Their order is set after
 /// reading, summary first, so SQLite sorts nothing.
+/// `?2`: a JSON list of ids left out (messages written alongside the read).
 const HISTORY: &str = "SELECT seq, id, kind = 'summary' AS summary, body AS message
-     FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0";
+     FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0
+       AND id NOT IN (SELECT value FROM json_each(?2))";
 
 /// What a turn starts from.
 pub struct TurnHistory {
@@ -56,6 +58,18 @@ pub struct TurnHistory {
     /// The owner's budget, when the turn asked for it and it could be read (`Some(None)`: they
     /// have none).
     pub budget: Option<Option<Budget>>,
+    /// The conversation's row was to be created within its owner's count, and is not there: the
+    /// owner keeps as many as they may, and nothing of the turn was stored.
+    pub refused: bool,
+}
+
+/// The conversation's row, created with a turn's history unless it exists.
+pub struct CreateRow<'a> {
+    pub row: &'a Conversation,
+    /// `Some(max)`: only while its owner keeps fewer than `max` conversations (a new chat's
+    /// first message); the check and the insert are one statement, so two new chats cannot
+    /// both take the last place.
+    pub within: Option<u32>,
 }
 
 /// A stored message: the `AgentMessage` plus where it sits.
@@ -170,6 +184,51 @@ impl Store {
         Ok(seq.seq)
     }
 
+    /// Stores a turn's new messages (and `create`, the conversation's row, unless it exists) in
+    /// one batch, written alongside the read of the history ([`Self::turn_history`] leaves them
+    /// out by id). Returns each message's sequence number, in order; one stored before (a
+    /// repeated id) keeps its own.
+    pub async fn store_new(
+        &self,
+        conversation_id: &str,
+        create: Option<&Conversation>,
+        incoming: &[(&str, &AgentMessage)],
+        now_ms: i64,
+    ) -> Result<Vec<Option<i64>>, ApiError> {
+        self.tick(1);
+        let mut batch = Vec::with_capacity(incoming.len() + 3);
+        if let Some(row) = create {
+            batch.push(self.insert_conversation(row, "ON CONFLICT (id) DO NOTHING")?);
+        }
+        for (id, message) in incoming {
+            batch.push(self.insert_message(conversation_id, id, message, now_ms)?);
+        }
+        batch.push(self.touch(conversation_id, now_ms)?);
+        let ids: Vec<&str> = incoming.iter().map(|(id, _)| *id).collect();
+        batch.push(
+            self.db
+                .prepare(
+                    "SELECT id, seq FROM messages
+                     WHERE conversation_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
+                )
+                .bind(&[conversation_id.into(), serde_json::to_string(&ids)?.into()])?,
+        );
+        let results = rows::batch(&self.db, &batch).await?;
+        #[derive(Deserialize)]
+        struct Stored {
+            id: String,
+            seq: i64,
+        }
+        let stored = match results.last() {
+            Some(last) => rows::results::<Stored>(last)?,
+            None => return Err(ApiError::Internal("a D1 batch answered short".into())),
+        };
+        Ok(ids
+            .iter()
+            .map(|id| stored.iter().find(|s| s.id == *id).map(|s| s.seq))
+            .collect())
+    }
+
     /// Where message `message_id` is in the conversation's history, if it is there.
     pub async fn message_seq(
         &self,
@@ -194,27 +253,50 @@ impl Store {
         message: &AgentMessage,
         now_ms: i64,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
+        self.message_statement(
+            "INSERT OR IGNORE INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
+             SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7
+             FROM messages WHERE conversation_id = ?1",
+            (conversation_id, message_id, message, now_ms),
+        )
+    }
+
+    /// [`Self::insert_message`], which stores nothing unless the conversation's row exists.
+    fn insert_message_if_kept(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        message: &AgentMessage,
+        now_ms: i64,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
+        self.message_statement(
+            "INSERT OR IGNORE INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
+             SELECT ?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),
+                    ?2, ?3, ?4, ?5, ?6, ?7
+             WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?1)",
+            (conversation_id, message_id, message, now_ms),
+        )
+    }
+
+    fn message_statement(
+        &self,
+        sql: &str,
+        (conversation_id, message_id, message, now_ms): (&str, &str, &AgentMessage, i64),
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
         let body = serde_json::to_string(message)?;
         let (model, provider) = match message {
             AgentMessage::Assistant(a) => (Some(a.model.as_str()), Some(a.provider.as_str())),
             _ => (None, None),
         };
-        Ok(self
-            .db
-            .prepare(
-                "INSERT OR IGNORE INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
-                 SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7
-                 FROM messages WHERE conversation_id = ?1",
-            )
-            .bind(&[
-                conversation_id.into(),
-                message_id.into(),
-                message.kind().into(),
-                body.into(),
-                model.map(Into::into).unwrap_or(JsValue::NULL),
-                provider.map(Into::into).unwrap_or(JsValue::NULL),
-                (now_ms as f64).into(),
-            ])?)
+        Ok(self.db.prepare(sql).bind(&[
+            conversation_id.into(),
+            message_id.into(),
+            message.kind().into(),
+            body.into(),
+            model.map(Into::into).unwrap_or(JsValue::NULL),
+            provider.map(Into::into).unwrap_or(JsValue::NULL),
+            (now_ms as f64).into(),
+        ])?)
     }
 
     fn touch(
@@ -280,24 +362,51 @@ impl Store {
     pub async fn turn_history(
         &self,
         conversation_id: &str,
-        create: Option<&Conversation>,
+        create: Option<CreateRow<'_>>,
         incoming: &[(&str, &AgentMessage)],
         budget: Option<BudgetRead<'_>>,
+        alongside: &[&str],
         now_ms: i64,
     ) -> Result<TurnHistory, ApiError> {
         self.tick(1);
-        let mut batch = Vec::with_capacity(incoming.len() + 6);
-        if let Some(c) = create {
-            batch.push(self.insert_conversation(c, "ON CONFLICT (id) DO NOTHING")?);
+        let mut batch = Vec::with_capacity(incoming.len() + 7);
+        let within = create.as_ref().and_then(|c| c.within);
+        match &create {
+            Some(CreateRow {
+                row,
+                within: Some(max),
+            }) => batch.push(self.insert_conversation_within(row, *max)?),
+            Some(CreateRow { row, within: None }) => {
+                batch.push(self.insert_conversation(row, "ON CONFLICT (id) DO NOTHING")?)
+            }
+            None => {}
         }
         for (id, message) in incoming {
-            batch.push(self.insert_message(conversation_id, id, message, now_ms)?);
+            // A refused row has no messages either (rather than a failed foreign key, which
+            // would fail the batch as a broken D1 does).
+            let statement = match within {
+                Some(_) => self.insert_message_if_kept(conversation_id, id, message, now_ms)?,
+                None => self.insert_message(conversation_id, id, message, now_ms)?,
+            };
+            batch.push(statement);
         }
         if !incoming.is_empty() {
             batch.push(self.touch(conversation_id, now_ms)?);
         }
+        if within.is_some() {
+            batch.push(
+                self.db
+                    .prepare("SELECT 1 AS kept FROM conversations WHERE id = ?1")
+                    .bind(&[conversation_id.into()])?,
+            );
+        }
         let stored = batch.len();
-        batch.push(self.db.prepare(HISTORY).bind(&[conversation_id.into()])?);
+        let alongside = serde_json::to_string(alongside)?;
+        batch.push(
+            self.db
+                .prepare(HISTORY)
+                .bind(&[conversation_id.into(), alongside.into()])?,
+        );
         batch.push(self.artifacts_statement(conversation_id)?);
         if let Some(read) = &budget {
             batch.extend(self.budget_statements(read.owner, now_ms)?);
@@ -306,6 +415,13 @@ impl Store {
         let (Some(history), Some(artifacts)) = (results.get(stored), results.get(stored + 1))
         else {
             return Err(ApiError::Internal("a D1 batch answered short".into()));
+        };
+        let refused = match within {
+            Some(_) => match results.get(stored - 1) {
+                Some(kept) => rows::results::<Created>(kept)?.is_empty(),
+                None => return Err(ApiError::Internal("a D1 batch answered short".into())),
+            },
+            None => false,
         };
         // A budget that cannot be read here is left unread: the turn's resolver reads it again
         // at the first LLM call and says why it cannot, as it did before it rode along.
@@ -330,6 +446,7 @@ impl Store {
             messages,
             artifacts: summaries(rows::results::<ArtifactRow>(artifacts)?)?,
             budget,
+            refused,
         })
     }
 

@@ -58,6 +58,7 @@ fn opt(v: &Option<String>) -> JsValue {
     }
 }
 
-/// A row an `INSERT ... RETURNING` wrote; none when its condition held it back.
+/// A row whose presence is the answer: one an `INSERT ... RETURNING` wrote (none when its
+/// condition held it back), or one a check found.
 #[derive(serde::Deserialize)]
 struct Created {}

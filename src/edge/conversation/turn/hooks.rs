@@ -12,6 +12,7 @@ use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::Delivery;
 use crate::llm::{ModelRef, Usage};
 use async_trait::async_trait;
+use futures::channel::oneshot;
 use std::cell::RefCell;
 use std::rc::Rc;
 use worker::{console_error, console_warn};
@@ -26,6 +27,64 @@ pub(super) struct Persisted {
     pub(super) handed_over: RefCell<VecDeque<(AgentMessage, String, i64)>>,
     /// Queue rows handed over in this turn: never handed over twice, even if storing one failed.
     pub(super) taken: RefCell<HashSet<i64>>,
+    /// The turn's new messages, being written while the model is called.
+    pub(super) pending: RefCell<Option<PendingWrite>>,
+    /// Why writing them failed: nothing of the turn may be stored after them.
+    pub(super) write_failed: RefCell<Option<String>>,
+}
+
+/// A turn's new messages on their way to D1, written alongside the history's read and the first
+/// LLM call rather than before them. They stay in the object's inbox until they are in D1 (the
+/// write dequeues them), and anything the turn stores waits for them first, so history keeps
+/// its order.
+pub(super) struct PendingWrite {
+    /// Each message's sequence number, or why the write failed.
+    pub(super) stored: oneshot::Receiver<Result<Vec<Option<i64>>, String>>,
+    /// Where the messages sit in the turn's history (they end it when the turn starts).
+    pub(super) at: usize,
+}
+
+impl Persisted {
+    pub(super) fn new(
+        seqs: Vec<Option<i64>>,
+        pending: Option<PendingWrite>,
+        taken: HashSet<i64>,
+    ) -> Self {
+        Self {
+            seqs: RefCell::new(seqs),
+            handed_over: RefCell::default(),
+            taken: RefCell::new(taken),
+            pending: RefCell::new(pending),
+            write_failed: RefCell::default(),
+        }
+    }
+
+    /// Waits for the turn's new messages to be in D1 and records where they are; an error once
+    /// they cannot be, and for the rest of the turn.
+    pub(super) async fn settle(&self) -> Result<(), HookError> {
+        let pending = self.pending.borrow_mut().take();
+        if let Some(pending) = pending {
+            let stored = pending
+                .stored
+                .await
+                .unwrap_or_else(|_| Err("the write was dropped".into()));
+            match stored {
+                Ok(stored) => {
+                    let mut seqs = self.seqs.borrow_mut();
+                    for (i, seq) in stored.into_iter().enumerate() {
+                        if let Some(slot) = seqs.get_mut(pending.at + i) {
+                            *slot = seq;
+                        }
+                    }
+                }
+                Err(e) => *self.write_failed.borrow_mut() = Some(e),
+            }
+        }
+        match self.write_failed.borrow().as_ref() {
+            Some(e) => Err(HookError(format!("storing the turn's new messages: {e}"))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Persists every message the loop adds, as it is added (an answer with its usage and cost in
@@ -37,7 +96,8 @@ pub(super) struct D1Hooks {
     pub(super) config: Config,
     pub(super) storage: Rc<ObjectStorage>,
     pub(super) persisted: Rc<Persisted>,
-    /// Why the last answer's ledger row could not be written; `on_turn_end` stops the turn.
+    /// Why the last answer's ledger row (or the messages before it) could not be written;
+    /// `on_turn_end` stops the turn.
     pub(super) ledger_failure: RefCell<Option<String>>,
     pub(super) prompt: SystemPrompt,
 }
@@ -48,7 +108,7 @@ impl TurnHooks for D1Hooks {
     /// written with the answer, in the same D1 batch.
     async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
         match self.ledger_failure.borrow_mut().take() {
-            Some(e) => Err(HookError(format!("usage ledger: {e}"))),
+            Some(e) => Err(HookError(format!("storing the answer: {e}"))),
             None => Ok(true),
         }
     }
@@ -58,6 +118,13 @@ impl TurnHooks for D1Hooks {
     }
 
     async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
+        if let Err(e) = self.persisted.settle().await {
+            // Stored after the message it answers failed to be, an answer would stand alone:
+            // the turn stops, and the message waits in the inbox for the next.
+            *self.ledger_failure.borrow_mut() = Some(e.to_string());
+            self.persisted.seqs.borrow_mut().push(None);
+            return Err(e);
+        }
         let handed_over = {
             let mut queue = self.persisted.handed_over.borrow_mut();
             match queue.front() {
@@ -111,6 +178,7 @@ impl TurnHooks for D1Hooks {
 
     /// A summary call is charged like an answer, in a ledger row of its own.
     async fn on_summary_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
+        self.persisted.settle().await?;
         let cost = self.config.models.info(model).cost(usage);
         let row = UsageRow {
             owner: &self.owner,
@@ -132,6 +200,7 @@ impl TurnHooks for D1Hooks {
     /// D1 mirrors the compaction: the summary is stored and the rows it replaces are marked,
     /// in one batch; they stay readable and are never loaded for a turn again.
     async fn on_compaction(&self, compaction: &Compaction) -> Result<(), HookError> {
+        self.persisted.settle().await?;
         let replaced: Vec<i64> = {
             let seqs = self.persisted.seqs.borrow();
             seqs.get(compaction.replaces.clone())

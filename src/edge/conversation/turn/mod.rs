@@ -69,6 +69,10 @@ pub struct TurnEnv {
 
 /// A turn ready to run.
 pub struct Prepared {
+    /// The turn's new messages, being written alongside its start.
+    pending: Option<hooks::PendingWrite>,
+    /// Their queue rows, which the loop must not take again.
+    taken: HashSet<i64>,
     conversation: TurnConversation,
     model: ModelRef,
     provider: Rc<dyn Provider>,
@@ -109,6 +113,9 @@ pub struct Start {
     /// The conversation's D1 row to create with the history's round trip unless it exists (each
     /// turn of a `/v1/chat` conversation the object names without reading D1).
     pub create: Option<Conversation>,
+    /// `Some(max)`: the row is created only while its owner keeps fewer than `max` (a chat's
+    /// first message to this object); otherwise the turn is refused with nothing stored.
+    pub create_within: Option<u32>,
 }
 
 /// The model a turn of `conversation` calls and its provider; checked before anything is stored,
@@ -136,6 +143,9 @@ pub struct TurnSummary {
     pub client_tools: Vec<ToolDef>,
     /// What it did, for its log line.
     pub stats: TurnStats,
+    /// Why the messages that started it could not be stored: they wait in the inbox, and the
+    /// turn counts as one that failed to start.
+    pub unstored: Option<String>,
 }
 
 pub struct FixedProvider(pub Rc<dyn Provider>);

@@ -1,17 +1,22 @@
 //! Preparing a turn: the history loaded once (with the budget, in the same round trip), the
 //! kickoff applied, the queued messages moved into D1.
 
+use super::hooks::PendingWrite;
 use super::{remote_tools, Kickoff, Prepared, Ready, Start, TurnEnv};
 use crate::agent::{pending_calls, AgentMessage, Approval, ToolAnswers, MOVED_ON};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::Recovery;
-use crate::edge::d1::{BudgetRead, TurnHistory};
+use crate::edge::d1::conversations::too_many_conversations;
+use crate::edge::d1::history::CreateRow;
+use crate::edge::d1::{BudgetRead, Conversation, TurnHistory};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::protocol::{ApprovalIn, ToolResultIn, TurnConversation};
 use crate::llm::{ModelRef, Provider, ToolDef, ToolResult};
+use futures::channel::oneshot;
+use std::collections::HashSet;
 use std::rc::Rc;
-use worker::AbortSignal;
+use worker::{console_error, wasm_bindgen_futures, AbortSignal};
 
 /// Loads what the model will see (once), applies the kickoff and moves the queued messages and
 /// the turn's own into D1. `signal` is the turn's: it stops the MCP servers' listing too.
@@ -30,6 +35,7 @@ pub async fn prepare(
         narrowed,
         settled,
         create,
+        create_within,
     } = start;
     let store = &turn_env.store;
     let id = conversation.id.as_str();
@@ -53,11 +59,21 @@ pub async fn prepare(
     // New messages join the history in the round trip that loads it, unless calls may wait for
     // answers: those are answered (for the record) before a message follows them.
     let together = settled && matches!(kickoff, Kickoff::Queued) && !incoming.is_empty();
-    let stored_first: Vec<(&str, &AgentMessage)> = if together {
+    // They are written alongside the read and the model's call, not before them: they are safe
+    // in the object's inbox until they are in D1. Only a new chat's first message is stored
+    // with the read, which learns whether its conversation may be made.
+    let alongside = together && create_within.is_none();
+    let stored_first: Vec<(&str, &AgentMessage)> = if together && !alongside {
         incoming.iter().map(|(i, m, _)| (i.as_str(), m)).collect()
     } else {
         Vec::new()
     };
+    let left_out: Vec<&str> = if alongside {
+        incoming.iter().map(|(i, _, _)| i.as_str()).collect()
+    } else {
+        Vec::new()
+    };
+    let writing = alongside.then(|| write_alongside(turn_env, id, create.clone(), &incoming));
     // With budgets on, the owner's is read in the same round trip as the history.
     let budget_read = turn_env.config.user_budget_usd.map(|limit| BudgetRead {
         owner: &conversation.owner,
@@ -66,7 +82,17 @@ pub async fn prepare(
     // The MCP servers' tools are listed (when the isolate's lists are stale) while the history
     // loads, not after it.
     let (history, mcp) = futures::future::join(
-        store.turn_history(id, create.as_ref(), &stored_first, budget_read, now_ms()),
+        store.turn_history(
+            id,
+            create.as_ref().filter(|_| !alongside).map(|row| CreateRow {
+                row,
+                within: create_within,
+            }),
+            &stored_first,
+            budget_read,
+            &left_out,
+            now_ms(),
+        ),
         remote_tools::list(&turn_env.config, id, signal),
     )
     .await;
@@ -75,8 +101,34 @@ pub async fn prepare(
         messages: mut history,
         artifacts,
         budget,
+        refused,
     } = history?;
     drop(stored_first);
+    drop(left_out);
+    let mut pending = None;
+    let mut taken = HashSet::new();
+    if let Some(stored) = writing {
+        // The loop does not take them from the queue again while they are on their way.
+        pending = Some(PendingWrite {
+            stored,
+            at: history.len(),
+        });
+        for (_, message, queue_seq) in incoming.drain(..) {
+            taken.extend(queue_seq);
+            history.push(message);
+            seqs.push(None);
+        }
+    }
+    if let (true, Some(max)) = (refused, create_within) {
+        // Nothing of it was stored, and nothing of it is kept.
+        for (_, _, queue_seq) in &incoming {
+            if let Some(queue_seq) = queue_seq {
+                turn_env.storage.dequeue(*queue_seq)?;
+            }
+        }
+        turn_env.storage.forget_conversation()?;
+        return Err(too_many_conversations(max));
+    }
     if together {
         for (_, _, queue_seq) in incoming.drain(..) {
             if let Some(queue_seq) = queue_seq {
@@ -144,6 +196,8 @@ pub async fn prepare(
         seqs.push(Some(seq));
     }
     Ok(Ready::Run(Box::new(Prepared {
+        pending,
+        taken,
         conversation: conversation.clone(),
         model,
         provider,
@@ -156,6 +210,41 @@ pub async fn prepare(
         mcp,
         toolsets: narrowed.or_else(|| conversation.toolsets.clone()),
     })))
+}
+
+/// Starts writing the turn's new messages (and the chat's row, unless it exists) as work of its
+/// own; each leaves the inbox once it is in D1.
+fn write_alongside(
+    turn_env: &TurnEnv,
+    conversation_id: &str,
+    create: Option<Conversation>,
+    incoming: &[(String, AgentMessage, Option<i64>)],
+) -> oneshot::Receiver<Result<Vec<Option<i64>>, String>> {
+    let (tx, rx) = oneshot::channel();
+    let store = turn_env.store.clone();
+    let storage = turn_env.storage.clone();
+    let conversation_id = conversation_id.to_string();
+    let messages: Vec<(String, AgentMessage)> = incoming
+        .iter()
+        .map(|(id, message, _)| (id.clone(), message.clone()))
+        .collect();
+    let queue_rows: Vec<i64> = incoming.iter().filter_map(|(_, _, row)| *row).collect();
+    wasm_bindgen_futures::spawn_local(async move {
+        let refs: Vec<(&str, &AgentMessage)> =
+            messages.iter().map(|(id, m)| (id.as_str(), m)).collect();
+        let stored = store
+            .store_new(&conversation_id, create.as_ref(), &refs, now_ms())
+            .await;
+        if stored.is_ok() {
+            for row in queue_rows {
+                if let Err(e) = storage.dequeue(row) {
+                    console_error!("dequeuing a stored message: {e}");
+                }
+            }
+        }
+        let _ = tx.send(stored.map_err(|e| e.to_string()));
+    });
+    rx
 }
 
 pub(super) fn pending_ids(history: &[AgentMessage]) -> Vec<String> {

@@ -40,6 +40,8 @@ impl Prepared {
         reference: &str,
     ) -> TurnSummary {
         let Prepared {
+            pending,
+            taken,
             conversation,
             model,
             provider,
@@ -112,11 +114,7 @@ impl Prepared {
             threshold_ratio: config.compact_threshold,
             max_output_tokens: info.max_output_tokens.into(),
         }));
-        let persisted = Rc::new(Persisted {
-            seqs: RefCell::new(seqs),
-            handed_over: RefCell::default(),
-            taken: RefCell::default(),
-        });
+        let persisted = Rc::new(Persisted::new(seqs, pending, taken));
         state.queues = Rc::new(ObjectQueues {
             storage: turn_env.storage.clone(),
             persisted: persisted.clone(),
@@ -170,7 +168,7 @@ impl Prepared {
             owner: conversation.owner.clone(),
             config: config.clone(),
             storage: turn_env.storage.clone(),
-            persisted,
+            persisted: persisted.clone(),
             ledger_failure: RefCell::default(),
         };
 
@@ -224,6 +222,9 @@ impl Prepared {
                 },
             ))
             .await;
+        // A turn that stored nothing still waits for its new messages to land (or fail), so
+        // the queue the object looks at next no longer holds them.
+        let unstored = persisted.settle().await.err().map(|e| e.to_string());
         stats.budget_switches = budget_switches.get();
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial, now_ms());
@@ -235,6 +236,7 @@ impl Prepared {
             outcome,
             client_tools,
             stats,
+            unstored,
         }
     }
 }

@@ -80,6 +80,7 @@ mod tests {
             outcome: TurnOutcome::Completed,
             client_tools: vec![],
             stats: TurnStats::new(0),
+            unstored: None,
         };
         let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
         let json = summary.into_json(stream, &config);
