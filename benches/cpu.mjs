@@ -17,9 +17,9 @@
 
 import path from "node:path";
 import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS, fillConversation } from "./answers.mjs";
-import { bundle, startMiniflare } from "./miniflare.mjs";
+import { contenders } from "./contenders.mjs";
 import { cpuMs, mainThreadCpuMs, rssMb } from "./workerd.mjs";
-import { ROOT, anthropicLoopback, chatMessage, chatSession, freshPersistDir } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, chatSession } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -31,19 +31,10 @@ const COMPARE_V8_FLAGS = process.env.BENCH_COMPARE_V8_FLAGS;
 const anthropic = await anthropicLoopback();
 const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" };
 
-/** A UI message stream that ended as `useChat` expects: a `finish` chunk, then `[DONE]`. */
-const uiStreamComplete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
-
-async function start({ config = path.join(ROOT, "wrangler.toml"), ...options }) {
-  return startMiniflare({ config, persistDir: freshPersistDir(), vars, ...options });
-}
+const { edgeAgent: startEdgeAgent, passThrough, floor, aiSdk } = contenders(vars);
 
 async function edgeAgent(main, v8Flags) {
-  // As the e2e harness runs it: anonymous callers, no per-user message limit.
-  const worker = await start({ main, v8Flags, migrations: path.join(ROOT, "migrations"), vars: { ...vars, ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
-  let n = 0;
-  worker.complete = uiStreamComplete;
-  worker.turn = () => chatMessage(`${worker.url}/v1/chat`, `bench-${Date.now()}-${n++}`, "Say something long.");
+  const worker = await startEdgeAgent(main, v8Flags);
   // A later message of one chat, as `useChat` sends it: with every message before it (the
   // object keeps the conversation: no D1 read in the Worker, none in the object before the
   // history's).
@@ -65,32 +56,11 @@ async function edgeAgent(main, v8Flags) {
   return worker;
 }
 
-async function passThrough() {
-  const worker = await start({ config: path.join(ROOT, "benches/workers/passthrough.toml") });
-  worker.complete = (body) => body.includes("event: message_stop");
-  worker.turn = () => fetch(worker.url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 4096, stream: true, messages: [{ role: "user", content: "Say something long." }] }),
-  });
-  return worker;
-}
-
-async function floor(floorVars = {}) {
-  const worker = await start({ config: path.join(ROOT, "benches/workers/floor.toml"), migrations: path.join(ROOT, "migrations"), vars: { ...vars, ...floorVars } });
-  let n = 0;
-  worker.complete = uiStreamComplete;
-  worker.turn = () => chatMessage(worker.url, `floor-${Date.now()}-${n++}`, "Say something long.");
+/** The floor, with `historyTurn` (later messages of one long chat). */
+async function floorWithHistory(floorVars) {
+  const worker = await floor(floorVars);
   const long = chatSession(worker.url, "floor-history");
   worker.historyTurn = (text = "Say something.") => long(text);
-  return worker;
-}
-
-async function aiSdk() {
-  const main = await bundle(path.join(ROOT, "benches/workers/aisdk.js"), path.join(ROOT, "target/bench/aisdk.js"));
-  const worker = await start({ config: path.join(ROOT, "benches/workers/aisdk.toml"), main });
-  worker.complete = uiStreamComplete;
-  worker.turn = () => chatMessage(worker.url, "bench", "Say something long.");
   return worker;
 }
 
@@ -182,7 +152,7 @@ const HISTORY_TURNS = Math.max(1, Math.round(540_000 / (2 * HISTORY_LENGTH)));
 
 const fmt = (n, w = 7) => n.toFixed(1).padStart(w);
 const names = ["pass-through Worker", "this Worker", "AI SDK streamText", "platform floor (JS)"];
-const starts = [passThrough, () => edgeAgent(), aiSdk, floor];
+const starts = [passThrough, () => edgeAgent(), aiSdk, () => floorWithHistory()];
 if (COMPARE) {
   names.push("compared build");
   starts.push(() => edgeAgent(path.resolve(COMPARE, "index.js"), COMPARE_V8_FLAGS));
@@ -194,7 +164,7 @@ for (const start of starts) workers.push(await start());
 workers.forEach((w, i) => { w.name = names[i]; });
 // The floor without its two D1 round trips, in the "hi" rounds only: what D1 is of the floor's
 // short turn (under Miniflare local D1 runs in the same workerd; a deployment's runs elsewhere).
-const withoutD1 = await floor({ FLOOR_WITHOUT_D1: "1" });
+const withoutD1 = await floorWithHistory({ FLOOR_WITHOUT_D1: "1" });
 withoutD1.name = "platform floor without D1";
 const rows = names.map((name) => ({ name }));
 try {

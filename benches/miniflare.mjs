@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { Log, LogLevel, Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
-import { workerdsOf } from "./workerd.mjs";
+import { cpuMs, workerdsOf } from "./workerd.mjs";
 
 /**
  * Starts the Worker that `config` (a wrangler.toml) describes; `vars` override its [vars],
@@ -53,16 +53,18 @@ export async function startMiniflare({ config, vars = {}, persistDir, migrations
     if (outside === undefined) delete process.env.MINIFLARE_WORKERD_V8_FLAGS;
     else process.env.MINIFLARE_WORKERD_V8_FLAGS = outside;
   }
+  // The workerd this instance started (one still shutting down from a previous one may linger).
+  const pid = workerdsOf(process.pid).find((p) => !running.has(p));
+  if (!pid) throw new Error("no new workerd process found under this Node process");
+  // What starting took, the Worker's script evaluated (its wasm instantiated) and nothing run.
+  const startupCpuMs = cpuMs(pid);
   if (migrations) {
     const db = await mf.getD1Database("DB");
     for (const file of fs.readdirSync(migrations).filter((f) => f.endsWith(".sql")).sort()) {
       await db.exec(fs.readFileSync(path.join(migrations, file), "utf8").replace(/--[^\n]*\n/g, "").replace(/\s*\n\s*/g, " "));
     }
   }
-  // The workerd this instance started (one still shutting down from a previous one may linger).
-  const pid = workerdsOf(process.pid).find((p) => !running.has(p));
-  if (!pid) throw new Error("no new workerd process found under this Node process");
-  return { url: url.origin, pid, log: () => log, stop: () => mf.dispose() };
+  return { url: url.origin, pid, startupCpuMs, log: () => log, stop: () => mf.dispose() };
 }
 
 /** Bundles a JavaScript Worker and its npm imports into one module, as wrangler would. */

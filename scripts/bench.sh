@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`: the decoders natively, then what a turn costs the Worker in requests.
+# `make bench`: the decoders natively, then what a turn costs the Worker in requests and CPU,
+# a cold start, the first token with D1 far away, and many turns at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench --quiet --bench decode
@@ -14,3 +15,6 @@ echo "Worker size: $(size build/index_bg.wasm), $(size build/index.js)"
 "$NODE" benches/crossings.mjs
 echo
 "$NODE" benches/cpu.mjs
+"$NODE" benches/cold_start.mjs
+"$NODE" benches/d1_far.mjs
+"$NODE" benches/many_turns.mjs
