@@ -40,7 +40,7 @@ try {
   const d1 = median(lines.map((l) => l.d1_round_trips));
   console.log(`one-tool turn (2 LLM calls, 1 tool), median of ${TURNS}, outcome ${lines[0].outcome}:`);
   console.log(`  conversation object requests: 1 (the POST handed over) + ${during} while the turn ran (no lease renewals, no polling)`);
-  console.log(`  D1 round trips: 1 in the Worker (ownership: a conversation's first message; later ones read none) + ${d1} in the object (the history with the new message, then one batch per message; an answer carries its ledger row)`);
+  console.log(`  D1 round trips: 1 in the Worker (ownership: a conversation's first message; later ones read none) + ${d1} in the object (the history read while the new message is written alongside, then one batch per message; an answer carries its ledger row)`);
   console.log(`  turn duration: ${median(lines.map((l) => l.duration_ms))} ms; workerd CPU (creating the conversation included): ${median(cpu).toFixed(1)} ms`);
 } finally {
   await worker.stop();
