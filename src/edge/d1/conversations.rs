@@ -60,18 +60,7 @@ impl Store {
     /// Creates `c` unless its owner keeps `max` conversations already (a 429 saying so).
     pub async fn create_conversation(&self, c: &Conversation, max: u32) -> Result<(), ApiError> {
         self.tick(1);
-        let mut values = conversation_values(c);
-        values.push(f64::from(max).into());
-        let statement = self
-            .db
-            .prepare(
-                "INSERT INTO conversations
-                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8
-                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?9
-                 RETURNING id",
-            )
-            .bind(&values)?;
+        let statement = self.insert_conversation_within(c, max, "RETURNING id")?;
         if rows::all::<Created>(&statement).await?.is_empty() {
             return Err(too_many_conversations(max));
         }
@@ -130,23 +119,25 @@ impl Store {
             .ok_or_else(|| too_many_conversations(max))
     }
 
-    /// Inserts `c` unless it exists or its owner keeps `max` conversations already.
+    /// Inserts `c` unless its owner keeps `max` conversations already; `tail` ends the
+    /// statement (`RETURNING id`, or `ON CONFLICT (id) DO NOTHING` for a row that may exist).
     pub(super) fn insert_conversation_within(
         &self,
         c: &Conversation,
         max: u32,
+        tail: &str,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
         let mut values = conversation_values(c);
         values.push(f64::from(max).into());
         Ok(self
             .db
-            .prepare(
+            .prepare(format!(
                 "INSERT INTO conversations
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
                  SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8
                  WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?9
-                 ON CONFLICT (id) DO NOTHING",
-            )
+                 {tail}"
+            ))
             .bind(&values)?)
     }
 

@@ -253,12 +253,7 @@ impl Store {
         message: &AgentMessage,
         now_ms: i64,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
-        self.message_statement(
-            "INSERT OR IGNORE INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
-             SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7
-             FROM messages WHERE conversation_id = ?1",
-            (conversation_id, message_id, message, now_ms),
-        )
+        self.message_statement(false, (conversation_id, message_id, message, now_ms))
     }
 
     /// [`Self::insert_message`], which stores nothing unless the conversation's row exists.
@@ -269,20 +264,24 @@ impl Store {
         message: &AgentMessage,
         now_ms: i64,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
-        self.message_statement(
-            "INSERT OR IGNORE INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
-             SELECT ?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),
-                    ?2, ?3, ?4, ?5, ?6, ?7
-             WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?1)",
-            (conversation_id, message_id, message, now_ms),
-        )
+        self.message_statement(true, (conversation_id, message_id, message, now_ms))
     }
 
     fn message_statement(
         &self,
-        sql: &str,
+        if_kept: bool,
         (conversation_id, message_id, message, now_ms): (&str, &str, &AgentMessage, i64),
     ) -> Result<worker::D1PreparedStatement, ApiError> {
+        let sql = if if_kept {
+            "INSERT OR IGNORE INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
+             SELECT ?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),
+                    ?2, ?3, ?4, ?5, ?6, ?7
+             WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?1)"
+        } else {
+            "INSERT OR IGNORE INTO messages (conversation_id, seq, id, kind, body, model, provider, created_at)
+             SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7
+             FROM messages WHERE conversation_id = ?1"
+        };
         let body = serde_json::to_string(message)?;
         let (model, provider) = match message {
             AgentMessage::Assistant(a) => (Some(a.model.as_str()), Some(a.provider.as_str())),
@@ -375,7 +374,11 @@ impl Store {
             Some(CreateRow {
                 row,
                 within: Some(max),
-            }) => batch.push(self.insert_conversation_within(row, *max)?),
+            }) => batch.push(self.insert_conversation_within(
+                row,
+                *max,
+                "ON CONFLICT (id) DO NOTHING",
+            )?),
             Some(CreateRow { row, within: None }) => {
                 batch.push(self.insert_conversation(row, "ON CONFLICT (id) DO NOTHING")?)
             }
