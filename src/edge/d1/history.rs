@@ -256,17 +256,8 @@ impl Store {
         self.message_statement(false, (conversation_id, message_id, message, now_ms))
     }
 
-    /// [`Self::insert_message`], which stores nothing unless the conversation's row exists.
-    fn insert_message_if_kept(
-        &self,
-        conversation_id: &str,
-        message_id: &str,
-        message: &AgentMessage,
-        now_ms: i64,
-    ) -> Result<worker::D1PreparedStatement, ApiError> {
-        self.message_statement(true, (conversation_id, message_id, message, now_ms))
-    }
-
+    /// A message's insert; with `if_kept`, one that stores nothing unless the conversation's
+    /// row exists.
     fn message_statement(
         &self,
         if_kept: bool,
@@ -387,11 +378,9 @@ impl Store {
         for (id, message) in incoming {
             // A refused row has no messages either (rather than a failed foreign key, which
             // would fail the batch as a broken D1 does).
-            let statement = match within {
-                Some(_) => self.insert_message_if_kept(conversation_id, id, message, now_ms)?,
-                None => self.insert_message(conversation_id, id, message, now_ms)?,
-            };
-            batch.push(statement);
+            batch.push(
+                self.message_statement(within.is_some(), (conversation_id, id, message, now_ms))?,
+            );
         }
         if !incoming.is_empty() {
             batch.push(self.touch(conversation_id, now_ms)?);
