@@ -36,9 +36,10 @@ function run(args, opts = {}) {
   });
 }
 
-/** Runs SQL against the local D1 in `persistDir` (as `wrangler d1 execute --local` does). */
-export async function d1Query(persistDir, sql) {
-  const out = await run(["d1", "execute", "DB", "--local", "--persist-to", persistDir, "--json", "--command", sql]);
+/** Runs SQL against the local D1 in `persistDir` (as `wrangler d1 execute --local` does): the
+ * `DB` binding's, or `binding`'s of `config` (a wrangler.toml). */
+export async function d1Query(persistDir, sql, { binding = "DB", config } = {}) {
+  const out = await run(["d1", "execute", binding, "--local", "--persist-to", persistDir, "--json", "--command", sql, ...(config ? ["--config", config] : [])]);
   const json = JSON.parse(out.slice(out.indexOf("[")));
   return json[0].results;
 }
@@ -69,12 +70,15 @@ export async function conversationObjects(persistDir) {
 
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
  * access is on and the rate limit off unless `vars` say otherwise (the auth tests do). */
-export async function startWorker({ persistDir, vars = {}, config, healthPath = "/healthz" }) {
+export async function startWorker({ persistDir, vars = {}, config, migrate = config ? [] : ["DB"], healthPath = "/healthz" }) {
   // The per-user message limit is off unless a test turns it on (a test file sends more than
   // 30 messages a minute as one user).
   vars = { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0", ...vars };
-  // Another Worker (`config`, a wrangler.toml of its own) has no D1 to migrate.
-  if (!config) await run(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistDir]);
+  // Another Worker (`config`, a wrangler.toml of its own) has no D1 to migrate unless `migrate`
+  // names its bindings.
+  for (const binding of migrate) {
+    await run(["d1", "migrations", "apply", binding, "--local", "--persist-to", persistDir, ...(config ? ["--config", config] : [])]);
+  }
   const port = await freePort();
   const args = [WRANGLER, "dev", "--persist-to", persistDir, "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
   if (config) args.push("--config", config);

@@ -72,6 +72,8 @@ pub struct Config {
     /// How many artifacts a conversation, and versions an artifact, may hold
     /// (`MAX_ARTIFACTS_PER_CONVERSATION`, `MAX_ARTIFACT_VERSIONS`).
     pub artifact_limits: ArtifactLimits,
+    /// The D1 bindings that hold the history, each owner's in one (`D1_SHARDS`; default `DB`).
+    pub d1_shards: Vec<String>,
 }
 
 /// How much artifact history a conversation may keep in the shared D1.
@@ -182,6 +184,7 @@ impl Config {
             http_tools,
             mcp_servers,
             tool_secrets,
+            d1_shards: d1_shards(get)?,
             allowed_models: get("ALLOWED_MODELS")
                 .map(|list| allowed_models(&list))
                 .transpose()?,
@@ -199,6 +202,33 @@ impl Config {
         config.check_prices()?;
         Ok(config)
     }
+}
+
+/// `D1_SHARDS`: comma-separated D1 binding names, each declared in `wrangler.toml`.
+fn d1_shards(get: Lookup) -> Result<Vec<String>, ApiError> {
+    let Some(list) = get("D1_SHARDS") else {
+        return Ok(vec![crate::edge::d1::BINDING.to_string()]);
+    };
+    let names: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect();
+    let valid = |n: &String| {
+        n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !n.starts_with(|c: char| c.is_ascii_digit())
+    };
+    if names.is_empty() || !names.iter().all(valid) {
+        return Err(ApiError::config(
+            "D1_SHARDS",
+            "must list D1 binding names (letters, digits, `_`), separated by commas",
+        ));
+    }
+    if (1..names.len()).any(|i| names[..i].contains(&names[i])) {
+        return Err(ApiError::config("D1_SHARDS", "names a binding twice"));
+    }
+    Ok(names)
 }
 
 /// `ALLOWED_MODELS`: comma-separated model ids or `provider:*`.

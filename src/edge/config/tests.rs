@@ -151,3 +151,16 @@ fn bad_values_name_the_variable() {
         assert!(message.contains(name), "{message}");
     }
 }
+
+#[test]
+fn d1_shards_default_to_the_one_binding_and_are_checked() {
+    assert_eq!(config(&[]).unwrap().d1_shards, vec!["DB"]);
+    assert_eq!(
+        config(&[("D1_SHARDS", "DB, DB_2")]).unwrap().d1_shards,
+        vec!["DB", "DB_2"]
+    );
+    for bad in ["DB,DB", "DB,2X", "DB,my-db", " , "] {
+        let err = config(&[("D1_SHARDS", bad)]).unwrap_err().to_string();
+        assert!(err.contains("D1_SHARDS"), "{bad}: {err}");
+    }
+}

@@ -3,7 +3,7 @@
 //! Worker does not come back.
 
 use super::{Object, DELETION_MS};
-use crate::edge::conversation::storage::{Deleted, DELETED};
+use crate::edge::conversation::storage::{Deleted, DELETED, SHARD};
 use crate::edge::error::ApiError;
 use std::rc::Rc;
 use worker::console_error;
@@ -14,6 +14,7 @@ impl Object {
     /// refuses messages until the Worker, its D1 rows gone, says [`Object::forget`]; should the
     /// Worker never come back, the alarm deletes the rows itself.
     pub(super) async fn clear(&self, deleted: Deleted) -> std::result::Result<(), ApiError> {
+        self.know_shard(&deleted.owner).await?;
         self.deleting.set(true);
         self.cancel();
         for _ in 0..200 {
@@ -23,6 +24,14 @@ impl Object {
             worker::Delay::from(std::time::Duration::from_millis(25)).await;
         }
         let cleared = self.empty().await;
+        // The alarm that may finish the deletion after an eviction reads the database here.
+        let sharded = crate::edge::config::Config::cached(&self.env)?
+            .d1_shards
+            .len()
+            > 1;
+        if let (true, Some(shard)) = (sharded, self.shard.borrow().clone()) {
+            self.storage.set_mark(SHARD, &shard)?;
+        }
         let marked = serde_json::to_string(&deleted)
             .map_err(ApiError::from)
             .and_then(|json| Ok(self.storage.set_mark(DELETED, &json)?));

@@ -42,11 +42,11 @@ use worker::{
 use self::replay::{ChunkLog, NoReader, MAX_READERS};
 use self::rules::Activity;
 use self::sse::sse;
-use self::storage::{Deleted, ObjectStorage};
+use self::storage::{Deleted, ObjectStorage, SHARD};
 use self::turn::TurnEnv;
 use super::{error_response, json_response};
 use crate::agent::CancelToken;
-use crate::edge::d1::Store;
+use crate::edge::d1::{shards, Store};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::protocol::{Delivery, Handover, Status};
@@ -74,6 +74,7 @@ impl DurableObject for ConversationCoordinator {
                 env,
                 storage,
                 turn_env: RefCell::default(),
+                shard: RefCell::default(),
                 live: RefCell::default(),
                 deleting: Cell::new(false),
                 requests: Cell::new(0),
@@ -117,6 +118,8 @@ struct Object {
     storage: Rc<ObjectStorage>,
     /// Built on first use: configuration parsed from the environment, D1.
     turn_env: RefCell<Option<Rc<TurnEnv>>>,
+    /// The D1 binding that holds the conversation, once looked up ([`Object::know_shard`]).
+    shard: RefCell<Option<String>>,
     /// The turn a task of this isolate runs.
     live: RefCell<Option<Live>>,
     /// The conversation is being deleted: its turn ends and nothing new starts.
@@ -224,14 +227,50 @@ impl Object {
         }
     }
 
+    /// Looks up (once) which D1 database holds `owner`'s data, the conversation's owner, and
+    /// keeps it in the object's storage, where the alarm finds it after an eviction. Every entry
+    /// that may reach D1 with a request to answer calls it first.
+    async fn know_shard(&self, owner: &str) -> std::result::Result<(), ApiError> {
+        if self.shard.borrow().is_some() {
+            return Ok(());
+        }
+        let config = crate::edge::config::Config::cached(&self.env)?;
+        let binding = match self.storage.mark(SHARD)? {
+            Some(kept) => kept,
+            None => {
+                let binding = shards::binding_of(&self.env, &config.d1_shards, owner).await?;
+                if config.d1_shards.len() > 1 {
+                    self.storage.set_mark(SHARD, &binding)?;
+                }
+                binding
+            }
+        };
+        *self.shard.borrow_mut() = Some(binding);
+        Ok(())
+    }
+
     fn turn_env(&self) -> std::result::Result<Rc<TurnEnv>, ApiError> {
         if let Some(env) = self.turn_env.borrow().as_ref() {
             return Ok(env.clone());
         }
+        let config = crate::edge::config::Config::cached(&self.env)?;
+        // Not looked up in this isolate (an alarm after an eviction): the kept mark; without
+        // one, the first database, where every conversation from before `D1_SHARDS` lived.
+        let shard = match self.shard.borrow().clone() {
+            Some(known) => known,
+            None => match self.storage.mark(SHARD)? {
+                Some(kept) => kept,
+                None => config
+                    .d1_shards
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| ApiError::config("D1_SHARDS", "names no D1 binding"))?,
+            },
+        };
         let env = Rc::new(TurnEnv {
             env: self.env.clone(),
-            config: crate::edge::config::Config::cached(&self.env)?,
-            store: Rc::new(Store::from_env(&self.env)?),
+            store: Rc::new(Store::on(&self.env, &shard)?),
+            config,
             storage: self.storage.clone(),
         });
         *self.turn_env.borrow_mut() = Some(env.clone());

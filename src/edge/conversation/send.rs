@@ -67,6 +67,8 @@ impl Object {
                     (TurnConversation::from(row), false)
                 }
                 (_, Some(chat), None) => {
+                    // The caller's own chat: their database is the conversation's.
+                    self.know_shard(&caller).await?;
                     resolving = 1;
                     match self.resolve_chat(&caller, chat).await? {
                         Ok(conversation) => (conversation, false),
@@ -80,6 +82,8 @@ impl Object {
         if self.deleting.get() {
             return Err(ApiError::conversation_not_found(&conversation.id));
         }
+        // Looked up only once the owner is known, never for a caller refused above.
+        self.know_shard(&conversation.owner).await?;
         if !kept {
             self.storage.set_conversation(&conversation)?;
         }

@@ -95,6 +95,9 @@ pub const DELETED: &str = "deleted";
 /// The mark counting the queue's turns that failed to start in a row.
 pub const FAILED_STARTS: &str = "failed_starts";
 
+/// The mark naming the D1 binding that holds the conversation (`D1_SHARDS`), once looked up.
+pub const SHARD: &str = "shard";
+
 /// Whose conversation is being deleted, for the alarm that finishes it.
 #[derive(Debug, Clone, serde::Serialize, Deserialize)]
 pub struct Deleted {

@@ -6,6 +6,7 @@
 //! - [`usage`]: the usage ledger and budgets
 //! - [`artifacts`]: artifacts and their versions
 //! - [`rows`]: reading D1's results into Rust types
+//! - [`shards`]: which D1 database holds an owner's data
 
 use worker::wasm_bindgen::JsValue;
 use worker::D1Database;
@@ -14,6 +15,7 @@ pub mod artifacts;
 pub mod conversations;
 pub mod history;
 pub mod rows;
+pub mod shards;
 pub mod usage;
 
 pub use conversations::{is_conversation_id, scoped_id, Conversation};
@@ -30,9 +32,28 @@ pub struct Store {
 }
 
 impl Store {
-    /// The store of the Worker's D1 binding.
-    pub fn from_env(env: &worker::Env) -> Result<Self, crate::edge::error::ApiError> {
-        Ok(Self::new(env.d1(BINDING)?))
+    /// The store of the D1 database that holds `owner`'s data (`D1_SHARDS`).
+    pub async fn of(
+        env: &worker::Env,
+        config: &crate::edge::config::Config,
+        owner: &str,
+    ) -> Result<Self, crate::edge::error::ApiError> {
+        let binding = shards::binding_of(env, &config.d1_shards, owner).await?;
+        Ok(Self::new(env.d1(&binding)?))
+    }
+
+    /// [`Self::of`] with the configuration of `env`.
+    pub async fn for_owner(
+        env: &worker::Env,
+        owner: &str,
+    ) -> Result<Self, crate::edge::error::ApiError> {
+        let config = crate::edge::config::Config::cached(env)?;
+        Self::of(env, &config, owner).await
+    }
+
+    /// The store of one D1 binding, by name.
+    pub fn on(env: &worker::Env, binding: &str) -> Result<Self, crate::edge::error::ApiError> {
+        Ok(Self::new(env.d1(binding)?))
     }
 
     pub fn new(db: D1Database) -> Self {

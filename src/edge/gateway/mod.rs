@@ -185,7 +185,8 @@ async fn budget_check(env: &Env, config: &Config, user: &str) -> Result<(), ApiE
     let (Some(limit), None) = (config.user_budget_usd, &config.budget_model) else {
         return Ok(());
     };
-    let budget = d1::Store::from_env(env)?
+    let budget = d1::Store::for_owner(env, user)
+        .await?
         .budget(user, Some((limit, config.budget_period)), now_ms())
         .await?;
     match budget {

@@ -18,7 +18,7 @@ pub async fn list(env: &Env, user: &str, id: &str) -> Result<Response, ApiError>
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
     let owned = owned(env, user, id).await?;
     let id = owned.id.as_str();
-    let artifacts = Store::from_env(env)?.artifacts(id).await?;
+    let artifacts = Store::for_owner(env, user).await?.artifacts(id).await?;
     json_response(200, &serde_json::json!({ "artifacts": artifacts }))
 }
 
@@ -40,7 +40,8 @@ pub async fn get(
             version = u32::try_from(v).ok();
         }
     }
-    let artifact = Store::from_env(env)?
+    let artifact = Store::for_owner(env, user)
+        .await?
         .artifact(id, artifact_id, version)
         .await?
         .ok_or_else(|| {
@@ -80,7 +81,7 @@ pub async fn put(
             "an artifact id is 1 to 64 characters".into(),
         ));
     }
-    let store = Store::from_env(env)?;
+    let store = Store::for_owner(env, user).await?;
     let now = now_ms();
     let previous = store.artifact(id, artifact_id, None).await?;
     let kind = body

@@ -61,7 +61,8 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    Store::from_env(env)?
+    Store::for_owner(env, user)
+        .await?
         .create_conversation(&conversation, config.max_conversations_per_user)
         .await?;
     json_response(201, &conversation)
@@ -172,7 +173,7 @@ pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiE
             _ => {}
         }
     }
-    let store = Store::from_env(env)?;
+    let store = Store::for_owner(env, user).await?;
     let before = cursor.as_ref().map(|(t, id)| (*t, id.as_str()));
     let (conversations, next) = store.conversations_page(user, before, limit).await?;
     json_response(
@@ -211,7 +212,10 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
     let object = ConversationClient::for_conversation(env, id)?;
     // The object refuses messages from here until it forgets: nothing recreates the rows.
     object.clear(id, &owned.owner).await?;
-    let deleted = Store::from_env(env)?.delete_conversation(user, id).await?;
+    let deleted = Store::for_owner(env, user)
+        .await?
+        .delete_conversation(user, id)
+        .await?;
     // Should this fail, the object's alarm finishes the deletion.
     if let Err(e) = object.forget().await {
         worker::console_error!("forgetting deleted conversation {id}: {e}");

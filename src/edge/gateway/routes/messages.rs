@@ -301,7 +301,7 @@ pub async fn retry(
 }
 
 pub async fn list(req: &Request, env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
-    let store = Store::from_env(env)?;
+    let store = Store::for_owner(env, user).await?;
     let conversation = store
         .conversation(user, id)
         .await?

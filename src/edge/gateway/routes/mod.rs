@@ -54,7 +54,8 @@ pub(crate) async fn owned(
     user: &str,
     id: &str,
 ) -> Result<crate::edge::d1::Conversation, crate::edge::error::ApiError> {
-    crate::edge::d1::Store::from_env(env)?
+    crate::edge::d1::Store::for_owner(env, user)
+        .await?
         .conversation(user, id)
         .await?
         .ok_or_else(|| crate::edge::error::ApiError::conversation_not_found(id))

@@ -14,7 +14,7 @@ use crate::edge::json_response;
 use crate::edge::platform::clock::now_ms;
 
 pub async fn get(env: &Env, config: &Config, user: &str) -> Result<Response, ApiError> {
-    let store = Store::from_env(env)?;
+    let store = Store::for_owner(env, user).await?;
     let now = now_ms();
     let default = config
         .user_budget_usd
@@ -69,7 +69,8 @@ pub async fn put(
             "the user must be 1 to 256 characters".into(),
         ));
     }
-    Store::from_env(env)?
+    Store::for_owner(env, user)
+        .await?
         .set_budget(user, body.limit_usd, body.period, now_ms())
         .await?;
     json_response(
