@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { ROOT, anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker, persistDir, config;
@@ -31,15 +32,17 @@ database_name = "edge-agent-2"
 database_id = "00000000-0000-0000-0000-000000000002"
 migrations_dir = "../../migrations"
 `);
-  worker = await startWorker({
-    persistDir,
-    config,
-    migrate: ["DB", "DB2"],
-    vars: {
-      D1_SHARDS: "DB,DB2", ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob}`,
-      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
-    },
-  });
+  worker = await start();
+});
+
+const start = () => startWorker({
+  persistDir,
+  config,
+  migrate: ["DB", "DB2"],
+  vars: {
+    D1_SHARDS: "DB,DB2", ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob}`,
+    ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+  },
 });
 
 after(async () => {
@@ -88,4 +91,20 @@ test("two users' data land in different D1 databases, and every route works for 
   assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${made.bob}`, undefined, as("bob"))).status, 204);
   assert.deepEqual(await rows("DB2", `SELECT id FROM conversations WHERE id = '${made.bob}'`), []);
   assert.equal((await rows("DB", `SELECT id FROM conversations WHERE id = '${made.alice}'`)).length, 1);
+});
+
+test("a deletion the alarm finishes after a restart reaches the owner's database", async () => {
+  const [{ id }] = (await (await api(worker.url, "GET", "/v1/conversations", undefined, as("bob"))).json()).conversations;
+  // DB2 refuses to delete the row: the object is emptied, the rows stay.
+  await rows("DB2", `CREATE TRIGGER hold BEFORE DELETE ON conversations WHEN old.id = '${id}' BEGIN SELECT RAISE(ABORT, 'held'); END`);
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}`, undefined, as("bob"))).status, 500);
+  // The runtime dies with the deletion half done; nothing of the object is left in memory.
+  await worker.kill();
+  await rows("DB2", "DROP TRIGGER hold");
+  worker = await start();
+  for (const deadline = Date.now() + 60_000; (await rows("DB2", `SELECT id FROM conversations WHERE id = '${id}'`)).length; await sleep(500)) {
+    assert.ok(Date.now() < deadline, "the alarm never finished the deletion in DB2");
+  }
+  assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("bob"))).status, 404);
+  assert.deepEqual(await rows("DB2", `SELECT COUNT(*) AS n FROM messages WHERE conversation_id = '${id}'`), [{ n: 0 }]);
 });
