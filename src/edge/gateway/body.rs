@@ -15,7 +15,8 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// after it has all been read.
 pub async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, ApiError> {
     let text = body_text(req).await?;
-    json_text(if text.trim().is_empty() { "{}" } else { &text })
+    // Only no body at all is an empty request; whitespace is not JSON.
+    json_text(if text.is_empty() { "{}" } else { &text })
 }
 
 /// Reads a body's text as `T`, saying what is wrong when it does not read.
