@@ -3,7 +3,7 @@
 //! Worker does not come back.
 
 use super::{Object, DELETION_MS};
-use crate::edge::conversation::storage::{Deleted, DELETED, SHARD};
+use crate::edge::conversation::storage::{Deleted, DELETED};
 use crate::edge::error::ApiError;
 use std::rc::Rc;
 use worker::console_error;
@@ -24,14 +24,8 @@ impl Object {
             worker::Delay::from(std::time::Duration::from_millis(25)).await;
         }
         let cleared = self.empty().await;
-        // The alarm that may finish the deletion after an eviction reads the database here.
-        let sharded = crate::edge::config::Config::cached(&self.env)?
-            .d1_shards
-            .len()
-            > 1;
-        if let (true, Some(shard)) = (sharded, self.shard.borrow().clone()) {
-            self.storage.set_mark(SHARD, &shard)?;
-        }
+        // Emptying took the mark; the alarm that may finish the deletion needs it.
+        self.keep_shard()?;
         let marked = serde_json::to_string(&deleted)
             .map_err(ApiError::from)
             .and_then(|json| Ok(self.storage.set_mark(DELETED, &json)?));

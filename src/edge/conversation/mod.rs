@@ -234,18 +234,29 @@ impl Object {
         if self.shard.borrow().is_some() {
             return Ok(());
         }
-        let config = crate::edge::config::Config::cached(&self.env)?;
-        let binding = match self.storage.mark(SHARD)? {
-            Some(kept) => kept,
-            None => {
-                let binding = shards::binding_of(&self.env, &config.d1_shards, owner).await?;
-                if config.d1_shards.len() > 1 {
-                    self.storage.set_mark(SHARD, &binding)?;
-                }
-                binding
-            }
-        };
+        if let Some(kept) = self.storage.mark(SHARD)? {
+            *self.shard.borrow_mut() = Some(kept);
+            return Ok(());
+        }
+        let listed = crate::edge::config::Config::cached(&self.env)?.d1_shards;
+        let binding = shards::binding_of(&self.env, &listed, owner).await?;
         *self.shard.borrow_mut() = Some(binding);
+        self.keep_shard()
+    }
+
+    /// Writes the looked-up database into the `shard` mark, for an alarm after an eviction.
+    /// With one database there is nothing to keep: every turn environment falls back to it.
+    fn keep_shard(&self) -> std::result::Result<(), ApiError> {
+        let Some(shard) = self.shard.borrow().clone() else {
+            return Ok(());
+        };
+        if crate::edge::config::Config::cached(&self.env)?
+            .d1_shards
+            .len()
+            > 1
+        {
+            self.storage.set_mark(SHARD, &shard)?;
+        }
         Ok(())
     }
 

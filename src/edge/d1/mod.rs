@@ -33,22 +33,13 @@ pub struct Store {
 
 impl Store {
     /// The store of the D1 database that holds `owner`'s data (`D1_SHARDS`).
-    pub async fn of(
-        env: &worker::Env,
-        config: &crate::edge::config::Config,
-        owner: &str,
-    ) -> Result<Self, crate::edge::error::ApiError> {
-        let binding = shards::binding_of(env, &config.d1_shards, owner).await?;
-        Ok(Self::new(env.d1(&binding)?))
-    }
-
-    /// [`Self::of`] with the configuration of `env`.
     pub async fn for_owner(
         env: &worker::Env,
         owner: &str,
     ) -> Result<Self, crate::edge::error::ApiError> {
         let config = crate::edge::config::Config::cached(env)?;
-        Self::of(env, &config, owner).await
+        let binding = shards::binding_of(env, &config.d1_shards, owner).await?;
+        Ok(Self::new(env.d1(&binding)?))
     }
 
     /// The store of one D1 binding, by name.
