@@ -70,6 +70,7 @@ fn compactor(summariser: Rc<Scripted>) -> Rc<Compactor> {
         context_window: 1000,
         threshold_ratio: 0.25,
         max_output_tokens: 4096,
+        provider: None,
     })
 }
 
@@ -154,6 +155,7 @@ fn cuts_never_separate_a_tool_call_from_its_result() {
         context_window: 1200,
         max_output_tokens: 4096,
         threshold_ratio: 0.5,
+        provider: None,
     };
     let compaction = futures::executor::block_on(c.compact(&h)).unwrap();
     let end = compaction.replaces.end;
@@ -208,6 +210,7 @@ fn only_what_the_summary_covers_is_replaced_and_the_rest_waits_for_the_next_one(
         context_window: 900,
         threshold_ratio: 0.25,
         max_output_tokens: 4096,
+        provider: None,
     }));
     let hooks = Persist::default();
     assert_eq!(run(&mut state, &model, &hooks), TurnOutcome::Completed);

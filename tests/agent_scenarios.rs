@@ -629,7 +629,10 @@ fn a_resolver_sees_each_call_before_it_is_made_and_is_settled_after_it_ends() {
     let plans = holding.plans.borrow();
     assert_eq!(plans.len(), 2);
     let bare = edge_agent::agent::compact::estimate_tokens("You tell the time.")
-        + edge_agent::agent::compact::message_tokens(&AgentMessage::user_text("what time is it?"));
+        + edge_agent::agent::compact::message_tokens(
+            &AgentMessage::user_text("what time is it?"),
+            None,
+        );
     assert!(plans[0].0 > bare, "{plans:?} against {bare}");
     assert!(plans[1].0 > plans[0].0, "{plans:?}");
     assert_eq!(plans[0].1, state.max_tokens);

@@ -126,12 +126,16 @@ pub fn tool_tokens(tool: &crate::llm::ToolDef) -> u64 {
     count.tokens()
 }
 
-/// Estimated tokens of one message as the LLM would see it (plus a little framing).
-pub fn message_tokens(message: &AgentMessage) -> u64 {
+/// Estimated tokens of one message as the LLM would see it (plus a little framing); files by
+/// `provider`'s rule of thumb (`None`: the most any provider counts).
+pub fn message_tokens(message: &AgentMessage, provider: Option<&str>) -> u64 {
     const FRAMING: u64 = 4;
+    let blocks = |content: &[ContentBlock]| -> u64 {
+        content.iter().map(|b| block_tokens(b, provider)).sum()
+    };
     let text: u64 = match message {
-        AgentMessage::User { content } => content.iter().map(block_tokens).sum(),
-        AgentMessage::Assistant(a) => a.content.iter().map(block_tokens).sum(),
+        AgentMessage::User { content } => blocks(content),
+        AgentMessage::Assistant(a) => blocks(&a.content),
         AgentMessage::ToolResult(r) => estimate_tokens(&r.content),
         AgentMessage::Summary { text } => estimate_tokens(text),
         // Never sent to the LLM.
@@ -142,8 +146,8 @@ pub fn message_tokens(message: &AgentMessage) -> u64 {
     text + FRAMING
 }
 
-/// Estimated tokens of one content block.
-pub(crate) fn block_tokens(block: &ContentBlock) -> u64 {
+/// Estimated tokens of one content block (a file's by `provider`'s rule of thumb).
+pub(crate) fn block_tokens(block: &ContentBlock, provider: Option<&str>) -> u64 {
     match block {
         ContentBlock::Text { text } => estimate_tokens(text),
         ContentBlock::Thinking { thinking, .. } => estimate_tokens(thinking),
@@ -153,6 +157,7 @@ pub(crate) fn block_tokens(block: &ContentBlock) -> u64 {
             estimate_tokens(&call.name) + input.tokens()
         }
         ContentBlock::RedactedThinking { data } => estimate_tokens(data) / 2,
+        ContentBlock::File(file) => file.tokens(provider),
     }
 }
 
@@ -200,6 +205,8 @@ pub struct Compactor {
     pub threshold_ratio: f64,
     /// The most the summariser's model may write in one answer.
     pub max_output_tokens: u64,
+    /// The provider of the model whose window this is: files are counted by its rule of thumb.
+    pub provider: Option<String>,
 }
 
 const INSTRUCTION: &str = "Summarise the conversation above for your own later use. Keep every \
@@ -209,7 +216,11 @@ const INSTRUCTION: &str = "Summarise the conversation above for your own later u
 impl Compactor {
     /// The compaction `messages` need, if they are over the threshold.
     pub async fn compact(&self, messages: &[AgentMessage]) -> Option<Compaction> {
-        let tokens: Vec<u64> = messages.iter().map(message_tokens).collect();
+        let provider = self.provider.as_deref();
+        let tokens: Vec<u64> = messages
+            .iter()
+            .map(|m| message_tokens(m, provider))
+            .collect();
         let threshold = (self.context_window as f64 * self.threshold_ratio) as u64;
         if tokens.iter().sum::<u64>() <= threshold {
             return None;
@@ -265,7 +276,11 @@ impl Compactor {
             return (None, None);
         };
         let old = &old[..covered];
-        let mut history = crate::llm::transform::prepare_for(convert_to_llm(old), provider.model());
+        let mut history = crate::llm::transform::prepare_for(
+            convert_to_llm(old),
+            provider.model(),
+            &provider.capabilities(),
+        );
         history.push(Message::user_text(INSTRUCTION));
         let request = LlmRequest {
             system: Some("You compress conversations into faithful notes."),
@@ -415,7 +430,7 @@ mod tests {
             words(4),
             answer(4),
         ];
-        let tokens: Vec<u64> = messages.iter().map(message_tokens).collect();
+        let tokens: Vec<u64> = messages.iter().map(|m| message_tokens(m, None)).collect();
         // The tail from each start, summed the slow way, says which start is right.
         let tail = |start: usize| tokens[start..].iter().sum::<u64>();
         assert_eq!(cut(&messages, &tokens, tail(2)), Some(2));
@@ -442,7 +457,7 @@ mod tests {
             }),
             AgentMessage::user_text("short"),
         ];
-        let tokens: Vec<u64> = messages.iter().map(message_tokens).collect();
+        let tokens: Vec<u64> = messages.iter().map(|m| message_tokens(m, None)).collect();
         let fitting_head = |budget| fitting_head(&messages, &tokens, budget);
         assert_eq!(fitting_head(10_000), 4);
         // 504 + 504 + 5 fit 1,015; the short question (6 more) does not, and starts the rest.

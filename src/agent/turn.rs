@@ -174,7 +174,9 @@ pub async fn run_agent_turn(
                     .iter()
                     .chain(&state.messages[hidden.end..]);
                 system.map_or(0, super::compact::estimate_tokens)
-                    + visible.map(super::compact::message_tokens).sum::<u64>()
+                    + visible
+                        .map(|m| super::compact::message_tokens(m, None))
+                        .sum::<u64>()
                     + definitions
                         .iter()
                         .map(super::compact::tool_tokens)
@@ -205,7 +207,7 @@ pub async fn run_agent_turn(
             seen.extend(super::convert_to_llm(&state.messages[hidden.end..]));
             seen
         };
-        let mut history = prepare_for(seen, &model);
+        let mut history = prepare_for(seen, &model, &provider.capabilities());
         if let Some(t) = transform {
             history = t.transform(history).await;
         }
@@ -650,7 +652,7 @@ pub fn charge_unreported(answer: &mut crate::llm::AssistantMessage, input: impl 
     let streamed: u64 = answer
         .content
         .iter()
-        .map(super::compact::block_tokens)
+        .map(|b| super::compact::block_tokens(b, None))
         .sum();
     let usage = &mut answer.usage;
     if usage.input_tokens == 0 && usage.cache_read_tokens == 0 {

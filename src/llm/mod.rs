@@ -4,6 +4,7 @@
 //! [`LlmEvent`]s, finishing with a [`Completion`]. Everything a caller touches is in this
 //! module's plain types; wire formats stay private to their provider file.
 
+pub mod attachment;
 pub mod error;
 pub mod event;
 pub mod fields;
@@ -20,6 +21,7 @@ pub mod transform;
 pub mod transport;
 pub mod types;
 
+pub use attachment::{Attachment, FileData, FileKind};
 pub use error::LlmError;
 pub use event::LlmEvent;
 pub use models::ModelRef;

@@ -25,6 +25,12 @@ pub struct Completion {
 pub trait Provider {
     fn model(&self) -> &ModelRef;
 
+    /// What the model takes (images, reasoning, tools): the built-in registry's entry, unless
+    /// the application knows better (a deployment's own `MODELS` entry).
+    fn capabilities(&self) -> super::models::Capabilities {
+        super::models::lookup(self.model()).capabilities
+    }
+
     /// Streams one answer, calling `on_event` for each event as it arrives.
     async fn stream(
         &self,

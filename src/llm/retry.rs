@@ -86,6 +86,10 @@ impl Provider for Resilient {
         self.chain[0].model()
     }
 
+    fn capabilities(&self) -> super::models::Capabilities {
+        self.chain[0].capabilities()
+    }
+
     /// The configured model's health; fallbacks exist for when it is unwell.
     async fn health_check(&self) -> Result<(), super::LlmError> {
         self.chain[0].health_check().await
@@ -114,8 +118,11 @@ impl Provider for Resilient {
             let prepared;
             let mut fallback_request = *request;
             if i > 0 {
-                prepared =
-                    super::transform::prepare_for(request.messages.to_vec(), provider.model());
+                prepared = super::transform::prepare_for(
+                    request.messages.to_vec(),
+                    provider.model(),
+                    &provider.capabilities(),
+                );
                 fallback_request.messages = &prepared;
             }
             let request = &fallback_request;

@@ -9,20 +9,24 @@
 //! - A tool call without a result gets a synthetic error result; a result without its call is
 //!   dropped.
 //! - Assistant messages that ended in an error or were aborted are dropped.
+//! - A file the target cannot see (an image for a text-only model, a PDF for a provider that
+//!   reads none) becomes a short note saying what was attached.
 //!
 //! Merging consecutive same-role messages is left to the encoders of the providers that need
 //! alternation (Anthropic, Gemini), since only they know their roles.
 
 use std::collections::{HashMap, HashSet};
 
+use super::models::Capabilities;
 use super::{ContentBlock, Message, ModelRef, StopReason, ToolResult};
 
 /// The result content given to a tool call that never got one.
 pub const NO_RESULT: &str = "No result provided: the call was interrupted.";
 
-/// `messages` prepared for `target`. They are taken, not copied: what needs no change is moved
-/// into the result, since a turn's history is converted for each LLM call and can be long.
-pub fn prepare_for(messages: Vec<Message>, target: &ModelRef) -> Vec<Message> {
+/// `messages` prepared for `target`, a model with `sees`. They are taken, not copied: what needs
+/// no change is moved into the result, since a turn's history is converted for each LLM call
+/// and can be long.
+pub fn prepare_for(messages: Vec<Message>, target: &ModelRef, sees: &Capabilities) -> Vec<Message> {
     let kept = |m: &Message| match m {
         Message::Assistant(a) => !matches!(
             a.stop_reason,
@@ -57,9 +61,18 @@ pub fn prepare_for(messages: Vec<Message>, target: &ModelRef) -> Vec<Message> {
                 }
                 out.push(Message::ToolResult(r));
             }
-            Message::User { .. } => {
+            Message::User { mut content } => {
                 close_pending(&mut out, &mut pending);
-                out.push(message);
+                for block in content.iter_mut() {
+                    if let ContentBlock::File(file) = block {
+                        if !file.seen_by(&target.provider, sees) {
+                            *block = ContentBlock::Text {
+                                text: file.unseen_note(),
+                            };
+                        }
+                    }
+                }
+                out.push(Message::User { content });
             }
             Message::Assistant(mut answer) => {
                 close_pending(&mut out, &mut pending);
@@ -85,6 +98,8 @@ pub fn prepare_for(messages: Vec<Message>, target: &ModelRef) -> Vec<Message> {
                             None
                         }
                         block @ ContentBlock::Text { .. } => Some(block),
+                        // Only users attach files.
+                        ContentBlock::File(_) => None,
                     })
                     .collect();
                 out.push(Message::Assistant(answer));
@@ -234,6 +249,7 @@ mod tests {
         let out = prepare_for(
             history.clone(),
             &ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
+            &VISION,
         );
         let Message::Assistant(a) = &out[1] else {
             panic!()
@@ -250,6 +266,7 @@ mod tests {
         let same = prepare_for(
             history.clone(),
             &ModelRef::parse("gemini:gemini-3-pro").unwrap(),
+            &VISION,
         );
         assert_eq!(same, history);
     }
@@ -273,7 +290,7 @@ mod tests {
             result("call.1/a"),
             result(&long),
         ];
-        let out = prepare_for(history, &ModelRef::parse("openai:gpt-4o").unwrap());
+        let out = prepare_for(history, &ModelRef::parse("openai:gpt-4o").unwrap(), &VISION);
         let Message::Assistant(a) = &out[1] else {
             panic!()
         };
@@ -323,7 +340,7 @@ mod tests {
             ),
             Message::user_text("again"),
         ];
-        let out = prepare_for(history, &ModelRef::parse("anthropic:m").unwrap());
+        let out = prepare_for(history, &ModelRef::parse("anthropic:m").unwrap(), &VISION);
         let kinds: Vec<String> = out
             .iter()
             .map(|m| match m {
@@ -344,4 +361,68 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn a_file_the_target_cannot_see_becomes_a_note_and_the_rest_stay() {
+        let file = |media_type: &str, name: &str| {
+            ContentBlock::File(crate::llm::Attachment {
+                id: name.into(),
+                media_type: media_type.into(),
+                size: 2048,
+                name: Some(name.into()),
+                width: None,
+                height: None,
+                pages: None,
+                data: Some(crate::llm::FileData::Base64("AAAA".into())),
+            })
+        };
+        let history = vec![Message::User {
+            content: vec![
+                ContentBlock::Text {
+                    text: "look".into(),
+                },
+                file("image/png", "a.png"),
+                file("application/pdf", "b.pdf"),
+                file("text/plain", "c.txt"),
+            ],
+        }];
+        let blocks = |out: Vec<Message>| match out.into_iter().next() {
+            Some(Message::User { content }) => content,
+            other => panic!("{other:?}"),
+        };
+        // A vision model of a provider that reads PDFs keeps all three as files.
+        let anthropic = ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            blocks(prepare_for(history.clone(), &anthropic, &VISION)),
+            blocks(history.clone())
+        );
+        // Ollama with vision: the image stays, the PDF becomes a note.
+        let ollama = ModelRef::parse("ollama:llava").unwrap();
+        let out = blocks(prepare_for(history.clone(), &ollama, &VISION));
+        assert!(matches!(&out[1], ContentBlock::File(f) if f.id == "a.png"));
+        assert_eq!(
+            out[2],
+            ContentBlock::Text {
+                text: "[The user attached \"b.pdf\" (application/pdf, 2 KB); this model cannot \
+                       read PDFs, so it is not shown.]"
+                    .into()
+            }
+        );
+        // A text-only model: only the text file is left as a file.
+        let text_only = Capabilities {
+            vision: false,
+            ..VISION
+        };
+        let out = blocks(prepare_for(history, &ollama, &text_only));
+        assert!(
+            matches!(&out[1], ContentBlock::Text { text } if text.contains("cannot see images"))
+        );
+        assert!(matches!(&out[3], ContentBlock::File(f) if f.id == "c.txt"));
+    }
+
+    const VISION: Capabilities = Capabilities {
+        tools: true,
+        thinking: true,
+        vision: true,
+    };
 }

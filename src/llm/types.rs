@@ -7,6 +7,8 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use super::Attachment;
+
 /// One piece of a message's content. Serialized with a `type` tag; read back through a flat
 /// struct (see the `Deserialize` impl).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,6 +30,8 @@ pub enum ContentBlock {
     RedactedThinking {
         data: String,
     },
+    /// A file the user attached: a reference, its contents filled in only for a call.
+    File(Attachment),
 }
 
 /// Read through one flat struct rather than serde's derive for a tagged enum, which buffers the
@@ -45,6 +49,11 @@ impl<'de> Deserialize<'de> for ContentBlock {
             name: Option<String>,
             input: Option<Value>,
             data: Option<String>,
+            media_type: Option<String>,
+            size: Option<u64>,
+            width: Option<u32>,
+            height: Option<u32>,
+            pages: Option<u32>,
         }
         let flat = Flat::deserialize(deserializer)?;
         let need = |value: Option<String>, field: &'static str| {
@@ -67,10 +76,20 @@ impl<'de> Deserialize<'de> for ContentBlock {
             "redacted_thinking" => ContentBlock::RedactedThinking {
                 data: need(flat.data, "data")?,
             },
+            "file" => ContentBlock::File(Attachment {
+                id: need(flat.id, "id")?,
+                media_type: need(flat.media_type, "media_type")?,
+                size: flat.size.ok_or_else(|| D::Error::missing_field("size"))?,
+                name: flat.name,
+                width: flat.width,
+                height: flat.height,
+                pages: flat.pages,
+                data: None,
+            }),
             other => {
                 return Err(D::Error::unknown_variant(
                     other,
-                    &["text", "thinking", "tool_use", "redacted_thinking"],
+                    &["text", "thinking", "tool_use", "redacted_thinking", "file"],
                 ))
             }
         })

@@ -21,8 +21,8 @@ use super::join_url;
 use crate::llm::partial::PartialMessage;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
-    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
-    ModelRef, Provider, StopReason, Usage,
+    Completion, ContentBlock, FileData, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent,
+    LlmRequest, Message, ModelRef, Provider, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -181,6 +181,25 @@ fn encode_block(block: &ContentBlock) -> Option<wire::Block<'_>> {
             name: &call.name,
             input: &call.input,
         }),
+        ContentBlock::File(file) => match (&file.data, file.kind()) {
+            (Some(FileData::Text(text)), _) => Some(wire::Block::Text { text }),
+            (Some(FileData::Base64(data)), kind) => {
+                let source = wire::Source {
+                    kind: "base64",
+                    media_type: &file.media_type,
+                    data,
+                };
+                Some(match kind {
+                    FileKind::Pdf => wire::Block::Document {
+                        source,
+                        title: file.name.as_deref(),
+                    },
+                    _ => wire::Block::Image { source },
+                })
+            }
+            // Its contents were not loaded: the application turns such a file into a note.
+            (None, _) => None,
+        },
     }
 }
 
@@ -388,6 +407,23 @@ mod wire {
             #[serde(skip_serializing_if = "std::ops::Not::not")]
             is_error: bool,
         },
+        Image {
+            source: Source<'a>,
+        },
+        Document {
+            source: Source<'a>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            title: Option<&'a str>,
+        },
+    }
+
+    /// An image's or a document's bytes, inline.
+    #[derive(Serialize)]
+    pub struct Source<'a> {
+        #[serde(rename = "type")]
+        pub kind: &'static str,
+        pub media_type: &'a str,
+        pub data: &'a str,
     }
 
     #[derive(Serialize)]

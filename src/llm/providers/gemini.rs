@@ -26,8 +26,8 @@ use super::join_url;
 use crate::llm::partial::PartialMessage;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
-    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
-    ModelRef, Provider, StopReason, Usage,
+    Completion, ContentBlock, FileData, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
+    Message, ModelRef, Provider, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -227,6 +227,18 @@ fn encode_block(block: &ContentBlock) -> Option<wire::PartOut<'_>> {
             thought_signature: call.signature.as_deref(),
             ..Default::default()
         }),
+        ContentBlock::File(file) => match &file.data {
+            Some(FileData::Text(text)) => Some(wire::PartOut::text(text)),
+            Some(FileData::Base64(data)) => Some(wire::PartOut {
+                inline_data: Some(wire::InlineData {
+                    mime_type: &file.media_type,
+                    data,
+                }),
+                ..Default::default()
+            }),
+            // Its contents were not loaded: the application turns such a file into a note.
+            None => None,
+        },
     }
 }
 
@@ -389,6 +401,16 @@ mod wire {
         pub function_call: Option<FunctionCallOut<'a>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub function_response: Option<FunctionResponse<'a>>,
+        /// An image or a PDF, inline.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub inline_data: Option<InlineData<'a>>,
+    }
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct InlineData<'a> {
+        pub mime_type: &'a str,
+        pub data: &'a str,
     }
 
     impl<'a> PartOut<'a> {

@@ -144,7 +144,13 @@ fn sources() -> Vec<(&'static str, Vec<Message>)> {
 fn encode(target: &str, messages: &[Message]) -> Value {
     let t: Rc<dyn HttpTransport> = ScriptedTransport::new(vec![]);
     let model = |id| ModelRef::parse(id).unwrap();
-    let prepared_for = |id| prepare_for(messages.to_vec(), &model(id));
+    let prepared_for = |id| {
+        prepare_for(
+            messages.to_vec(),
+            &model(id),
+            &crate::llm::models::lookup(&model(id)).capabilities,
+        )
+    };
     let body = match target {
         "anthropic" => {
             let m = prepared_for("anthropic:claude-sonnet-4-5");

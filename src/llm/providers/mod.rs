@@ -8,6 +8,8 @@ pub mod openai;
 pub mod workers_ai;
 
 #[cfg(test)]
+mod file_tests;
+#[cfg(test)]
 mod handoff_tests;
 #[cfg(test)]
 mod hostile_tests;

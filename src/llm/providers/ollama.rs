@@ -21,8 +21,8 @@ use super::join_url;
 use crate::llm::partial::PartialMessage;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
-    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
-    ModelRef, Provider, StopReason, Usage,
+    Completion, ContentBlock, FileData, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
+    Message, ModelRef, Provider, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
@@ -122,7 +122,19 @@ fn encode_messages<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
     }
     for message in messages {
         match message {
-            Message::User { content } => out.push(wire::Message::plain("user", text_of(content))),
+            Message::User { content } => out.push(wire::Message {
+                images: content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::File(f) => match &f.data {
+                            Some(FileData::Base64(data)) => Some(&**data),
+                            _ => None,
+                        },
+                        _ => None,
+                    })
+                    .collect(),
+                ..wire::Message::plain("user", text_of(content))
+            }),
             Message::Assistant(a) => {
                 let tool_calls: Vec<_> = a
                     .tool_calls()
@@ -142,6 +154,7 @@ fn encode_messages<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
                     content,
                     tool_calls,
                     tool_name: None,
+                    images: vec![],
                 });
             }
             Message::ToolResult(r) => out.push(wire::Message {
@@ -149,6 +162,7 @@ fn encode_messages<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
                 content: Cow::Borrowed(&r.content),
                 tool_calls: vec![],
                 tool_name: Some(&r.tool_name),
+                images: vec![],
             }),
         }
     }
@@ -160,6 +174,11 @@ fn text_of(content: &[ContentBlock]) -> Cow<'_, str> {
         .iter()
         .filter_map(|b| match b {
             ContentBlock::Text { text } => Some(text.as_str()),
+            // A text file is text for every model.
+            ContentBlock::File(f) => match &f.data {
+                Some(FileData::Text(text)) => Some(&**text),
+                _ => None,
+            },
             _ => None,
         })
         .collect();
@@ -276,6 +295,9 @@ mod wire {
         pub tool_calls: Vec<ToolCallOut<'a>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub tool_name: Option<&'a str>,
+        /// A user message's images, base64.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub images: Vec<&'a str>,
     }
 
     impl<'a> Message<'a> {
@@ -285,6 +307,7 @@ mod wire {
                 content,
                 tool_calls: vec![],
                 tool_name: None,
+                images: vec![],
             }
         }
     }

@@ -24,8 +24,8 @@ use super::join_url;
 use crate::llm::partial::PartialMessage;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
-    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
-    ModelRef, Provider, StopReason, ToolDef, Usage,
+    Completion, ContentBlock, FileData, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent,
+    LlmRequest, Message, ModelRef, Provider, StopReason, ToolDef, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -148,7 +148,7 @@ pub(crate) fn encode_messages<'a>(
     for message in messages {
         match message {
             Message::User { content } => out.push(wire::Message::User {
-                content: joined_text(content),
+                content: user_content(content),
             }),
             Message::Assistant(a) => {
                 let tool_calls: Vec<_> = a
@@ -184,9 +184,53 @@ pub(crate) fn encode_messages<'a>(
     out
 }
 
+/// A user message's content: its text, or a list of parts when it carries an image or a PDF.
+fn user_content(content: &[ContentBlock]) -> wire::UserContent<'_> {
+    let has_media = content
+        .iter()
+        .any(|b| matches!(b, ContentBlock::File(f) if matches!(f.data, Some(FileData::Base64(_)))));
+    if !has_media {
+        return wire::UserContent::Text(joined_text(content));
+    }
+    let parts = content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } if !text.is_empty() => Some(wire::Part::Text { text }),
+            ContentBlock::File(file) => match &file.data {
+                Some(FileData::Text(text)) => Some(wire::Part::Text { text }),
+                Some(FileData::Base64(data)) => {
+                    let url = wire::DataUrl {
+                        media_type: &file.media_type,
+                        data,
+                    };
+                    Some(match file.kind() {
+                        FileKind::Pdf => wire::Part::File {
+                            file: wire::FileOut {
+                                filename: file.name.as_deref(),
+                                file_data: url,
+                            },
+                        },
+                        _ => wire::Part::ImageUrl {
+                            image_url: wire::ImageUrl { url },
+                        },
+                    })
+                }
+                None => None,
+            },
+            _ => None,
+        })
+        .collect();
+    wire::UserContent::Parts(parts)
+}
+
 fn joined_text(content: &[ContentBlock]) -> Cow<'_, str> {
     let mut texts = content.iter().filter_map(|b| match b {
         ContentBlock::Text { text } => Some(text.as_str()),
+        // A text file is text for every model.
+        ContentBlock::File(f) => match &f.data {
+            Some(FileData::Text(text)) => Some(&**text),
+            _ => None,
+        },
         _ => None,
     });
     match (texts.next(), texts.next()) {
@@ -334,6 +378,50 @@ pub(crate) mod wire {
         pub include_usage: bool,
     }
 
+    /// A user message's content: text, or parts when it carries an image or a PDF.
+    #[derive(Serialize)]
+    #[serde(untagged)]
+    pub enum UserContent<'a> {
+        Text(Cow<'a, str>),
+        Parts(Vec<Part<'a>>),
+    }
+
+    #[derive(Serialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Part<'a> {
+        Text { text: &'a str },
+        ImageUrl { image_url: ImageUrl<'a> },
+        File { file: FileOut<'a> },
+    }
+
+    #[derive(Serialize)]
+    pub struct ImageUrl<'a> {
+        pub url: DataUrl<'a>,
+    }
+
+    #[derive(Serialize)]
+    pub struct FileOut<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub filename: Option<&'a str>,
+        pub file_data: DataUrl<'a>,
+    }
+
+    /// `data:{media_type};base64,{data}`, written straight into the request (the file's base64
+    /// is not copied to make it).
+    pub struct DataUrl<'a> {
+        pub media_type: &'a str,
+        pub data: &'a str,
+    }
+
+    impl Serialize for DataUrl<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.collect_str(&format_args!(
+                "data:{};base64,{}",
+                self.media_type, self.data
+            ))
+        }
+    }
+
     #[derive(Serialize)]
     #[serde(tag = "role", rename_all = "lowercase")]
     pub enum Message<'a> {
@@ -341,7 +429,7 @@ pub(crate) mod wire {
             content: &'a str,
         },
         User {
-            content: Cow<'a, str>,
+            content: UserContent<'a>,
         },
         Assistant {
             content: Option<Cow<'a, str>>,

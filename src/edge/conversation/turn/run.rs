@@ -113,6 +113,7 @@ impl Prepared {
             context_window: info.context_window.into(),
             threshold_ratio: config.compact_threshold,
             max_output_tokens: info.max_output_tokens.into(),
+            provider: Some(model.provider.clone()),
         }));
         let persisted = Rc::new(Persisted::new(seqs, pending, taken));
         state.queues = Rc::new(ObjectQueues {
