@@ -34,6 +34,10 @@ pub struct Config {
     /// A provider silent this long has stalled (`PROVIDER_IDLE_TIMEOUT_MS`).
     pub provider_idle_timeout_ms: u32,
     pub max_tokens: u32,
+    /// The largest file a message may carry, in bytes (`MAX_FILE_BYTES`).
+    pub max_file_bytes: u32,
+    /// Files one message may carry (`MAX_FILES_PER_MESSAGE`; 0 refuses every file).
+    pub max_files_per_message: u32,
     /// The model registry with the deployment's own entries (`MODELS`).
     pub models: Registry,
     /// Compact the history sent to the model past this share of its context window
@@ -140,6 +144,8 @@ impl Config {
             ollama_base_url: url(get, "OLLAMA_BASE_URL")?,
             max_llm_calls: number(get, "MAX_LLM_CALLS", 10, 1..=100)?,
             max_tool_calls: number(get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
+            max_file_bytes: number(get, "MAX_FILE_BYTES", 10 << 20, 1..=MAX_FILE_BYTES)?,
+            max_files_per_message: number(get, "MAX_FILES_PER_MESSAGE", 5, 0..=20)?,
             tool_timeout_ms: number(get, "TOOL_TIMEOUT_MS", 30_000, 100..=900_000)?,
             turn_deadline_ms: number(get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
             provider_idle_timeout_ms: number(
@@ -430,6 +436,10 @@ fn ratio(get: Lookup, name: &str, default: f64) -> Result<f64, ApiError> {
         )),
     }
 }
+
+/// The most `MAX_FILE_BYTES` may allow: a message's body (where a file comes base64) is read
+/// whole, and the object holds a turn's files in memory while it calls the model.
+pub const MAX_FILE_BYTES: u32 = 20 << 20;
 
 fn number(
     get: Lookup,

@@ -4,9 +4,28 @@
 
 use super::{Object, DELETION_MS};
 use crate::edge::conversation::storage::{Deleted, DELETED};
+use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
+use crate::edge::platform::files::Files;
 use std::rc::Rc;
-use worker::console_error;
+use worker::{console_error, Env};
+
+/// Deletes a conversation's D1 rows and its files in R2: the files first, so a failure leaves
+/// the rows that name them for the next attempt. `false` when no such conversation is stored.
+pub async fn delete_stored(
+    env: &Env,
+    store: &Store,
+    owner: &str,
+    id: &str,
+) -> Result<bool, ApiError> {
+    if let Some(files) = Files::from_env(env) {
+        let ids = store.conversation_files(id).await?;
+        if !ids.is_empty() {
+            files.delete(&ids).await?;
+        }
+    }
+    store.delete_conversation(owner, id).await
+}
 
 impl Object {
     /// The conversation is being deleted: the running turn is cancelled and has ended before
@@ -68,16 +87,15 @@ impl Object {
         self: &Rc<Self>,
         deleted: Deleted,
     ) -> std::result::Result<(), ApiError> {
-        let store = self.turn_env()?.store.clone();
+        let turn_env = self.turn_env()?;
+        let (env, store) = (turn_env.env.clone(), turn_env.store.clone());
         let object = self.clone();
         self.state.wait_until(async move {
-            let done = match store
-                .delete_conversation(&deleted.owner, &deleted.conversation)
-                .await
-            {
-                Ok(_) => object.forget().await,
-                Err(e) => Err(e),
-            };
+            let done =
+                match delete_stored(&env, &store, &deleted.owner, &deleted.conversation).await {
+                    Ok(_) => object.forget().await,
+                    Err(e) => Err(e),
+                };
             if let Err(e) = done {
                 console_error!("finishing the deletion of {}: {e}", deleted.conversation);
                 object.keep_alarm();

@@ -20,7 +20,7 @@
 //! finishes it from D1 (see [`rules::recovery`]).
 
 pub mod client;
-mod deletion;
+pub mod deletion;
 mod lifecycle;
 pub mod replay;
 mod report;

@@ -3,6 +3,7 @@
 
 use super::sse::sse;
 use super::{Object, MAX_QUEUED};
+use crate::agent::AgentMessage;
 use crate::edge::conversation::replay::NoReader;
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
@@ -15,12 +16,53 @@ use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::{
     ChatStart, Delivery, Handover, TurnConversation, TurnRequest, ELSEWHERE, UNKNOWN_CONVERSATION,
 };
+use crate::llm::{ContentBlock, FileKind};
 use futures::channel::oneshot;
 use futures::StreamExt;
 use std::rc::Rc;
 use worker::Response;
 
 impl Object {
+    /// A message's files must be ones the conversation's model can take: a 400 naming the model
+    /// otherwise, before anything of the message is kept.
+    fn check_files_seen(
+        &self,
+        conversation: &TurnConversation,
+        message: &AgentMessage,
+    ) -> std::result::Result<(), ApiError> {
+        let AgentMessage::User { content } = message else {
+            return Ok(());
+        };
+        let mut files = content.iter().filter_map(|b| match b {
+            ContentBlock::File(file) => Some(file),
+            _ => None,
+        });
+        let Some(first) = files.next() else {
+            return Ok(());
+        };
+        let config = &self.turn_env()?.config;
+        let model = conversation.model(config)?;
+        let capabilities = config.models.info(&model).capabilities;
+        match std::iter::once(first)
+            .chain(files)
+            .find(|f| !f.seen_by(&model.provider, &capabilities))
+        {
+            None => Ok(()),
+            Some(file) => Err(ApiError::BadRequest(format!(
+                "model `{model}` cannot take {} ({}): {}; send it to a conversation whose model \
+                 can, or send text",
+                file.name
+                    .as_deref()
+                    .map_or_else(|| "the file".to_string(), |n| format!("`{n}`")),
+                file.media_type,
+                match file.kind() {
+                    FileKind::Pdf if capabilities.vision => "its provider reads no PDFs",
+                    _ => "its registry entry has no vision",
+                }
+            ))),
+        }
+    }
+
     /// A message, answers or a retry: starts a turn and answers with its stream (or its JSON),
     /// or queues the message (202), or refuses (409 while a turn runs).
     pub(super) async fn send(
@@ -81,6 +123,9 @@ impl Object {
         };
         if self.deleting.get() {
             return Err(ApiError::conversation_not_found(&conversation.id));
+        }
+        if let TurnRequest::Message { message, .. } = &request {
+            self.check_files_seen(&conversation, message)?;
         }
         // Looked up only once the owner is known, never for a caller refused above.
         self.know_shard(&conversation.owner).await?;

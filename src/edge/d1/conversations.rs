@@ -223,6 +223,9 @@ impl Store {
                 .prepare("DELETE FROM artifacts WHERE conversation_id = ?1")
                 .bind(&[id.into()])?,
             self.db
+                .prepare("DELETE FROM files WHERE conversation_id = ?1")
+                .bind(&[id.into()])?,
+            self.db
                 .prepare("DELETE FROM conversations WHERE id = ?1 AND owner = ?2")
                 .bind(&[id.into(), owner.into()])?,
         ];

@@ -13,6 +13,7 @@ use worker::D1Database;
 
 pub mod artifacts;
 pub mod conversations;
+pub mod files;
 pub mod history;
 pub mod rows;
 pub mod shards;

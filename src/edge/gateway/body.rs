@@ -14,7 +14,15 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// the limit is refused as soon as it is (by its `content-length`, or while it streams in), not
 /// after it has all been read.
 pub async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, ApiError> {
-    let text = body_text(req).await?;
+    json_body_within(req, MAX_BODY_BYTES).await
+}
+
+/// [`json_body`] with another limit: a message's body, where files may come base64.
+pub async fn json_body_within<T: serde::de::DeserializeOwned>(
+    req: Request,
+    limit: usize,
+) -> Result<T, ApiError> {
+    let text = body_text(req, limit).await?;
     // Only no body at all is an empty request; whitespace is not JSON.
     json_text(if text.is_empty() { "{}" } else { &text })
 }
@@ -33,14 +41,11 @@ pub fn not_json(why: impl std::fmt::Display) -> ApiError {
 
 /// The body as text, within the size limit (not generic: one copy of the reading serves every
 /// body type).
-async fn body_text(req: Request) -> Result<String, ApiError> {
+async fn body_text(req: Request, limit: usize) -> Result<String, ApiError> {
     let mut bytes = Vec::new();
-    read_body(req, MAX_BODY_BYTES, &mut |chunk| {
-        if bytes.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(body_too_large(
-                format!("over {MAX_BODY_BYTES} bytes"),
-                MAX_BODY_BYTES,
-            ));
+    read_body(req, limit, &mut |chunk| {
+        if bytes.len() + chunk.len() > limit {
+            return Err(body_too_large(format!("over {limit} bytes"), limit));
         }
         bytes.extend_from_slice(chunk);
         Ok(())

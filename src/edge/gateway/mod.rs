@@ -4,6 +4,7 @@
 //!
 //! - [`routes`]: one handler per endpoint
 //! - [`body`]: reading request bodies within their limits
+//! - [`attachments`]: a message's files, checked and stored in R2
 //! - [`auth`], [`cors`], [`rate_limit`]: who calls, from where, how often
 
 use worker::{event, Context, Env, Method, Request, Response};
@@ -16,6 +17,7 @@ use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::REQUEST_ID;
 use crate::edge::{error_response, own};
 
+pub mod attachments;
 pub mod auth;
 pub mod body;
 pub mod cors;
@@ -150,6 +152,9 @@ async fn route(
         }
         (Method::Put, ["v1", "conversations", id, "artifacts", artifact]) => {
             own(routes::artifacts::put(req, env, config, user, id, artifact)).await
+        }
+        (Method::Get, ["v1", "conversations", id, "files", file]) => {
+            own(routes::files::get(env, user, id, file)).await
         }
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
             own(routes::messages::list(&req, env, user, id)).await

@@ -4,12 +4,14 @@
 //! - [`fetch`]: the `fetch` transport the providers and tools use, and response bodies read in
 //!   large pieces (`bulk_read.js`)
 //! - [`ai`]: the Workers AI binding
+//! - [`files`]: the R2 bucket where attached files are kept
 //! - [`providers`]: the provider factory (a model id to a configured provider, with fallbacks)
 //! - [`clock`], [`timers`], [`ids`]: time, waits and randomness, ids
 
 pub mod ai;
 pub mod clock;
 pub mod fetch;
+pub mod files;
 pub mod ids;
 pub mod providers;
 pub mod timers;

@@ -3,17 +3,70 @@
 
 use std::rc::Rc;
 
+use async_trait::async_trait;
 use worker::{AbortSignal, Env};
 
 use super::ai::WorkersAiBinding;
 use super::fetch::FetchTransport;
 use super::timers::{UntilAborted, WorkerSleeper};
 use crate::edge::config::Config;
+use crate::llm::models::Capabilities;
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
-use crate::llm::{HttpTransport, LlmError, ModelRef, Provider, Resilient, RetryPolicy, Sleeper};
+use crate::llm::{
+    Completion, HttpTransport, LlmError, LlmEvent, LlmRequest, ModelRef, Provider, Resilient,
+    RetryPolicy, Sleeper,
+};
 
-/// The provider serving `model`, configured from the environment.
+/// The provider serving `model`, configured from the environment, taking what the
+/// deployment's registry (`MODELS`) says the model takes.
 pub fn provider_for(
+    env: &Env,
+    config: &Config,
+    model: &ModelRef,
+    signal: Option<&AbortSignal>,
+) -> Result<Rc<dyn Provider>, LlmError> {
+    let provider = wire_provider(env, config, model, signal)?;
+    let capabilities = config.models.info(model).capabilities;
+    if capabilities == provider.capabilities() {
+        return Ok(provider);
+    }
+    Ok(Rc::new(Registered {
+        inner: provider,
+        capabilities,
+    }))
+}
+
+/// A provider whose model the deployment's registry describes otherwise than the built-in one
+/// (a self-hosted model with vision, say).
+struct Registered {
+    inner: Rc<dyn Provider>,
+    capabilities: Capabilities,
+}
+
+#[async_trait(?Send)]
+impl Provider for Registered {
+    fn model(&self) -> &ModelRef {
+        self.inner.model()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        self.inner.stream(request, on_event).await
+    }
+
+    async fn health_check(&self) -> Result<(), LlmError> {
+        self.inner.health_check().await
+    }
+}
+
+fn wire_provider(
     env: &Env,
     config: &Config,
     model: &ModelRef,

@@ -9,9 +9,11 @@
 //! - [`resolver`], `budget_store`: the budget before every call
 //! - `partial`: the answer being streamed, kept for recovery; `summary`: the turn as JSON
 //! - `artifact_store`, `remote_tools`: the artifact tools' D1 store, HTTP and MCP tools
+//! - `files`: the users' files loaded from R2 for each call
 
 mod artifact_store;
 mod budget_store;
+mod files;
 mod hooks;
 mod partial;
 mod prepare;

@@ -3,18 +3,20 @@
 
 use super::artifact_store::{D1Artifacts, SystemPrompt};
 use super::budget_store::D1Budget;
+use super::files::FileLoader;
 use super::hooks::{D1Hooks, ObjectQueues, Persisted};
 use super::partial::PartialAnswer;
 use super::resolver::BudgetResolver;
 use super::{remote_tools, FixedProvider, Prepared, TurnEnv, TurnSummary};
 use crate::agent::artifacts::ArtifactContext;
 use crate::agent::{
-    artifacts, run_agent_turn, AgentEvent, AgentState, CancelToken, Compactor, CurrentTime,
-    ProviderResolver, ToolRegistry, TurnStats, UpdatePlan,
+    artifacts, run_agent_turn, AgentEvent, AgentState, CancelToken, Compactor, ContextTransform,
+    CurrentTime, ProviderResolver, ToolRegistry, TurnStats, UpdatePlan,
 };
 use crate::edge::conversation::replay::ChunkLog;
 use crate::edge::conversation::ui_stream::UiStream;
 use crate::edge::platform::clock::{now_ms, PollClock};
+use crate::edge::platform::files::Files;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::resilient_provider;
 use crate::edge::platform::timers::WorkerSleeper;
@@ -189,6 +191,8 @@ impl Prepared {
             out.clear();
         };
         let resolver = resolve_with(provider);
+        // History keeps references to the users' files; each call gets their contents.
+        let files = Files::from_env(&turn_env.env).map(FileLoader::new);
         // The time of each event, for the turn's figures and the chunk log's batching: read
         // once per poll of the turn, which handles every event of a read's worth of tokens.
         let clock = PollClock::default();
@@ -197,7 +201,7 @@ impl Prepared {
                 resolver.as_ref(),
                 &mut state,
                 &tools,
-                None,
+                files.as_ref().map(|f| f as &dyn ContextTransform),
                 &hooks,
                 &mut |event| {
                     let now = clock.now();

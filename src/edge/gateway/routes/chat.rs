@@ -16,11 +16,11 @@ use worker::{Env, Request, Response};
 use super::chat_body::{ChatBody, MAX_CHAT_BODY_BYTES};
 use super::client_tools::{client_tools, valid_name, yes, ClientTool};
 use super::messages::checked_turn;
-use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{is_conversation_id, scoped_id};
 use crate::edge::error::ApiError;
+use crate::edge::gateway::attachments::{discard, user_message, FileIn, Piece, Source};
 use crate::edge::gateway::body::read_body;
 use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::{
@@ -72,6 +72,7 @@ pub async fn post(
     if let Some(key) = &body.message_id {
         check_key(key, "messageId")?;
     }
+    let mut files = Vec::new();
     let request = if body.trigger.as_deref() == Some("regenerate-message") {
         TurnRequest::Retry
     } else {
@@ -80,19 +81,15 @@ pub async fn post(
         };
         match last.role.as_str() {
             "user" => {
-                let text = texts(&last.parts);
-                if text.is_empty() {
-                    return Err(ApiError::BadRequest(
-                        "the last user message has no text".into(),
-                    ));
-                }
+                let (message, stored) = user_message(env, config, pieces(&last.parts)?).await?;
+                files = stored;
                 TurnRequest::Message {
                     id: match &body.message_id {
                         Some(key) => keyed_id(user, &body.id, key),
                         None => new_id()?,
                     },
                     keyed: body.message_id.is_some(),
-                    message: AgentMessage::user_text(text),
+                    message,
                     delivery: Delivery::Steering,
                 }
             }
@@ -127,7 +124,7 @@ pub async fn post(
     } else {
         scoped_id(user, &body.id)
     };
-    let mut send = Handover {
+    let send = Handover {
         conversation: None,
         caller: user.to_string(),
         request,
@@ -140,7 +137,23 @@ pub async fn post(
             target: guess.clone(),
         }),
     };
-    let mut answer = ConversationClient::for_conversation(env, &guess)?
+    let answer = deliver(env, config, &guess, send, request_id).await;
+    // A message the conversation did not take keeps none of its files.
+    if !files.is_empty() && !answer.as_ref().is_ok_and(|a| a.status_code() < 300) {
+        discard(env, &files).await;
+    }
+    answer
+}
+
+/// Hands the send to the object `guess` names, or to the conversation it resolves the chat to.
+async fn deliver(
+    env: &Env,
+    config: &Config,
+    guess: &str,
+    mut send: Handover,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let mut answer = ConversationClient::for_conversation(env, guess)?
         .for_request(request_id)
         .send(&send)
         .await?;
@@ -155,6 +168,36 @@ pub async fn post(
         .for_request(request_id)
         .send(&send)
         .await
+}
+
+/// A user message's text and file parts, in order. A file part is `{type: "file", mediaType,
+/// url, filename}`, its `url` a `data:` URL or an https one.
+fn pieces(parts: &[Value]) -> Result<Vec<Piece>, ApiError> {
+    let mut pieces = Vec::new();
+    for (n, part) in parts.iter().enumerate() {
+        match part["type"].as_str() {
+            Some("text") => {
+                if let Some(text) = part["text"].as_str() {
+                    pieces.push(Piece::Text(text.to_string()));
+                }
+            }
+            Some("file") => {
+                let Some(url) = part["url"].as_str() else {
+                    return Err(ApiError::BadRequest(format!(
+                        "part {} of the last message is a file without a `url`",
+                        n + 1
+                    )));
+                };
+                pieces.push(Piece::File(FileIn {
+                    name: part["filename"].as_str().map(str::to_string),
+                    declared: part["mediaType"].as_str().map(str::to_string),
+                    source: Source::Url(url.to_string()),
+                }));
+            }
+            _ => {}
+        }
+    }
+    Ok(pieces)
 }
 
 fn texts(parts: &[Value]) -> String {

@@ -23,8 +23,11 @@ use crate::edge::gateway::body::{body_too_large, not_json, utf8};
 
 /// Largest body accepted: each message costs only a scan, but the scan is CPU.
 pub const MAX_CHAT_BODY_BYTES: usize = 32 << 20;
-/// Largest kept part: the members other than `messages`, and each kept message.
+/// Largest kept part: the members other than `messages`, and the first user message (kept
+/// for the chat's title only; a larger one gives no title).
 pub const MAX_KEPT_BYTES: usize = crate::edge::gateway::body::MAX_BODY_BYTES;
+/// Largest message read: the last one may carry files, as `data:` URLs.
+pub const MAX_MESSAGE_BYTES: usize = crate::edge::gateway::attachments::MAX_MESSAGE_BODY_BYTES;
 
 /// Where the byte being read goes.
 #[derive(Clone, Copy, PartialEq, Default)]
@@ -64,6 +67,8 @@ pub struct ChatBody {
     element_scalar: bool,
     element_over: bool,
     first_user: Option<Vec<u8>>,
+    /// A user message has been read (the first is kept only when it is small).
+    seen_user: bool,
     /// The last message read (empty before the first: a message is never empty).
     last: Vec<u8>,
     last_over: bool,
@@ -256,7 +261,7 @@ impl ChatBody {
             Mode::Between => {}
             Mode::Element if self.element_over => {}
             Mode::Element => {
-                if self.element.len() + bytes.len() > MAX_KEPT_BYTES {
+                if self.element.len() + bytes.len() > MAX_MESSAGE_BYTES {
                     self.element_over = true;
                     self.element.clear();
                 } else {
@@ -274,10 +279,13 @@ impl ChatBody {
         self.last_over = mem::take(&mut self.element_over);
         self.last_is_first_user = false;
         self.last_at = self.element_at;
-        if !self.last_over && self.first_user.is_none() && is_user(&self.element) {
-            self.first_user = Some(self.element.clone());
-            self.first_user_at = self.element_at;
-            self.last_is_first_user = true;
+        if !self.last_over && !self.seen_user && is_user(&self.element) {
+            self.seen_user = true;
+            if self.element.len() <= MAX_KEPT_BYTES {
+                self.first_user = Some(self.element.clone());
+                self.first_user_at = self.element_at;
+                self.last_is_first_user = true;
+            }
         }
         // The buffers trade places, so reading many messages allocates for few of them.
         mem::swap(&mut self.last, &mut self.element);
@@ -287,7 +295,7 @@ impl ChatBody {
     fn keep_messages(&mut self) -> Result<(), ApiError> {
         if self.last_over {
             return Err(ApiError::PayloadTooLarge(format!(
-                "the last message is over {MAX_KEPT_BYTES} bytes"
+                "the last message is over {MAX_MESSAGE_BYTES} bytes"
             )));
         }
         // Taken out to be kept, and put back: `keep` borrows the reader.
@@ -553,11 +561,19 @@ mod tests {
             {"role": "user", "parts": [{"type": "text", "text": "and now?"}]}
         ]});
         assert_eq!(read_in(&earlier.to_string(), 4096), expected(&earlier));
+        // The last message may be large (its files come in it); a large first user message is
+        // not kept for the title when it is not the last.
         let last = json!({"id": "x", "messages": [{"role": "user", "parts": [{"type": "text", "text": big}]}]});
-        assert!(matches!(
-            read(&[last.to_string().as_bytes()]),
-            Err(ApiError::PayloadTooLarge(m)) if m.contains("last message")
-        ));
+        assert_eq!(read_in(&last.to_string(), 1 << 16), last);
+        let first = json!({"id": "x", "messages": [
+            {"role": "user", "parts": [{"type": "file", "url": big}]},
+            {"role": "assistant", "parts": []},
+            {"role": "user", "parts": [{"type": "text", "text": "second"}]}
+        ]});
+        assert_eq!(
+            read_in(&first.to_string(), 1 << 16)["messages"],
+            json!([{"role": "user", "parts": [{"type": "text", "text": "second"}]}])
+        );
         let member = json!({"id": "x", "tools": [big], "messages": []});
         assert!(matches!(
             read(&[member.to_string().as_bytes()]),

@@ -11,7 +11,10 @@ use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
-use crate::edge::gateway::body::json_body;
+use crate::edge::gateway::attachments::{
+    discard, user_message, FileIn, Piece, Source, MAX_MESSAGE_BODY_BYTES,
+};
+use crate::edge::gateway::body::{json_body, json_body_within};
 use crate::edge::json_response;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::provider_for;
@@ -19,10 +22,7 @@ use crate::edge::protocol::{
     check_key, keyed_id, ApprovalIn, Delivery, Handover, ToolResultIn, TurnConversation,
     TurnRequest, UNKNOWN_CONVERSATION,
 };
-use crate::llm::{ContentBlock, ToolDef};
-
-/// Longest user message accepted, in characters.
-pub(crate) const MAX_MESSAGE_CHARS: usize = 100_000;
+use crate::llm::ToolDef;
 
 #[derive(Deserialize)]
 struct Send {
@@ -56,18 +56,23 @@ enum DeliveryRequest {
     Followup,
 }
 
-/// `"text"` or `[{"type": "text", "text": "..."}]`.
+/// `"text"` or `[{"type": "text", "text": "..."}, {"type": "file", ...}]`.
 enum UserContent {
     Text(String),
     Parts(Vec<Part>),
 }
 
-/// One part of a message; `text` is the only type a user sends.
+/// One part of a message: `{type: "text", text}` or `{type: "file", media_type, data (base64)
+/// or url, filename}`.
 #[derive(Deserialize)]
 struct Part {
     #[serde(rename = "type")]
     kind: String,
-    text: String,
+    text: Option<String>,
+    media_type: Option<String>,
+    data: Option<String>,
+    url: Option<String>,
+    filename: Option<String>,
 }
 
 /// By hand: serde's `untagged` would buffer the value and try each form in turn.
@@ -77,7 +82,7 @@ impl<'de> Deserialize<'de> for UserContent {
         impl<'de> serde::de::Visitor<'de> for Visit {
             type Value = UserContent;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("text or a list of {\"type\": \"text\", \"text\": ...} parts")
+                f.write_str("text or a list of `text` and `file` parts")
             }
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<UserContent, E> {
                 Ok(UserContent::Text(text.to_string()))
@@ -91,8 +96,11 @@ impl<'de> Deserialize<'de> for UserContent {
             ) -> Result<UserContent, A::Error> {
                 let mut parts = Vec::new();
                 while let Some(part) = seq.next_element::<Part>()? {
-                    if part.kind != "text" {
-                        return Err(serde::de::Error::unknown_variant(&part.kind, &["text"]));
+                    if part.kind != "text" && part.kind != "file" {
+                        return Err(serde::de::Error::unknown_variant(
+                            &part.kind,
+                            &["text", "file"],
+                        ));
                     }
                     parts.push(part);
                 }
@@ -104,30 +112,42 @@ impl<'de> Deserialize<'de> for UserContent {
 }
 
 impl UserContent {
-    fn into_message(self) -> Result<AgentMessage, ApiError> {
-        let content: Vec<ContentBlock> = match self {
-            UserContent::Text(text) => vec![ContentBlock::Text { text }],
-            UserContent::Parts(parts) => parts
-                .into_iter()
-                .map(|part| ContentBlock::Text { text: part.text })
-                .collect(),
+    /// The message's pieces in order; a part that is neither whole text nor a whole file is
+    /// refused, naming its place.
+    fn pieces(self) -> Result<Vec<Piece>, ApiError> {
+        let parts = match self {
+            UserContent::Text(text) => return Ok(vec![Piece::Text(text)]),
+            UserContent::Parts(parts) => parts,
         };
-        let size: usize = content
-            .iter()
-            .map(|b| match b {
-                ContentBlock::Text { text } => text.chars().count(),
-                _ => 0,
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(n, part)| match (part.kind.as_str(), part.text) {
+                ("text", Some(text)) => Ok(Piece::Text(text)),
+                ("text", None) => Err(ApiError::BadRequest(format!(
+                    "`message` part {} is a text part without `text`",
+                    n + 1
+                ))),
+                _ => {
+                    let source = match (part.data, part.url) {
+                        (Some(data), None) => Source::Base64(data),
+                        (None, Some(url)) => Source::Url(url),
+                        _ => {
+                            return Err(ApiError::BadRequest(format!(
+                                "`message` part {} is a file part: it needs `data` (base64) or \
+                                 `url`, one of them",
+                                n + 1
+                            )))
+                        }
+                    };
+                    Ok(Piece::File(FileIn {
+                        name: part.filename,
+                        declared: part.media_type,
+                        source,
+                    }))
+                }
             })
-            .sum();
-        if size == 0 {
-            return Err(ApiError::BadRequest("`message` is empty".into()));
-        }
-        if size > MAX_MESSAGE_CHARS {
-            return Err(ApiError::PayloadTooLarge(format!(
-                "`message` is {size} characters; the limit is {MAX_MESSAGE_CHARS}"
-            )));
-        }
-        Ok(AgentMessage::User { content })
+            .collect()
     }
 }
 
@@ -143,9 +163,9 @@ pub async fn send(
     if let Some(key) = &key {
         check_key(key, "Idempotency-Key")?;
     }
-    let body: Send = json_body(req).await?;
+    let mut body: Send = json_body_within(req, MAX_MESSAGE_BODY_BYTES).await?;
     let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
-    let message = match body.message {
+    let message = match body.message.take() {
         // Answers end a pause and a message starts a turn: one request may not do both, or a
         // failure between them would lose the answers.
         Some(_) if resuming => {
@@ -155,7 +175,7 @@ pub async fn send(
                     .into(),
             ))
         }
-        Some(content) => Some(content.into_message()?),
+        Some(content) => Some(user_message(env, config, content.pieces()?).await?),
         None if resuming => None,
         None => {
             return Err(ApiError::BadRequest(
@@ -163,9 +183,31 @@ pub async fn send(
             ))
         }
     };
+    let (message, files) = match message {
+        Some((message, files)) => (Some(message), files),
+        None => (None, Vec::new()),
+    };
+    let answer = deliver(env, config, (user, id, request_id), body, key, message).await;
+    // A message the conversation did not take keeps none of its files.
+    if !files.is_empty() && !answer.as_ref().is_ok_and(|a| a.status_code() < 300) {
+        discard(env, &files).await;
+    }
+    answer
+}
+
+/// Hands the send to the conversation's object (resolving the conversation in D1 when the
+/// object keeps none).
+async fn deliver(
+    env: &Env,
+    config: &Config,
+    (user, id, request_id): (&str, &str, &str),
+    body: Send,
+    key: Option<String>,
+    message: Option<AgentMessage>,
+) -> Result<Response, ApiError> {
     let client_tools = client_tools(body.tools)?;
     let request = match message {
-        _ if resuming => TurnRequest::Resume {
+        None => TurnRequest::Resume {
             results: body.tool_results,
             approvals: body.approvals,
             only_pending: false,
@@ -182,7 +224,6 @@ pub async fn send(
                 DeliveryRequest::Followup => Delivery::Followup,
             },
         },
-        None => return Err(ApiError::BadRequest("`message` is required".into())),
     };
     let coordinator = ConversationClient::for_conversation(env, id)?.for_request(request_id);
     let mut send = Handover {

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod chat_body;
 pub mod client_tools;
 pub mod conversations;
+pub mod files;
 pub mod health;
 pub mod messages;
 pub mod models;

@@ -1,0 +1,139 @@
+//! A turn's files, loaded from R2 for the model: history keeps only references, so before each
+//! call the files the model is about to see get their contents, read once per turn. A file
+//! that cannot be read (gone from R2, or past the turn's budget) becomes a note saying so.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use base64::Engine;
+use worker::console_error;
+
+use crate::agent::ContextTransform;
+use crate::edge::platform::files::Files;
+use crate::llm::{Attachment, ContentBlock, FileData, FileKind, Message};
+
+/// The most a turn holds of its files' bytes: each also sits in memory base64 and in the
+/// request being written. The newest files are loaded first; older ones past it become notes.
+pub const MAX_TURN_FILE_BYTES: u64 = 32 << 20;
+
+/// Why a file reached the model as a note.
+type Unread = &'static str;
+
+pub struct FileLoader {
+    files: Files,
+    loaded: RefCell<HashMap<String, Result<FileData, Unread>>>,
+}
+
+impl FileLoader {
+    pub fn new(files: Files) -> Self {
+        Self {
+            files,
+            loaded: RefCell::default(),
+        }
+    }
+
+    async fn load(&self, file: &Attachment) -> Result<FileData, Unread> {
+        let bytes = match self.files.bytes(&file.id).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err("it is no longer stored, so it is not shown"),
+            Err(e) => {
+                console_error!("reading file {}: {e}", file.id);
+                return Err("it could not be read just now, so it is not shown");
+            }
+        };
+        Ok(match file.kind() {
+            FileKind::Text => {
+                FileData::Text(file.framed_text(&String::from_utf8_lossy(&bytes)).into())
+            }
+            FileKind::Image | FileKind::Pdf => FileData::Base64(
+                base64::engine::general_purpose::STANDARD
+                    .encode(&bytes)
+                    .into(),
+            ),
+        })
+    }
+}
+
+#[async_trait(?Send)]
+impl ContextTransform for FileLoader {
+    async fn transform(&self, mut messages: Vec<Message>) -> Vec<Message> {
+        // What is not loaded yet, newest first, within the turn's budget.
+        let mut wanted: Vec<&Attachment> = Vec::new();
+        let mut over: Vec<String> = Vec::new();
+        {
+            let loaded = self.loaded.borrow();
+            let mut held: u64 = loaded
+                .values()
+                .map(|data| match data {
+                    Ok(FileData::Base64(b)) => b.len() as u64 / 4 * 3,
+                    Ok(FileData::Text(t)) => t.len() as u64,
+                    Err(_) => 0,
+                })
+                .sum();
+            for file in user_files(&messages).rev() {
+                if loaded.contains_key(&file.id) || wanted.iter().any(|w| w.id == file.id) {
+                    continue;
+                }
+                if held + file.size > MAX_TURN_FILE_BYTES {
+                    over.push(file.id.clone());
+                    continue;
+                }
+                held += file.size;
+                wanted.push(file);
+            }
+        }
+        let read = futures::future::join_all(wanted.iter().map(|file| self.load(file))).await;
+        {
+            let mut loaded = self.loaded.borrow_mut();
+            for (file, data) in wanted.iter().zip(read) {
+                loaded.insert(file.id.clone(), data);
+            }
+            for id in over {
+                loaded.insert(
+                    id,
+                    Err("the turn's files are too large together, so this older one is not shown"),
+                );
+            }
+        }
+        let loaded = self.loaded.borrow();
+        for message in messages.iter_mut() {
+            let Message::User { content } = message else {
+                continue;
+            };
+            for block in content.iter_mut() {
+                let ContentBlock::File(file) = block else {
+                    continue;
+                };
+                if file.data.is_some() {
+                    continue;
+                }
+                match loaded.get(&file.id) {
+                    Some(Ok(data)) => file.data = Some(data.clone()),
+                    Some(Err(why)) => {
+                        *block = ContentBlock::Text {
+                            text: file.note(why),
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+        messages
+    }
+}
+
+/// The files in the users' messages, oldest first.
+fn user_files(messages: &[Message]) -> impl DoubleEndedIterator<Item = &Attachment> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { content } => Some(content),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|b| match b {
+            ContentBlock::File(file) if file.data.is_none() => Some(file),
+            _ => None,
+        })
+}
