@@ -45,8 +45,8 @@ function postEndlessly(path, headers = {}) {
     const piece = Buffer.alloc(64 << 10, "a");
     req.write('{"message": "');
     const pump = () => {
-      // Up to 8 MiB, then the body stays open: the answer must not wait for its end.
-      if (answered || written >= 8 << 20) return;
+      // Up to 40 MiB, then the body stays open: the answer must not wait for its end.
+      if (answered || written >= 40 << 20) return;
       written += piece.length;
       req.write(piece, () => setTimeout(pump, 10));
     };
@@ -72,27 +72,32 @@ test("a conversation's system prompt, title and metadata are held to their limit
   assert.equal(fits.status, 201);
 });
 
-test("a body past 1 MiB is refused while it streams in, not after it ends", async () => {
+test("a body past its limit is refused while it streams in, not after it ends", async () => {
+  // 1 MiB for most bodies.
+  const small = await postEndlessly("/v1/conversations");
+  assert.equal(small.status, 413);
+  assert.ok(small.written < 8 << 20, `answered after ${small.written} bytes`);
+  const line = await worker.logLine((l) => l.code === "payload_too_large" && /the body is/.test(l.detail));
+  assert.match(line.detail, /the body is over 1048576 bytes/);
+  // 32 MiB for a message, whose files come in it base64.
   const id = await conversation();
   const { status, written } = await postEndlessly(`/v1/conversations/${id}/messages`);
   assert.equal(status, 413);
-  assert.ok(written < 8 << 20, `answered after ${written} bytes`);
-  const line = await worker.logLine((l) => l.code === "payload_too_large" && /the body is/.test(l.detail));
-  assert.match(line.detail, /the body is over 1048576 bytes/);
+  assert.ok(written > 32 << 20 && written < 40 << 20, `answered after ${written} bytes`);
   // A declared length past the limit is refused by its header.
-  const r = await fetch(`${worker.url}/v1/conversations/${id}/messages`, { method: "POST", body: JSON.stringify({ message: "x".repeat(3 << 20) }) });
+  const r = await fetch(`${worker.url}/v1/conversations/${id}/messages`, { method: "POST", body: JSON.stringify({ message: "x".repeat(33 << 20) }) });
   assert.equal(r.status, 413);
-  assert.match((await r.json()).error.message, /the body is 3145742 bytes; the limit is 1048576 bytes/);
+  assert.match((await r.json()).error.message, /the body is 34603022 bytes; the limit is 33554432 bytes/);
 });
 
 test("/v1/chat, whose body carries the whole chat, takes up to 32 MiB and refuses more by its declared length", async () => {
   const r = await fetch(`${worker.url}/v1/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ id: "big", messages: [{ role: "user", parts: [{ type: "text", text: "x".repeat(32 << 20) }] }] }) });
   assert.equal(r.status, 413);
   assert.match((await r.json()).error.message, /the body is 33554509 bytes; the limit is 33554432 bytes/);
-  // What it keeps has the usual limit, refused while the body streams in.
+  // Refused while the body streams in, once past the limit.
   const { status, written } = await postEndlessly("/v1/chat");
   assert.equal(status, 413);
-  assert.ok(written < 8 << 20, `answered after ${written} bytes`);
+  assert.ok(written < 40 << 20, `answered after ${written} bytes`);
 });
 
 test("a provider that stalls mid-answer ends the turn with a timeout; one that stalls before answering is retried", async () => {
