@@ -337,3 +337,34 @@ test("where the deployment needs a token, the page asks for one and keeps it in 
     await locked.stop();
   }
 });
+
+test("an image attached in the composer reaches the model, shows in the transcript, and is still there after a reload", async () => {
+  // A real 2x1 PNG.
+  const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAYAAAD0In+KAAAADklEQVR4nGP4z8AAQv8BD/kD/YURmXYAAAAASUVORK5CYII=", "base64");
+  await onPage("attach", async (page) => {
+    anthropic.script({ text: "Two pixels." });
+    const before = anthropic.requests.length;
+    await page.getByTestId("file-input").setInputFiles({ name: "pixels.png", mimeType: "image/png", buffer: png });
+    // A thumbnail in the composer until it is sent.
+    await until("the composer's thumbnail", async () => (await page.getByTestId("attachment").count()) === 1);
+    await send(page, "What is this?");
+    await idle(page);
+    assert.equal(await page.getByTestId("attachment").count(), 0, "the composer is empty again");
+    assert.match(await answerText(page), /^Two pixels\./);
+    const blocks = anthropic.requests.slice(before).at(-1).body.messages[0].content;
+    assert.deepEqual(blocks.map((b) => b.type), ["image", "text"]);
+    assert.equal(blocks[0].source.data, png.toString("base64"));
+
+    // The transcript shows the image: from the stream now, from the files route after a reload.
+    const shown = async () => {
+      const img = page.getByTestId("message-user").last().getByTestId("file-thumb");
+      return (await img.count()) === 1 && (await img.evaluate((el) => el.complete && el.naturalWidth)) === 2;
+    };
+    await until("the image in the transcript", shown);
+    await page.reload();
+    await until("the reloaded transcript", async () => (await page.getByTestId("message-user").count()) === 1);
+    await until("the image, served by the files route, after the reload", shown);
+    const src = await page.getByTestId("message-user").last().getByTestId("file-thumb").getAttribute("src");
+    assert.match(src, /^blob:/, "fetched from the files route with the caller's token");
+  });
+});

@@ -5,6 +5,7 @@
 // page opens is re-attached through the resume URL.
 
 import { Chat, useChat } from "@ai-sdk/react";
+import type { FileUIPart } from "ai";
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
 import { useEffect, useRef, useState } from "react";
 import type { ConversationState, ModelEntry } from "./api";
@@ -50,11 +51,17 @@ interface Queued {
 
 const textOf = (m: Message) => m.parts.map((p: any) => (p.type === "text" ? p.text : "")).join("");
 
+/** The first message of a conversation the page creates: sent once the conversation is open. */
+export interface FirstMessage {
+  text: string;
+  files: FileUIPart[];
+}
+
 export interface ChatPaneProps {
   conversation: ConversationState;
   initial: Message[];
   /** A message to send as soon as the pane opens (the first of a new conversation). */
-  firstMessage?: string;
+  firstMessage?: FirstMessage;
   models: ModelEntry[];
   onActivity(): void;
 }
@@ -65,6 +72,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
   const [liveUsage, setLiveUsage] = useState<Record<string, CallUsage[]>>({});
   const [queue, setQueue] = useState<Queued[]>([]);
   const [input, setInput] = useState("");
+  const [files, setFiles] = useState<FileUIPart[]>([]);
   const [delivery, setDelivery] = useState<"auto" | "steer" | "followup">("auto");
   const [problem, setProblem] = useState<string | null>(null);
   const queueRef = useRef(queue);
@@ -106,7 +114,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
   useEffect(() => {
     if (firstMessage && !sentFirst.current) {
       sentFirst.current = true;
-      void sendMessage({ text: firstMessage });
+      void sendMessage(firstMessage.files.length > 0 ? firstMessage : { text: firstMessage.text });
     }
   }, [firstMessage, sendMessage]);
 
@@ -163,16 +171,23 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
 
   async function submit() {
     const text = input.trim();
-    if (!text) return;
+    const attached = files;
+    if (!text && attached.length === 0) return;
     setInput("");
+    setFiles([]);
     setProblem(null);
     if (!busy) {
       clearError();
-      await sendMessage({ text });
+      await sendMessage(attached.length > 0 ? { text, files: attached } : { text });
       return;
     }
     try {
-      const response = await call("POST", `${path}/messages`, { message: text, delivery, tools: CLIENT_TOOLS });
+      const parts = [
+        ...attached.map((f) => ({ type: "file", media_type: f.mediaType, url: f.url, filename: f.filename })),
+        ...(text ? [{ type: "text", text }] : []),
+      ];
+      const message = attached.length > 0 ? parts : text;
+      const response = await call("POST", `${path}/messages`, { message, delivery, tools: CLIENT_TOOLS });
       if (response.status === 202) {
         const { queued } = await response.json();
         setQueue((q) => [...q, { key: Date.now() + Math.random(), text, queued, state: "queued" }]);
@@ -184,6 +199,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
       await resumeStream();
     } catch (e) {
       setInput(text);
+      setFiles(attached);
       setProblem(e instanceof Error ? e.message : String(e));
     }
   }
@@ -251,7 +267,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
           ))}
         </ul>
       )}
-      <Composer value={input} onChange={setInput} onSend={() => void submit()} placeholder={busy ? "Add to the running turn…" : "Message"} sendLabel={busy ? "Queue" : "Send"}>
+      <Composer value={input} onChange={setInput} files={files} onFiles={setFiles} onSend={() => void submit()} placeholder={busy ? "Add to the running turn…" : "Message"} sendLabel={busy ? "Queue" : "Send"}>
         {busy && (
           <select value={delivery} onChange={(e) => setDelivery(e.target.value as any)} title="When a message sent during a turn joins it">
             <option value="auto">auto</option>

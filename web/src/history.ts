@@ -69,7 +69,7 @@ function blocks(content: unknown): Array<Record<string, any>> {
  * Converts stored history. `status` decides what the last turn's open tool calls are waiting
  * for; a running turn's messages are left out, since its stream is replayed from its start.
  */
-export function toUiMessages(stored: Stored[], status: ConversationState["status"]): Message[] {
+export function toUiMessages(stored: Stored[], status: ConversationState["status"], conversationId = ""): Message[] {
   let rows = stored.filter((m) => !m.superseded);
   if (status === "running") {
     const lastUser = rows.map((m) => m.kind).lastIndexOf("user");
@@ -83,8 +83,12 @@ export function toUiMessages(stored: Stored[], status: ConversationState["status
   for (const row of rows) {
     switch (row.kind) {
       case "user": {
+        // Files as the stream's file parts, served from the files route; the text after them.
+        const files = blocks(row.content)
+          .filter((b) => b.type === "file")
+          .map((b) => ({ type: "file" as const, mediaType: b.media_type, filename: b.name, url: `${conversationPath(conversationId)}/files/${encodeURIComponent(b.id)}` }));
         const text = blocks(row.content).filter((b) => b.type === "text").map((b) => b.text).join("\n");
-        out.push({ id: row.id, role: "user", parts: [{ type: "text", text }] });
+        out.push({ id: row.id, role: "user", parts: [...files, ...(text ? [{ type: "text" as const, text }] : [])] });
         break;
       }
       case "assistant": {
@@ -149,5 +153,5 @@ export function toUiMessages(stored: Stored[], status: ConversationState["status
 /** The conversation's state and its history as the page shows it, read together. */
 export async function storedView(id: string): Promise<{ state: ConversationState; messages: Message[] }> {
   const state = await json<ConversationState>("GET", conversationPath(id));
-  return { state, messages: toUiMessages(await loadHistory(id), state.status) };
+  return { state, messages: toUiMessages(await loadHistory(id), state.status, state.id) };
 }

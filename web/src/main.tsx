@@ -7,6 +7,7 @@ import { useCallback, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import type { Conversation, ConversationState, Models } from "./api";
 import { ApiError, conversationPath, json, setToken, token } from "./api";
+import type { FirstMessage } from "./ChatPane";
 import { ChatPane } from "./ChatPane";
 import { Composer } from "./Composer";
 import type { Message } from "./history";
@@ -15,7 +16,7 @@ import { storedView } from "./history";
 interface Open {
   conversation: ConversationState;
   messages: Message[];
-  firstMessage?: string;
+  firstMessage?: FirstMessage;
 }
 
 const openId = () => new URLSearchParams(location.hash.slice(1)).get("c");
@@ -40,11 +41,12 @@ function SignIn({ onDone, failed }: { onDone(): void; failed: boolean }) {
   );
 }
 
-function Draft({ models, onStart }: { models: Models; onStart(text: string, model: string): void }) {
+function Draft({ models, onStart }: { models: Models; onStart(first: FirstMessage, model: string): void }) {
   const [model, setModel] = useState(models.default);
   const [text, setText] = useState("");
+  const [files, setFiles] = useState<FirstMessage["files"]>([]);
   const ids = [models.default, ...models.models.map((m) => m.id).filter((id) => id !== models.default)];
-  const start = () => text.trim() && onStart(text.trim(), model);
+  const start = () => (text.trim() || files.length > 0) && onStart({ text: text.trim(), files }, model);
   return (
     <section className="chat draft">
       <div className="messages">
@@ -62,7 +64,7 @@ function Draft({ models, onStart }: { models: Models; onStart(text: string, mode
           <p>Ask anything. Try “what time is it for me?” or “write a short plan as an artifact”.</p>
         </div>
       </div>
-      <Composer value={text} onChange={setText} onSend={start} placeholder="Message" sendLabel="Send" />
+      <Composer value={text} onChange={setText} files={files} onFiles={setFiles} onSend={start} placeholder="Message" sendLabel="Send" />
     </section>
   );
 }
@@ -126,10 +128,11 @@ function App() {
     };
   }, [auth, hashId]);
 
-  async function start(text: string, model: string) {
+  async function start(first: FirstMessage, model: string) {
     try {
-      const created = await json<Conversation>("POST", "/v1/conversations", { model, title: text.slice(0, 80) });
-      setOpen({ conversation: { ...created, status: "idle" }, messages: [], firstMessage: text });
+      const title = (first.text || first.files.map((f) => f.filename ?? "file").join(", ")).slice(0, 80);
+      const created = await json<Conversation>("POST", "/v1/conversations", { model, title });
+      setOpen({ conversation: { ...created, status: "idle" }, messages: [], firstMessage: first });
       location.hash = `c=${created.id}`;
       void refresh();
     } catch (e) {

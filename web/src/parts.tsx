@@ -1,6 +1,7 @@
 // One message on screen: its text (Markdown), reasoning (collapsed), tool calls with their input
 // and output (and approve/deny while a call waits for a person), notices, and the turn's usage.
 
+import { FileThumb } from "./Composer";
 import type { Message } from "./history";
 import { Markdown } from "./markdown";
 
@@ -68,6 +69,13 @@ export function MessageView({ message, actions, usage }: { message: Message; act
             </div>
           ) : (
             <Markdown key={i} text={part.text} />
+          );
+        }
+        if (part.type === "file") {
+          return (
+            <div key={i} className="message-file">
+              <FileThumb part={part} />
+            </div>
           );
         }
         if (part.type === "reasoning") {
