@@ -168,7 +168,7 @@ async function writeAwkwardly(res, body, rand, gapMs) {
   }
 }
 
-function loopback(name, render, errorBody) {
+function loopback(name, render, errorBody, contentType = "text/event-stream; charset=utf-8") {
   const requests = [];
   const script = [];
   let seed = 1;
@@ -196,7 +196,7 @@ function loopback(name, render, errorBody) {
     }
     if (turn.stallAfter === 0) return; // no headers, no body: the provider hangs
     res.socket.setNoDelay(true);
-    res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+    res.writeHead(200, { "content-type": contentType, "cache-control": "no-cache", connection: "keep-alive" });
     const rand = prng(seed++);
     if (turn.stallAfter) {
       // The first events, then silence with the connection held open.
@@ -230,6 +230,8 @@ function loopback(name, render, errorBody) {
     respond: null,
     /** Queues the answers for the next requests. */
     script: (...turns) => script.push(...turns),
+    /** Forgets the turns not yet answered (a failed test's leftovers). */
+    clear: () => void script.splice(0),
     async listen() {
       await new Promise((r) => server.listen(0, "127.0.0.1", r));
       this.url = `http://127.0.0.1:${server.address().port}`;
@@ -305,13 +307,47 @@ function* openaiEvents(turn, request) {
   yield "data: [DONE]\n\n";
 }
 
+/** Gemini `streamGenerateContent?alt=sse`: text in pieces, each function call whole in one
+ * chunk (as Gemini sends them), the finish reason and usage on the last chunk. */
+function* geminiEvents(turn, request) {
+  const chunk = (parts, last = false) => `data: ${JSON.stringify({
+    candidates: [{ content: { parts, role: "model" }, ...(last ? { finishReason: "STOP" } : {}), index: 0 }],
+    usageMetadata: { promptTokenCount: 29, candidatesTokenCount: 10, totalTokenCount: 39 },
+    modelVersion: "gemini-2.5-flash", responseId: "loop",
+  })}\r\n\r\n`;
+  if (turn.text) for (const piece of turn.text.match(/.{1,7}/gsu)) yield chunk([{ text: piece }]);
+  if (turn.failWith) {
+    yield `data: ${JSON.stringify({ error: { code: 500, message: turn.failWith.message, status: "INTERNAL" } })}\r\n\r\n`;
+    return;
+  }
+  for (const tool of turn.tools ?? []) yield chunk([{ functionCall: { name: tool.name, args: tool.input } }]);
+  yield chunk([{ text: "" }], true);
+}
+
+/** Ollama `/api/chat` NDJSON: one line per piece of text, tool calls whole, then the done line. */
+function* ollamaLines(turn, request) {
+  const line = (message, extra = {}) => JSON.stringify({ model: request.model, created_at: "2026-11-26T08:00:00.000000000Z", message: { role: "assistant", content: "", ...message }, done: false, ...extra }) + "\n";
+  if (turn.text) for (const piece of turn.text.match(/.{1,5}/gsu)) yield line({ content: piece });
+  if (turn.failWith) {
+    yield JSON.stringify({ error: turn.failWith.message }) + "\n";
+    return;
+  }
+  const tool_calls = (turn.tools ?? []).map((tool) => ({ function: { name: tool.name, arguments: tool.input } }));
+  yield line(tool_calls.length ? { tool_calls } : {}, { done: true, done_reason: "stop", total_duration: 456177688, prompt_eval_count: 26, eval_count: 12 });
+}
+
 // Error bodies as each API sends them.
 const anthropicErrorType = { 400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error" };
 const anthropicError = (status, message) => ({ type: "error", error: { type: anthropicErrorType[status] ?? "api_error", message } });
 const openaiError = (status, message) => ({ error: { message, type: status === 429 ? "rate_limit_exceeded" : "server_error", param: null, code: null } });
+const geminiStatus = { 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE" };
+const geminiError = (status, message) => ({ error: { code: status, message, status: geminiStatus[status] ?? "INTERNAL" } });
+const ollamaError = (status, message) => ({ error: message });
 
 export const anthropicLoopback = () => loopback("anthropic", anthropicEvents, anthropicError).listen();
 export const openaiLoopback = () => loopback("openai", openaiEvents, openaiError).listen();
+export const geminiLoopback = () => loopback("gemini", geminiEvents, geminiError).listen();
+export const ollamaLoopback = () => loopback("ollama", ollamaLines, ollamaError, "application/x-ndjson").listen();
 
 // ---------------------------------------------------------------------------------------------
 // The UI message stream, read as a browser would.
