@@ -69,19 +69,22 @@ export async function conversationObjects(persistDir) {
 }
 
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
- * access is on and the rate limit off unless `vars` say otherwise (the auth tests do). */
+ * access is on and the rate limit off unless `vars` say otherwise (the auth tests do). `config`
+ * is a wrangler.toml of another Worker, or a list of them (Workers run together, the first the
+ * one tested). */
 export async function startWorker({ persistDir, vars = {}, config, migrate = config ? [] : ["DB"], healthPath = "/healthz" }) {
   // The per-user message limit is off unless a test turns it on (a test file sends more than
   // 30 messages a minute as one user).
   vars = { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0", ...vars };
   // Another Worker (`config`, a wrangler.toml of its own) has no D1 to migrate unless `migrate`
   // names its bindings.
+  const configs = [config ?? []].flat();
   for (const binding of migrate) {
-    await run(["d1", "migrations", "apply", binding, "--local", "--persist-to", persistDir, ...(config ? ["--config", config] : [])]);
+    await run(["d1", "migrations", "apply", binding, "--local", "--persist-to", persistDir, ...(configs.length ? ["--config", configs[0]] : [])]);
   }
   const port = await freePort();
   const args = [WRANGLER, "dev", "--persist-to", persistDir, "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
-  if (config) args.push("--config", config);
+  for (const c of configs) args.push("--config", c);
   for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
   const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, detached: true });
   let log = "";
@@ -336,6 +339,16 @@ function* ollamaLines(turn, request) {
   yield line(tool_calls.length ? { tool_calls } : {}, { done: true, done_reason: "stop", total_duration: 456177688, prompt_eval_count: 26, eval_count: 12 });
 }
 
+/** The Workers AI binding's stream for `stream: true`: SSE of `{"response"}` pieces, the tool
+ * calls whole, usage on the last chunk, then `[DONE]`. */
+function* workersAiEvents(turn) {
+  const data = (json) => `data: ${JSON.stringify(json)}\n\n`;
+  if (turn.text) for (const piece of turn.text.match(/.{1,4}/gsu)) yield data({ response: piece, p: "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz".slice(0, piece.length * 3) });
+  if (turn.tools?.length) yield data({ response: "", tool_calls: turn.tools.map((tool) => ({ name: tool.name, arguments: tool.input })) });
+  yield data({ response: "", usage: { prompt_tokens: 24, completion_tokens: 8, total_tokens: 32 } });
+  yield "data: [DONE]\n\n";
+}
+
 // Error bodies as each API sends them.
 const anthropicErrorType = { 400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error" };
 const anthropicError = (status, message) => ({ type: "error", error: { type: anthropicErrorType[status] ?? "api_error", message } });
@@ -343,11 +356,14 @@ const openaiError = (status, message) => ({ error: { message, type: status === 4
 const geminiStatus = { 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE" };
 const geminiError = (status, message) => ({ error: { code: status, message, status: geminiStatus[status] ?? "INTERNAL" } });
 const ollamaError = (status, message) => ({ error: message });
+const workersAiError = (status, message) => ({ errors: [{ message: `${status === 429 ? 3040 : 3043}: ${message}`, code: status === 429 ? 3040 : 3043 }], success: false, result: {}, messages: [] });
 
 export const anthropicLoopback = () => loopback("anthropic", anthropicEvents, anthropicError).listen();
 export const openaiLoopback = () => loopback("openai", openaiEvents, openaiError).listen();
 export const geminiLoopback = () => loopback("gemini", geminiEvents, geminiError).listen();
 export const ollamaLoopback = () => loopback("ollama", ollamaLines, ollamaError, "application/x-ndjson").listen();
+/** What the Workers AI stand-in (`workers_ai/stand_in.js`) passes each `AI.run` call to. */
+export const workersAiLoopback = () => loopback("workers-ai", workersAiEvents, workersAiError).listen();
 
 // ---------------------------------------------------------------------------------------------
 // The UI message stream, read as a browser would.

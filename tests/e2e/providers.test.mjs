@@ -1,16 +1,21 @@
 // The golden set: the same turns run through the Worker for each wire API, against a loopback
 // server speaking that API's documented stream format (Anthropic Messages SSE, OpenAI Chat
-// Completions SSE, Gemini `streamGenerateContent` SSE, Ollama `/api/chat` NDJSON): plain text, a
+// Completions SSE, Gemini `streamGenerateContent` SSE, Ollama `/api/chat` NDJSON, and Workers AI
+// through a stand-in `AI` binding, a Worker offering the binding's `run` over RPC whose stream
+// is the binding's documented one, since `wrangler dev` cannot reach the real one): plain text, a
 // server tool round trip with parallel calls, a client tool and its resume, an approval, a
 // steering message, a follow-up, an image, and a handoff to another provider mid-conversation.
 // Each checks what the user sees (the UI stream, the history) and what the provider was sent,
 // in that provider's own form.
 
 import assert from "node:assert/strict";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
-  anthropicLoopback, api, freshPersistDir, geminiLoopback, ollamaLoopback, openaiLoopback, readUiStream, startWorker,
+  ROOT, anthropicLoopback, api, freshPersistDir, geminiLoopback, ollamaLoopback, openaiLoopback, readUiStream, startWorker,
+  workersAiLoopback,
 } from "./harness.mjs";
 
 const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
@@ -53,12 +58,36 @@ const PROVIDERS = {
     calls: (body) => body.messages.flatMap((m) => m.tool_calls ?? []).map((c) => c.function.name),
     image: (body) => body.messages.at(-1).images?.[0],
   },
+  "workers-ai": {
+    model: "workers-ai:@cf/meta/llama-4-scout-17b-16e-instruct",
+    overloaded: { status: 429, message: "Capacity temporarily exceeded, please try again." },
+    // The binding's input: `messages` in the OpenAI-compatible shape the model takes.
+    userText: (body) => PROVIDERS.openai.userText(body),
+    results: (body) => PROVIDERS.openai.results(body),
+    calls: (body) => PROVIDERS.openai.calls(body),
+    image: (body) => PROVIDERS.openai.image(body),
+  },
 };
 
 before(async () => {
-  [loops.anthropic, loops.openai, loops.gemini, loops.ollama] = await Promise.all([anthropicLoopback(), openaiLoopback(), geminiLoopback(), ollamaLoopback()]);
+  [loops.anthropic, loops.openai, loops.gemini, loops.ollama, loops["workers-ai"]] = await Promise.all([
+    anthropicLoopback(), openaiLoopback(), geminiLoopback(), ollamaLoopback(), workersAiLoopback(),
+  ]);
+  // The project's wrangler.toml with `AI` bound to the stand-in Worker, and the stand-in's own.
+  const dir = path.join(ROOT, "target", "e2e");
+  mkdirSync(dir, { recursive: true });
+  const main = path.join(dir, "wrangler-golden.toml");
+  const standIn = path.join(dir, "wrangler-ai-stand-in.toml");
+  const own = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")
+    .replace('main = "build/index.js"', 'main = "../../build/index.js"')
+    .replace('directory = "web/dist"', 'directory = "../../web/dist"')
+    .replace('migrations_dir = "migrations"', 'migrations_dir = "../../migrations"');
+  writeFileSync(main, `${own}\n[[services]]\nbinding = "AI"\nservice = "ai-stand-in"\nentrypoint = "Ai"\n`);
+  writeFileSync(standIn, `name = "ai-stand-in"\nmain = "../../tests/e2e/workers_ai/stand_in.js"\ncompatibility_date = "2026-10-15"\n\n[vars]\nLOOPBACK_URL = "${loops["workers-ai"].url}"\n`);
   worker = await startWorker({
     persistDir: freshPersistDir(),
+    config: [main, standIn],
+    migrate: ["DB"],
     vars: {
       ANTHROPIC_BASE_URL: loops.anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
       OPENAI_BASE_URL: `${loops.openai.url}/v1`, OPENAI_API_KEY: "sk-openai-loopback",
@@ -68,7 +97,12 @@ before(async () => {
       // The provider a failing one hands the conversation to: Anthropic, or OpenAI for Anthropic.
       FALLBACK_MODELS: "anthropic:claude-sonnet-4-5,openai:gpt-4o",
       // Ollama's llava sees images; the registry cannot know a local model's capabilities.
-      MODELS: JSON.stringify([{ id: "ollama:llava", context_window: 32768, max_output_tokens: 4096, capabilities: { tools: true, vision: true } }]),
+      MODELS: JSON.stringify([
+        { id: "ollama:llava", context_window: 32768, max_output_tokens: 4096, capabilities: { tools: true, vision: true } },
+        { id: "workers-ai:@cf/meta/llama-4-scout-17b-16e-instruct", context_window: 131072, max_output_tokens: 4096, capabilities: { tools: true, vision: true } },
+        // Each provider's model with a window small enough to compact in a few turns.
+        ...Object.keys(PROVIDERS).map((name) => ({ id: tiny(name), context_window: 2048, max_output_tokens: 256 })),
+      ]),
     },
   });
 });
@@ -78,6 +112,8 @@ after(async () => {
   await Promise.all(Object.values(loops).map((l) => l?.close()));
 });
 
+/** A model of provider `name` with a 2,048-token window (declared in `MODELS`). */
+const tiny = (name) => (name === "workers-ai" ? "workers-ai:@cf/golden/tiny" : `${name}:tiny-golden`);
 const textOf = (chunks) => chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join("");
 const create = async (model) => (await (await api(worker.url, "POST", "/v1/conversations", { model })).json()).id;
 const send = async (id, body) => readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, body));
@@ -181,6 +217,28 @@ for (const [name, p] of Object.entries(PROVIDERS)) {
       const { chunks } = await send(id, { message: [{ type: "text", text: "What is this?" }, { type: "file", media_type: "image/png", data: PNG.toString("base64"), filename: "dot.png" }] });
       assert.equal(textOf(chunks), "A red pixel.");
       assert.equal(p.image(loop().requests.at(-1).body), PNG.toString("base64"));
+    });
+
+    test("a long conversation is compacted: the provider writes the summary, and its next call starts from it", async () => {
+      const id = await create(tiny(name));
+      let summaries = 0;
+      loop().respond = (body) => {
+        const last = p.userText(body).at(-1) ?? "";
+        if (last.startsWith("Summarise the conversation")) return { text: `Notes ${++summaries}: a trip along the coast, leg by leg.` };
+        return { text: `Leg ${last.slice(4, 6)} noted. ` + "A careful answer about that leg of the journey. ".repeat(6) };
+      };
+      try {
+        for (let i = 0; i < 14; i++) {
+          const leg = String(i).padStart(2, "0");
+          const { chunks } = await send(id, { message: `Leg ${leg}: ` + "I want to travel further along the coast and see the old towns. ".repeat(8) });
+          assert.match(textOf(chunks), new RegExp(`^Leg ${leg} noted`), `turn ${i}`);
+        }
+      } finally {
+        loop().respond = null;
+      }
+      assert.ok(summaries >= 1, "the provider was asked for a summary");
+      assert.match(p.userText(loop().requests.at(-1).body)[0], /^Summary of the earlier conversation:\nNotes/);
+      assert.ok((await history(id)).some((m) => m.kind === "summary"));
     });
 
     test("a failing provider hands the conversation, tool calls and all, to the next one", async () => {

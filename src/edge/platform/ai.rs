@@ -1,7 +1,7 @@
 //! The `AI` binding (Workers AI) as Layer 1's `AiBinding`.
 
 use async_trait::async_trait;
-use worker::js_sys::{Function, Promise, Reflect, JSON};
+use worker::js_sys::{Array, Function, Promise, Reflect, JSON};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
@@ -14,12 +14,19 @@ pub const BINDING: &str = "AI";
 pub struct WorkersAiBinding(JsValue);
 
 impl WorkersAiBinding {
-    /// The binding, or why it is missing.
+    /// The binding, or why it is missing: anything bound as `AI` with a `run(model, input)`
+    /// that streams, which is the Workers AI binding, or a Worker bound in its place that offers
+    /// the same `run` over RPC (the end-to-end tests' stand-in, where `wrangler dev` cannot reach
+    /// the real one).
     pub fn from_env(env: &Env) -> Result<Self, String> {
-        let ai = env.ai(BINDING).map_err(|_| {
-            format!("workers-ai models need an `[ai] binding = \"{BINDING}\"` in wrangler.toml")
-        })?;
-        Ok(Self(ai.into()))
+        let missing =
+            || format!("workers-ai models need an `[ai] binding = \"{BINDING}\"` in wrangler.toml");
+        let ai = Reflect::get(env, &JsValue::from_str(BINDING)).map_err(|_| missing())?;
+        let run = Reflect::get(&ai, &JsValue::from_str("run")).map_err(|_| missing())?;
+        if ai.is_undefined() || !run.is_function() {
+            return Err(missing());
+        }
+        Ok(Self(ai))
     }
 }
 
@@ -32,12 +39,13 @@ impl AiBinding for WorkersAiBinding {
             .map_err(|e| format!("{e:?}"))?
             .dyn_into()
             .map_err(|_| "the AI binding has no run()".to_string())?;
-        let promise: Promise = run
-            .call2(&self.0, &JsValue::from_str(model), &input)
-            .map_err(js_message)?
-            .dyn_into()
-            .map_err(|_| "AI.run did not return a promise".to_string())?;
-        let output = JsFuture::from(promise).await.map_err(js_message)?;
+        // `Reflect.apply`, not `run.call(...)`: on an RPC stub `call` would be a remote method.
+        let args = Array::of2(&JsValue::from_str(model), &input);
+        let called = Reflect::apply(&run, &self.0, &args).map_err(js_message)?;
+        // Adopted rather than cast: a call over RPC answers with a thenable, not a `Promise`.
+        let output = JsFuture::from(Promise::resolve(&called))
+            .await
+            .map_err(js_message)?;
         let stream: worker::web_sys::ReadableStream = output
             .dyn_into()
             .map_err(|_| "the model did not stream (no ReadableStream)".to_string())?;
