@@ -6,6 +6,7 @@
 // nothing behind, and a conversation whose turn moves to a text-only model tells it in a note.
 
 import assert from "node:assert/strict";
+import http from "node:http";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AbstractChat, DefaultChatTransport } from "ai";
@@ -18,11 +19,18 @@ const PDF = Buffer.from("%PDF-1.4\n1 0 obj <</Type /Catalog /Pages 2 0 R>> endob
 const KEYS = { alice: "sk-files-alice", bob: "sk-files-bob" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
 
-let anthropic, openai, worker, persistDir;
+let anthropic, openai, worker, persistDir, files;
 
 before(async () => {
   anthropic = await anthropicLoopback();
   openai = await openaiLoopback();
+  // A web server holding a file a message may name by URL (a redirect first, as CDNs do).
+  files = http.createServer((req, res) => {
+    if (req.url === "/moved.png") res.writeHead(302, { location: "/dot.png" }).end();
+    else if (req.url === "/dot.png") res.writeHead(200, { "content-type": "image/png" }).end(PNG);
+    else res.writeHead(404).end();
+  });
+  await new Promise((r) => files.listen(0, "127.0.0.1", r));
   persistDir = freshPersistDir();
   worker = await startWorker({
     persistDir,
@@ -31,6 +39,8 @@ before(async () => {
       OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: "sk-openai-loopback",
       DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:text-only",
       ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob}`,
+      // The file server is on loopback: only with private hosts allowed may a URL reach it.
+      ALLOW_PRIVATE_TOOL_HOSTS: "true",
       MAX_FILE_BYTES: "4096",
       // A self-hosted model the registry says has no vision.
       MODELS: JSON.stringify([{ id: "openai:text-only", context_window: 8192, max_output_tokens: 1024, capabilities: { tools: true, vision: false } }]),
@@ -42,6 +52,7 @@ after(async () => {
   await worker?.stop();
   await anthropic?.close();
   await openai?.close();
+  files?.close();
 });
 
 class NodeChat extends AbstractChat {
@@ -156,6 +167,21 @@ test("OpenAI gets an image_url part; a PDF reaches Anthropic as a document block
   });
   const [user] = await history(pdfChat.id, "alice");
   assert.equal(user.content[0].pages, 1);
+});
+
+test("a file named by URL is fetched by the Worker, redirects followed under the host rules", async () => {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, as("alice"))).json();
+  const base = `http://127.0.0.1:${files.address().port}`;
+  anthropic.script({ text: "Fetched." });
+  const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: [{ type: "text", text: "This one." }, { type: "file", url: `${base}/moved.png`, filename: "dot.png" }] }, as("alice"));
+  assert.equal(r.status, 200);
+  await readUiStream(r);
+  assert.equal(userBlocks(anthropic.requests.at(-1).body).find((b) => b.type === "image").source.data, PNG.toString("base64"));
+  const missing = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: [{ type: "file", url: `${base}/gone.png` }] }, as("alice"));
+  assert.equal(missing.status, 400);
+  assert.match((await missing.json()).error.message, /the file in part 1 could not be fetched: its URL answered 404/);
+  const ftp = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: [{ type: "file", url: "ftp://example.com/a.png" }] }, as("alice"));
+  assert.equal(ftp.status, 400);
 });
 
 test("a file that is not what it claims, one too large, or one the model cannot see is refused and nothing is stored", async () => {
