@@ -47,9 +47,16 @@ fn messages() -> Vec<Message> {
 
 /// The body `provider` sends for [`messages`].
 fn sent(make: impl Fn(Rc<dyn HttpTransport>) -> Box<dyn Provider>) -> Value {
+    sent_for(make, messages())
+}
+
+/// The body `provider` sends for `messages`.
+fn sent_for(
+    make: impl Fn(Rc<dyn HttpTransport>) -> Box<dyn Provider>,
+    messages: Vec<Message>,
+) -> Value {
     let transport = ScriptedTransport::new(vec![]);
     let provider = make(transport.clone());
-    let messages = messages();
     let request = LlmRequest {
         system: None,
         messages: &messages,
@@ -131,19 +138,10 @@ fn ollama_gets_images_beside_the_text() {
 
 #[test]
 fn a_message_of_text_only_stays_a_string_for_openai() {
-    let transport = ScriptedTransport::new(vec![]);
-    let provider = OpenAiChat::new(model("openai:gpt-4o"), None, None, transport.clone());
-    let messages = vec![Message::user_text("hi")];
-    let request = LlmRequest {
-        system: None,
-        messages: &messages,
-        tools: &[],
-        max_tokens: 10,
-        temperature: None,
-    };
-    futures::executor::block_on(provider.stream(&request, &mut |_| {}));
-    let body: Value =
-        serde_json::from_str(&transport.last_request.borrow().clone().unwrap().body).unwrap();
+    let body = sent_for(
+        |t| Box::new(OpenAiChat::new(model("openai:gpt-4o"), None, None, t)),
+        vec![Message::user_text("hi")],
+    );
     assert_eq!(
         body["messages"][0],
         json!({"role": "user", "content": "hi"})

@@ -9,7 +9,7 @@ pub mod sniff;
 
 use base64::Engine;
 use futures::StreamExt;
-use worker::{console_error, Env};
+use worker::{console_error, Env, Response};
 
 use crate::agent::remote::redirects;
 use crate::agent::AgentMessage;
@@ -108,12 +108,19 @@ pub async fn user_message(
     Ok((AgentMessage::User { content }, stored))
 }
 
-/// Removes files stored for a message that was then refused (best effort: an R2 failure is
-/// logged, and leaves a file no history names).
-pub async fn discard(env: &Env, stored: &[Attachment]) {
-    if let (false, Some(bucket)) = (stored.is_empty(), Files::from_env(env)) {
+/// The conversation's answer to a message that carried `stored`: unless it took the message
+/// (a 2xx), the files are removed (best effort: an R2 failure is logged, and leaves a file no
+/// history names).
+pub async fn kept_if_taken(
+    env: &Env,
+    stored: &[Attachment],
+    answer: Result<Response, ApiError>,
+) -> Result<Response, ApiError> {
+    let taken = answer.as_ref().is_ok_and(|a| a.status_code() < 300);
+    if let (false, false, Some(bucket)) = (taken, stored.is_empty(), Files::from_env(env)) {
         discard_from(&bucket, stored).await;
     }
+    answer
 }
 
 async fn discard_from(bucket: &Files, stored: &[Attachment]) {

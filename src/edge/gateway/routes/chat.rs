@@ -20,7 +20,7 @@ use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{is_conversation_id, scoped_id};
 use crate::edge::error::ApiError;
-use crate::edge::gateway::attachments::{discard, user_message, FileIn, Piece, Source};
+use crate::edge::gateway::attachments::{kept_if_taken, user_message, FileIn, Piece, Source};
 use crate::edge::gateway::body::read_body;
 use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::{
@@ -138,11 +138,7 @@ pub async fn post(
         }),
     };
     let answer = deliver(env, config, &guess, send, request_id).await;
-    // A message the conversation did not take keeps none of its files.
-    if !files.is_empty() && !answer.as_ref().is_ok_and(|a| a.status_code() < 300) {
-        discard(env, &files).await;
-    }
-    answer
+    kept_if_taken(env, &files, answer).await
 }
 
 /// Hands the send to the object `guess` names, or to the conversation it resolves the chat to.

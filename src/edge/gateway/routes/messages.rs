@@ -12,7 +12,7 @@ use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::attachments::{
-    discard, user_message, FileIn, Piece, Source, MAX_MESSAGE_BODY_BYTES,
+    kept_if_taken, user_message, FileIn, Piece, Source, MAX_MESSAGE_BODY_BYTES,
 };
 use crate::edge::gateway::body::{json_body, json_body_within};
 use crate::edge::json_response;
@@ -188,11 +188,7 @@ pub async fn send(
         None => (None, Vec::new()),
     };
     let answer = deliver(env, config, (user, id, request_id), body, key, message).await;
-    // A message the conversation did not take keeps none of its files.
-    if !files.is_empty() && !answer.as_ref().is_ok_and(|a| a.status_code() < 300) {
-        discard(env, &files).await;
-    }
-    answer
+    kept_if_taken(env, &files, answer).await
 }
 
 /// Hands the send to the conversation's object (resolving the conversation in D1 when the
