@@ -8,6 +8,7 @@
 //! - [`d1`]: the D1 queries, by table group
 //! - [`platform`]: the runtime adapters (fetch, Workers AI, providers, clock, ids)
 //! - [`config`], [`error`], [`budget`]: environment parsing; the one JSON error shape; budgets
+//! - [`retention`]: the scheduled run that deletes idle conversations (`RETENTION_DAYS`)
 //!
 //! Dependencies point one way: gateway → conversation → agent/llm; both sides → d1/platform.
 
@@ -19,6 +20,7 @@ pub mod error;
 pub mod gateway;
 pub mod platform;
 pub mod protocol;
+pub mod retention;
 pub mod spend;
 
 pub use conversation::ConversationCoordinator;

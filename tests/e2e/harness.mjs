@@ -71,8 +71,8 @@ export async function conversationObjects(persistDir) {
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
  * access is on and the rate limit off unless `vars` say otherwise (the auth tests do). `config`
  * is a wrangler.toml of another Worker, or a list of them (Workers run together, the first the
- * one tested). */
-export async function startWorker({ persistDir, vars = {}, config, migrate = config ? [] : ["DB"], healthPath = "/healthz" }) {
+ * one tested). `args` are more of `wrangler dev`'s (`--test-scheduled`). */
+export async function startWorker({ persistDir, vars = {}, config, migrate = config ? [] : ["DB"], healthPath = "/healthz", args: extra = [] }) {
   // The per-user message limit is off unless a test turns it on (a test file sends more than
   // 30 messages a minute as one user).
   vars = { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0", ...vars };
@@ -85,6 +85,7 @@ export async function startWorker({ persistDir, vars = {}, config, migrate = con
   const port = await freePort();
   const args = [WRANGLER, "dev", "--persist-to", persistDir, "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
   for (const c of configs) args.push("--config", c);
+  args.push(...extra);
   for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
   const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, detached: true });
   let log = "";

@@ -38,6 +38,9 @@ pub struct Config {
     pub max_file_bytes: u32,
     /// Files one message may carry (`MAX_FILES_PER_MESSAGE`; 0 refuses every file).
     pub max_files_per_message: u32,
+    /// Conversations not updated for this many days are deleted by the scheduled run
+    /// (`RETENTION_DAYS`; `None`: kept for ever).
+    pub retention_days: Option<u32>,
     /// The model registry with the deployment's own entries (`MODELS`).
     pub models: Registry,
     /// Compact the history sent to the model past this share of its context window
@@ -146,6 +149,7 @@ impl Config {
             max_tool_calls: number(get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
             max_file_bytes: number(get, "MAX_FILE_BYTES", 10 << 20, 1..=MAX_FILE_BYTES)?,
             max_files_per_message: number(get, "MAX_FILES_PER_MESSAGE", 5, 0..=20)?,
+            retention_days: Some(number(get, "RETENTION_DAYS", 0, 0..=36_500)?).filter(|d| *d > 0),
             tool_timeout_ms: number(get, "TOOL_TIMEOUT_MS", 30_000, 100..=900_000)?,
             turn_deadline_ms: number(get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
             provider_idle_timeout_ms: number(

@@ -164,3 +164,27 @@ fn d1_shards_default_to_the_one_binding_and_are_checked() {
         assert!(err.contains("D1_SHARDS"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn file_limits_and_retention_have_defaults_and_bounds() {
+    let c = config(&[]).unwrap();
+    assert_eq!((c.max_file_bytes, c.max_files_per_message), (10 << 20, 5));
+    assert_eq!(c.retention_days, None, "kept for ever unless set");
+    assert_eq!(
+        config(&[("RETENTION_DAYS", "0")]).unwrap().retention_days,
+        None
+    );
+    assert_eq!(
+        config(&[("RETENTION_DAYS", "30")]).unwrap().retention_days,
+        Some(30)
+    );
+    for (name, bad) in [
+        ("RETENTION_DAYS", "-1"),
+        ("MAX_FILE_BYTES", "0"),
+        ("MAX_FILE_BYTES", "999999999"),
+        ("MAX_FILES_PER_MESSAGE", "21"),
+    ] {
+        let e = config(&[(name, bad)]).unwrap_err().to_string();
+        assert!(e.contains(name), "{name}={bad}: {e}");
+    }
+}

@@ -11,13 +11,14 @@ use std::rc::Rc;
 use worker::{console_error, Env};
 
 /// Deletes a conversation's D1 rows and its files in R2: the files first, so a failure leaves
-/// the rows that name them for the next attempt. `false` when no such conversation is stored.
+/// the rows that name them for the next attempt. The rows deleted, or `None` when no such
+/// conversation is stored.
 pub async fn delete_stored(
     env: &Env,
     store: &Store,
     owner: &str,
     id: &str,
-) -> Result<bool, ApiError> {
+) -> Result<Option<u64>, ApiError> {
     if let Some(files) = Files::from_env(env) {
         let ids = store.conversation_files(id).await?;
         if !ids.is_empty() {

@@ -210,10 +210,16 @@ impl Store {
     }
 
     /// Deletes a conversation and its history; `false` if `owner` has no such conversation.
-    pub async fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, ApiError> {
+    /// Deletes a conversation's rows (the ledger keeps its own): how many went, or `None` when
+    /// no such conversation is stored.
+    pub async fn delete_conversation(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<u64>, ApiError> {
         self.tick(1);
         if self.conversation(owner, id).await?.is_none() {
-            return Ok(false);
+            return Ok(None);
         }
         let statements = vec![
             self.db
@@ -229,8 +235,38 @@ impl Store {
                 .prepare("DELETE FROM conversations WHERE id = ?1 AND owner = ?2")
                 .bind(&[id.into(), owner.into()])?,
         ];
-        self.db.batch(statements).await?;
-        Ok(true)
+        let results = self.db.batch(statements).await?;
+        let changes = results
+            .iter()
+            .filter_map(|r| r.meta().ok().flatten()?.changes)
+            .sum::<usize>();
+        Ok(Some(changes as u64))
+    }
+
+    /// Up to `limit` conversations (id, owner) not updated since `before_ms`, oldest first.
+    pub async fn idle_since(
+        &self,
+        before_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, ApiError> {
+        #[derive(serde::Deserialize)]
+        struct Idle {
+            id: String,
+            owner: String,
+        }
+        self.tick(1);
+        let statement = self
+            .db
+            .prepare(
+                "SELECT id, owner FROM conversations WHERE updated_at < ?1
+                 ORDER BY updated_at LIMIT ?2",
+            )
+            .bind(&[(before_ms as f64).into(), f64::from(limit).into()])?;
+        Ok(super::rows::all::<Idle>(&statement)
+            .await?
+            .into_iter()
+            .map(|row| (row.id, row.owner))
+            .collect())
     }
 }
 

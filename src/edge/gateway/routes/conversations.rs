@@ -219,7 +219,7 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
     if let Err(e) = object.forget().await {
         worker::console_error!("forgetting deleted conversation {id}: {e}");
     }
-    if !deleted {
+    if deleted.is_none() {
         return Err(ApiError::conversation_not_found(id));
     }
     Ok(Response::empty()?.with_status(204))
