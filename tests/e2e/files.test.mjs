@@ -140,19 +140,20 @@ test("an image sent by a stock useChat client reaches Anthropic as an image bloc
   assert.equal(gone.status, 404);
 });
 
-test("OpenAI gets an image_url part; a PDF reaches Anthropic as a document block", async () => {
+test("an image from a stock useChat client reaches OpenAI as an image_url part; a PDF reaches Anthropic as a document block", async () => {
+  // The chat's id is a conversation made on an OpenAI model: `/v1/chat` continues it.
   const made = await api(worker.url, "POST", "/v1/conversations", { model: "openai:gpt-4o" }, as("alice"));
   const { id } = await made.json();
+  const errors = [];
+  const chat = new NodeChat({ id, transport: new DefaultChatTransport({ api: `${worker.url}/v1/chat`, headers: as("alice") }), onError: (e) => errors.push(e) });
   openai.script({ text: "A pixel." });
-  const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, {
-    message: [{ type: "text", text: "Describe." }, { type: "file", media_type: "image/png", data: PNG.toString("base64"), filename: "dot.png" }],
-  }, as("alice"));
-  assert.equal(r.status, 200);
-  await readUiStream(r);
+  await chat.sendMessage({ text: "Describe.", files: [{ type: "file", mediaType: "image/png", filename: "dot.png", url: `data:image/png;base64,${PNG.toString("base64")}` }] });
+  await settled(chat);
+  assert.deepEqual(errors, []);
   const sent = openai.requests.at(-1).body;
   assert.deepEqual(sent.messages.at(-1), {
     role: "user",
-    content: [{ type: "text", text: "Describe." }, { type: "image_url", image_url: { url: `data:image/png;base64,${PNG.toString("base64")}` } }],
+    content: [{ type: "image_url", image_url: { url: `data:image/png;base64,${PNG.toString("base64")}` } }, { type: "text", text: "Describe." }],
   });
 
   const pdfChat = await (await api(worker.url, "POST", "/v1/conversations", {}, as("alice"))).json();
