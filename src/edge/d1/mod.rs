@@ -5,6 +5,7 @@
 //! - [`history`]: messages, a turn's history
 //! - [`usage`]: the usage ledger and budgets
 //! - [`artifacts`]: artifacts and their versions
+//! - [`files`]: the files attached to messages; [`export`]: what a user's export reads
 //! - [`rows`]: reading D1's results into Rust types
 //! - [`shards`]: which D1 database holds an owner's data
 
@@ -13,6 +14,7 @@ use worker::D1Database;
 
 pub mod artifacts;
 pub mod conversations;
+pub mod export;
 pub mod files;
 pub mod history;
 pub mod rows;

@@ -140,6 +140,7 @@ async fn route(
         }
         (Method::Get, ["v1", "models"]) => routes::models::list(config),
         (Method::Get, ["v1", "usage"]) => own(routes::usage::get(env, config, user)).await,
+        (Method::Get, ["v1", "me", "export"]) => own(routes::me::export(env, user)).await,
         (Method::Put, ["v1", "admin", "budgets", target]) => {
             let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
             own(routes::usage::put(req, env, config, &caller, &target)).await
@@ -173,10 +174,11 @@ async fn route(
             | ["v1", "conversations", _]
             | ["v1", "models"]
             | ["v1", "usage"]
+            | ["v1", "me", "export"]
             | ["v1", "admin", "budgets", _],
         )
         | (_, ["v1", "conversations", _, "messages" | "stream" | "artifacts"])
-        | (_, ["v1", "conversations", _, "artifacts", _])
+        | (_, ["v1", "conversations", _, "artifacts" | "files", _])
         | (_, ["v1", "chat"] | ["v1", "chat", _, "stream"]) => Err(ApiError::MethodNotAllowed(
             format!("{:?} is not supported on {path}", req.method()),
         )),

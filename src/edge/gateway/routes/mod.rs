@@ -7,6 +7,7 @@ pub mod client_tools;
 pub mod conversations;
 pub mod files;
 pub mod health;
+pub mod me;
 pub mod messages;
 pub mod models;
 pub mod openapi;

@@ -1,0 +1,190 @@
+//! `GET /v1/me/export`: everything the caller owns as one JSON document, streamed as it is read
+//! so a large account needs no memory in proportion: their conversations (each with its whole
+//! history, every artifact version and its files by link), then their usage ledger.
+//!
+//! ```text
+//! {"user", "exported_at", "conversations": [{...the conversation, "messages": [...],
+//!   "artifacts": [...], "files": [{id, media_type, size, name, created_at, url}]}, ...],
+//!  "usage": [...]}
+//! ```
+//!
+//! A task reads D1 page by page and writes into a small bounded channel that the response's
+//! body drains, so reading waits for the client. A failure part-way ends the body with an
+//! error: the client gets a truncated document, never a complete-looking wrong one.
+
+use std::fmt::Write as _;
+
+use futures::channel::mpsc;
+use futures::SinkExt;
+use worker::{console_error, wasm_bindgen_futures, Env, Headers, Response};
+
+use crate::edge::d1::Store;
+use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+
+type Chunks = mpsc::Sender<Result<Vec<u8>, worker::Error>>;
+
+const CONVERSATIONS_PAGE: i64 = 20;
+const MESSAGES_PAGE: i64 = 200;
+const LEDGER_PAGE: u32 = 500;
+/// Written out once this much has gathered.
+const CHUNK_BYTES: usize = 64 << 10;
+
+pub async fn export(env: &Env, user: &str) -> Result<Response, ApiError> {
+    let store = Store::for_owner(env, user).await?;
+    let (mut tx, rx) = mpsc::channel(2);
+    let user = user.to_string();
+    wasm_bindgen_futures::spawn_local(async move {
+        let mut out = String::new();
+        if let Err(e) = write_export(&store, &user, &mut out, &mut tx).await {
+            console_error!("exporting {user}'s data: {e}");
+            let _ = tx
+                .send(Err(worker::Error::RustError(format!(
+                    "the export failed: {e}"
+                ))))
+                .await;
+        }
+    });
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    headers.set(
+        "content-disposition",
+        "attachment; filename=\"edge-agent-export.json\"",
+    )?;
+    headers.set("cache-control", "no-store")?;
+    Ok(Response::from_stream(rx)?.with_headers(headers))
+}
+
+/// Why writing stopped: D1 failed, or the client went away (nothing more to do).
+enum Stop {
+    Failed(ApiError),
+    Gone,
+}
+
+impl From<ApiError> for Stop {
+    fn from(e: ApiError) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+impl From<serde_json::Error> for Stop {
+    fn from(e: serde_json::Error) -> Self {
+        Stop::Failed(e.into())
+    }
+}
+
+async fn write_export(
+    store: &Store,
+    user: &str,
+    out: &mut String,
+    tx: &mut Chunks,
+) -> Result<(), ApiError> {
+    match write_all(store, user, out, tx).await {
+        Ok(()) | Err(Stop::Gone) => Ok(()),
+        Err(Stop::Failed(e)) => Err(e),
+    }
+}
+
+async fn write_all(
+    store: &Store,
+    user: &str,
+    out: &mut String,
+    tx: &mut Chunks,
+) -> Result<(), Stop> {
+    let _ = write!(
+        out,
+        "{{\"user\":{},\"exported_at\":{},\"conversations\":[",
+        serde_json::to_string(user)?,
+        now_ms()
+    );
+    let mut cursor: Option<(i64, String)> = None;
+    let mut first = true;
+    loop {
+        let before = cursor.as_ref().map(|(t, id)| (*t, id.as_str()));
+        let (page, next) = store
+            .conversations_page(user, before, CONVERSATIONS_PAGE)
+            .await?;
+        for conversation in page {
+            if !std::mem::take(&mut first) {
+                out.push(',');
+            }
+            // The conversation's own fields, then its contents in the same object.
+            let mut head = serde_json::to_string(&conversation)?;
+            head.pop();
+            out.push_str(&head);
+            if !head.ends_with('{') {
+                out.push(',');
+            }
+            out.push_str("\"messages\":[");
+            let mut after = 0;
+            let mut first_message = true;
+            loop {
+                let (messages, next) = store
+                    .history_page(&conversation.id, after, MESSAGES_PAGE)
+                    .await?;
+                for message in &messages {
+                    if !std::mem::take(&mut first_message) {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::to_string(message)?);
+                }
+                flush(out, tx, false).await?;
+                match next {
+                    Some(seq) => after = seq,
+                    None => break,
+                }
+            }
+            let artifacts = store.artifact_versions(&conversation.id).await?;
+            let mut files = store.files_of(&conversation.id).await?;
+            for file in &mut files {
+                let url = format!(
+                    "/v1/conversations/{}/files/{}",
+                    conversation.id,
+                    file["id"].as_str().unwrap_or_default()
+                );
+                if let Some(map) = file.as_object_mut() {
+                    map.insert("url".into(), url.into());
+                }
+            }
+            let _ = write!(
+                out,
+                "],\"artifacts\":{},\"files\":{}}}",
+                serde_json::to_string(&artifacts)?,
+                serde_json::to_string(&files)?
+            );
+            flush(out, tx, false).await?;
+        }
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    out.push_str("],\"usage\":[");
+    let mut after = 0i64;
+    let mut first_row = true;
+    loop {
+        let rows = store.ledger_page(user, after, LEDGER_PAGE).await?;
+        for row in &rows {
+            if !std::mem::take(&mut first_row) {
+                out.push(',');
+            }
+            out.push_str(&serde_json::to_string(row)?);
+        }
+        flush(out, tx, false).await?;
+        match rows.last().and_then(|r| r["id"].as_i64()) {
+            Some(id) if rows.len() == LEDGER_PAGE as usize => after = id,
+            _ => break,
+        }
+    }
+    out.push_str("]}");
+    flush(out, tx, true).await
+}
+
+/// Sends what has gathered, once it is worth a chunk (or at the end).
+async fn flush(out: &mut String, tx: &mut Chunks, last: bool) -> Result<(), Stop> {
+    if out.is_empty() || (!last && out.len() < CHUNK_BYTES) {
+        return Ok(());
+    }
+    let chunk = std::mem::take(out).into_bytes();
+    tx.send(Ok(chunk)).await.map_err(|_| Stop::Gone)
+}
