@@ -8,7 +8,8 @@
 //! - [`d1`]: the D1 queries, by table group
 //! - [`platform`]: the runtime adapters (fetch, Workers AI, providers, clock, ids)
 //! - [`config`], [`error`], [`budget`]: environment parsing; the one JSON error shape; budgets
-//! - [`retention`]: the scheduled run that deletes idle conversations (`RETENTION_DAYS`)
+//! - [`retention`]: the scheduled run that deletes idle conversations (`RETENTION_DAYS`);
+//!   [`erasure`]: a user's data erased
 //!
 //! Dependencies point one way: gateway → conversation → agent/llm; both sides → d1/platform.
 
@@ -16,6 +17,7 @@ pub mod budget;
 pub mod config;
 pub mod conversation;
 pub mod d1;
+pub mod erasure;
 pub mod error;
 pub mod gateway;
 pub mod platform;

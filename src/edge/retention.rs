@@ -3,16 +3,15 @@
 //! object's storage, exactly as `DELETE /v1/conversations/{id}` deletes one. The usage ledger
 //! keeps its rows (spend is accounting; they hold no content). Each run takes a bounded batch,
 //! oldest first, from every D1 database, so a backlog drains over several runs and a run that
-//! stops early is resumed by the next; each run writes one log line.
+//! stops early is resumed by the next; each run writes one log line. The same run finishes any
+//! user erasure that did not end ([`crate::edge::erasure`]).
 
 use serde_json::json;
 use worker::{console_error, console_log, event, Env, ScheduleContext, ScheduledEvent};
 
 use crate::edge::config::Config;
-use crate::edge::conversation::client::ConversationClient;
-use crate::edge::conversation::deletion::delete_stored;
+use crate::edge::conversation::deletion::delete_whole;
 use crate::edge::d1::Store;
-use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 
 /// Conversations deleted per run and database: each costs about five subrequests (the object
@@ -24,7 +23,10 @@ const DAY_MS: i64 = 86_400_000;
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     match Config::cached(&env) {
-        Ok(config) => run(&env, &config).await,
+        Ok(config) => {
+            run(&env, &config).await;
+            crate::edge::erasure::resume(&env, &config).await;
+        }
         Err(e) => console_error!(
             "{}",
             json!({"event": "retention", "level": "error", "detail": e.to_string()})
@@ -58,7 +60,7 @@ pub async fn run(env: &Env, config: &Config) {
         };
         more |= idle.len() == BATCH as usize;
         for (id, owner) in idle {
-            match delete_idle(env, &store, &id, &owner).await {
+            match delete_whole(env, &store, &id, &owner).await {
                 Ok(n) => {
                     deleted += 1;
                     rows += n;
@@ -78,16 +80,4 @@ pub async fn run(env: &Env, config: &Config) {
             "more_waiting": more, "duration_ms": now_ms() - started,
         })
     );
-}
-
-/// As a user's `DELETE`: the object refuses messages and drops its turn, the rows and files go,
-/// then the object forgets (or its alarm finishes the deletion).
-async fn delete_idle(env: &Env, store: &Store, id: &str, owner: &str) -> Result<u64, ApiError> {
-    let object = ConversationClient::for_conversation(env, id)?;
-    object.clear(id, owner).await?;
-    let rows = delete_stored(env, store, owner, id).await?.unwrap_or(0);
-    if let Err(e) = object.forget().await {
-        console_error!("retention: forgetting conversation {id}: {e}");
-    }
-    Ok(rows)
 }

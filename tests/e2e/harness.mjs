@@ -37,11 +37,19 @@ function run(args, opts = {}) {
 }
 
 /** Runs SQL against the local D1 in `persistDir` (as `wrangler d1 execute --local` does): the
- * `DB` binding's, or `binding`'s of `config` (a wrangler.toml). */
+ * `DB` binding's, or `binding`'s of `config` (a wrangler.toml). The running Worker may hold the
+ * database's lock a moment (`SQLITE_BUSY`): then it tries again. */
 export async function d1Query(persistDir, sql, { binding = "DB", config } = {}) {
-  const out = await run(["d1", "execute", binding, "--local", "--persist-to", persistDir, "--json", "--command", sql, ...(config ? ["--config", config] : [])]);
-  const json = JSON.parse(out.slice(out.indexOf("[")));
-  return json[0].results;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const out = await run(["d1", "execute", binding, "--local", "--persist-to", persistDir, "--json", "--command", sql, ...(config ? ["--config", config] : [])]);
+      const json = JSON.parse(out.slice(out.indexOf("[")));
+      return json[0].results;
+    } catch (e) {
+      if (attempt >= 5 || !/SQLITE_BUSY/.test(String(e.message))) throw e;
+      await sleep(200 * attempt);
+    }
+  }
 }
 
 /** The conversation objects' SQLite files in `persistDir`, each with the tables of ours it holds

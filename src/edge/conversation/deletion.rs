@@ -10,6 +10,24 @@ use crate::edge::platform::files::Files;
 use std::rc::Rc;
 use worker::{console_error, Env};
 
+/// Deletes a conversation as a user's `DELETE` does, for the Worker's own runs (retention, a
+/// user's erasure): the object refuses messages and drops its turn, the rows and files go, then
+/// the object forgets (or its alarm finishes the deletion). The rows deleted.
+pub async fn delete_whole(
+    env: &Env,
+    store: &Store,
+    id: &str,
+    owner: &str,
+) -> Result<u64, ApiError> {
+    let object = super::client::ConversationClient::for_conversation(env, id)?;
+    object.clear(id, owner).await?;
+    let rows = delete_stored(env, store, owner, id).await?.unwrap_or(0);
+    if let Err(e) = object.forget().await {
+        console_error!("forgetting deleted conversation {id}: {e}");
+    }
+    Ok(rows)
+}
+
 /// Deletes a conversation's D1 rows and its files in R2: the files first, so a failure leaves
 /// the rows that name them for the next attempt. The rows deleted, or `None` when no such
 /// conversation is stored.

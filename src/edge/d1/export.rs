@@ -1,5 +1,6 @@
-//! What `GET /v1/me/export` reads beyond the usual pages: every version of a conversation's
-//! artifacts, its files, and the owner's ledger, each row as D1 returns it.
+//! A user's data as a whole: what `GET /v1/me/export` reads beyond the usual pages (every
+//! version of a conversation's artifacts, its files, the owner's ledger, each row as D1 returns
+//! it), and the rows an erasure keeps and removes.
 
 use serde_json::Value;
 
@@ -48,5 +49,64 @@ impl Store {
             )
             .bind(&[owner.into(), (after as f64).into(), f64::from(limit).into()])?;
         rows::all(&statement).await
+    }
+}
+
+impl Store {
+    /// Records that `owner` is to be erased (once; a repeated request keeps the first).
+    pub async fn request_erasure(
+        &self,
+        owner: &str,
+        by: &str,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        self.db
+            .prepare("INSERT OR IGNORE INTO erasures (owner, requested_by, requested_at) VALUES (?1, ?2, ?3)")
+            .bind(&[owner.into(), by.into(), (now_ms as f64).into()])?
+            .run()
+            .await?;
+        Ok(())
+    }
+
+    /// Up to `limit` users whose erasure has not finished.
+    pub async fn pending_erasures(&self, limit: u32) -> Result<Vec<String>, ApiError> {
+        #[derive(serde::Deserialize)]
+        struct Pending {
+            owner: String,
+        }
+        self.tick(1);
+        let statement = self
+            .db
+            .prepare("SELECT owner FROM erasures ORDER BY requested_at LIMIT ?1")
+            .bind(&[f64::from(limit).into()])?;
+        Ok(rows::all::<Pending>(&statement)
+            .await?
+            .into_iter()
+            .map(|p| p.owner)
+            .collect())
+    }
+
+    /// The rows of `owner` that outlive their conversations (the ledger, the budget), and the
+    /// erasure's own row: the last step of an erasure, once no conversation is left.
+    pub async fn erase_owner_rows(&self, owner: &str) -> Result<u64, ApiError> {
+        self.tick(1);
+        let statements = [
+            "usage_ledger WHERE owner",
+            "budgets WHERE user",
+            "erasures WHERE owner",
+        ]
+        .iter()
+        .map(|table| {
+            self.db
+                .prepare(format!("DELETE FROM {table} = ?1"))
+                .bind(&[owner.into()])
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+        let results = self.db.batch(statements).await?;
+        Ok(results
+            .iter()
+            .filter_map(|r| r.meta().ok().flatten()?.changes)
+            .sum::<usize>() as u64)
     }
 }

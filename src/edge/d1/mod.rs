@@ -5,7 +5,7 @@
 //! - [`history`]: messages, a turn's history
 //! - [`usage`]: the usage ledger and budgets
 //! - [`artifacts`]: artifacts and their versions
-//! - [`files`]: the files attached to messages; [`export`]: what a user's export reads
+//! - [`files`]: the files attached to messages; [`export`]: a user's data whole (export, erasure)
 //! - [`rows`]: reading D1's results into Rust types
 //! - [`shards`]: which D1 database holds an owner's data
 

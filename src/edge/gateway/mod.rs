@@ -25,7 +25,7 @@ pub mod rate_limit;
 pub mod routes;
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let method = req.method();
     let path = req.path();
     let origin = req.headers().get("origin").ok().flatten();
@@ -41,7 +41,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         }
         preflight
     } else {
-        match route(req, &env, config, &request_id).await {
+        match route(req, &env, &ctx, config, &request_id).await {
             Ok(response) => response,
             Err(e) => {
                 let line = e.log_line(&request_id, method.as_ref(), &path);
@@ -64,6 +64,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 async fn route(
     req: Request,
     env: &Env,
+    ctx: &Context,
     config: Result<Config, ApiError>,
     request_id: &str,
 ) -> Result<Response, ApiError> {
@@ -141,6 +142,11 @@ async fn route(
         (Method::Get, ["v1", "models"]) => routes::models::list(config),
         (Method::Get, ["v1", "usage"]) => own(routes::usage::get(env, config, user)).await,
         (Method::Get, ["v1", "me", "export"]) => own(routes::me::export(env, user)).await,
+        (Method::Delete, ["v1", "me"]) => own(routes::me::erase(env, ctx, &caller, None)).await,
+        (Method::Delete, ["v1", "admin", "users", target]) => {
+            let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
+            own(routes::me::erase(env, ctx, &caller, Some(&target))).await
+        }
         (Method::Put, ["v1", "admin", "budgets", target]) => {
             let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
             own(routes::usage::put(req, env, config, &caller, &target)).await
@@ -174,8 +180,9 @@ async fn route(
             | ["v1", "conversations", _]
             | ["v1", "models"]
             | ["v1", "usage"]
+            | ["v1", "me"]
             | ["v1", "me", "export"]
-            | ["v1", "admin", "budgets", _],
+            | ["v1", "admin", "budgets" | "users", _],
         )
         | (_, ["v1", "conversations", _, "messages" | "stream" | "artifacts"])
         | (_, ["v1", "conversations", _, "artifacts" | "files", _])

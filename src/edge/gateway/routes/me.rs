@@ -1,4 +1,7 @@
-//! `GET /v1/me/export`: everything the caller owns as one JSON document, streamed as it is read
+//! A user's data as a whole: `DELETE /v1/me` (and an admin's `DELETE /v1/admin/users/{user}`)
+//! erases it ([`crate::edge::erasure`]); `GET /v1/me/export` gives it.
+//!
+//! The export is everything the caller owns as one JSON document, streamed as it is read
 //! so a large account needs no memory in proportion: their conversations (each with its whole
 //! history, every artifact version and its files by link), then their usage ledger.
 //!
@@ -16,7 +19,10 @@ use std::fmt::Write as _;
 
 use futures::channel::mpsc;
 use futures::SinkExt;
-use worker::{console_error, wasm_bindgen_futures, Env, Headers, Response};
+use worker::{console_error, wasm_bindgen_futures, Context, Env, Headers, Response};
+
+use crate::edge::gateway::auth::Caller;
+use crate::edge::json_response;
 
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
@@ -29,6 +35,40 @@ const MESSAGES_PAGE: i64 = 200;
 const LEDGER_PAGE: u32 = 500;
 /// Written out once this much has gathered.
 const CHUNK_BYTES: usize = 64 << 10;
+
+/// Erases the caller (`target` `None`) or, for an admin, `target`: recorded, answered 202, run
+/// after the answer (and finished by the scheduled run should it not end).
+pub async fn erase(
+    env: &Env,
+    ctx: &Context,
+    caller: &Caller,
+    target: Option<&str>,
+) -> Result<Response, ApiError> {
+    let owner = match target {
+        None => caller.user.clone(),
+        Some(_) if !caller.admin => return Err(ApiError::Forbidden(
+            "erasing another user needs a server key marked admin in API_KEYS (`name:key:admin`)"
+                .into(),
+        )),
+        Some(user) if user.is_empty() || user.len() > 256 => {
+            return Err(ApiError::BadRequest(
+                "the user must be 1 to 256 characters".into(),
+            ))
+        }
+        Some(user) => user.to_string(),
+    };
+    Store::for_owner(env, &owner)
+        .await?
+        .request_erasure(&owner, &caller.user, now_ms())
+        .await?;
+    let (env, erased) = (env.clone(), owner.clone());
+    ctx.wait_until(async move {
+        if let Err(e) = crate::edge::erasure::erase(&env, &erased).await {
+            console_error!("erasure of {erased}: {e}; the scheduled run finishes it");
+        }
+    });
+    json_response(202, &serde_json::json!({ "erasing": owner }))
+}
 
 pub async fn export(env: &Env, user: &str) -> Result<Response, ApiError> {
     let store = Store::for_owner(env, user).await?;

@@ -1,0 +1,68 @@
+//! Erasing a user (`DELETE /v1/me`, or an admin's `DELETE /v1/admin/users/{user}`): every
+//! conversation they own goes as a `DELETE` takes one (running turns cancelled first, history,
+//! artifacts, files, the objects' storage), then the rows that outlive conversations (their
+//! usage ledger, their budget). The request is recorded first (`erasures`), answered 202, and
+//! the erasure runs after the answer; should it not end (the Worker's time after a response is
+//! short), the scheduled run finishes it. Nobody else's data is touched: every query is by owner.
+
+use serde_json::json;
+use worker::{console_error, console_log, Env};
+
+use crate::edge::config::Config;
+use crate::edge::conversation::deletion::delete_whole;
+use crate::edge::d1::Store;
+use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+
+/// Conversations looked up at a time while erasing.
+const PAGE: i64 = 25;
+
+/// Everything `owner` has, erased; logs one line. The erasure's row goes last, so a failure
+/// leaves it for the scheduled run.
+pub async fn erase(env: &Env, owner: &str) -> Result<(), ApiError> {
+    let started = now_ms();
+    let store = Store::for_owner(env, owner).await?;
+    let (mut conversations, mut rows) = (0u64, 0u64);
+    loop {
+        let (page, _) = store.conversations_page(owner, None, PAGE).await?;
+        if page.is_empty() {
+            break;
+        }
+        for conversation in page {
+            rows += delete_whole(env, &store, &conversation.id, owner).await?;
+            conversations += 1;
+        }
+    }
+    rows += store.erase_owner_rows(owner).await?;
+    console_log!(
+        "{}",
+        json!({
+            "event": "erasure", "level": "info", "user": owner,
+            "conversations_deleted": conversations, "rows_deleted": rows,
+            "duration_ms": now_ms() - started,
+        })
+    );
+    Ok(())
+}
+
+/// The erasures requested but not finished, in every D1 database (a few per run).
+pub async fn resume(env: &Env, config: &Config) {
+    for binding in &config.d1_shards {
+        let pending = match Store::on(env, binding) {
+            Ok(store) => store.pending_erasures(5).await,
+            Err(e) => Err(e),
+        };
+        let owners = match pending {
+            Ok(owners) => owners,
+            Err(e) => {
+                console_error!("erasure: listing pending erasures in {binding}: {e}");
+                continue;
+            }
+        };
+        for owner in owners {
+            if let Err(e) = erase(env, &owner).await {
+                console_error!("erasure of {owner}: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+// Erasing a user: `DELETE /v1/me` answers 202 and, in the background, leaves nothing of the
+// caller (conversations, history, artifacts, files, ledger, budget) and nothing of anyone else
+// touched; an admin may erase another user, nobody else may; the scheduled run finishes an
+// erasure that did not end.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+
+const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
+const KEYS = { alice: "sk-erase-alice", bob: "sk-erase-bob", ops: "sk-erase-ops" };
+const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
+let anthropic, worker, persistDir;
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  persistDir = freshPersistDir();
+  worker = await startWorker({
+    persistDir,
+    args: ["--test-scheduled"],
+    vars: {
+      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+      ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob},ops:${KEYS.ops}:admin`,
+    },
+  });
+});
+
+after(async () => {
+  await worker?.stop();
+  await anthropic?.close();
+});
+
+async function conversationOf(user, message) {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, as(user))).json();
+  anthropic.script({ text: "Noted." });
+  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message }, as(user)));
+  return id;
+}
+
+/** Rows anywhere in D1 that belong to `owner`, by table (one query). */
+async function rowsOf(owner) {
+  const mine = `(SELECT id FROM conversations WHERE owner = '${owner}')`;
+  const [row] = await d1Query(persistDir, `SELECT
+    (SELECT COUNT(*) FROM conversations WHERE owner = '${owner}') AS conversations,
+    (SELECT COUNT(*) FROM messages WHERE conversation_id IN ${mine}) AS messages,
+    (SELECT COUNT(*) FROM usage_ledger WHERE owner = '${owner}') AS ledger,
+    (SELECT COUNT(*) FROM budgets WHERE user = '${owner}') AS budgets,
+    (SELECT COUNT(*) FROM erasures WHERE owner = '${owner}') AS erasures`);
+  return row;
+}
+
+async function until(what, check, ms = 20_000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+test("DELETE /v1/me leaves nothing of the caller and nothing of anyone else touched", async () => {
+  const alices = [
+    await conversationOf("alice", "First."),
+    await conversationOf("alice", [{ type: "text", text: "Look." }, { type: "file", data: PNG.toString("base64"), filename: "dot.png" }]),
+    await conversationOf("alice", "Third."),
+  ];
+  assert.ok((await api(worker.url, "PUT", `/v1/conversations/${alices[2]}/artifacts/notes`, { title: "Notes", kind: "text", content: "x" }, as("alice"))).ok);
+  assert.equal((await api(worker.url, "PUT", "/v1/admin/budgets/key:alice", { limit_usd: 5, period: "month" }, as("ops"))).status, 200);
+  const [{ id: fileId }] = await d1Query(persistDir, `SELECT id FROM files WHERE conversation_id = '${alices[1]}'`);
+  const bobs = await conversationOf("bob", "Bob's.");
+  const bobBefore = await rowsOf("key:bob");
+
+  const r = await api(worker.url, "DELETE", "/v1/me", undefined, as("alice"));
+  assert.equal(r.status, 202);
+  assert.deepEqual(await r.json(), { erasing: "key:alice" });
+  await until("alice's erasure", async () => (await rowsOf("key:alice")).erasures === 0);
+  assert.deepEqual(await rowsOf("key:alice"), { conversations: 0, messages: 0, ledger: 0, budgets: 0, erasures: 0 });
+  for (const id of alices) {
+    assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("alice"))).status, 404);
+    assert.equal(await (await d1Query(persistDir, `SELECT COUNT(*) AS n FROM artifacts WHERE conversation_id = '${id}'`))[0].n, 0);
+  }
+  assert.equal(await (await d1Query(persistDir, `SELECT COUNT(*) AS n FROM files WHERE id = '${fileId}'`))[0].n, 0);
+  const line = await worker.logLine((l) => l.event === "erasure" && l.user === "key:alice");
+  assert.equal(line.conversations_deleted, 3);
+
+  // Bob's data is as it was, and his conversation goes on.
+  assert.deepEqual(await rowsOf("key:bob"), bobBefore);
+  anthropic.script({ text: "Still here." });
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${bobs}/messages`, { message: "Hello?" }, as("bob")));
+  assert.ok(chunks.some((c) => c.type === "text-delta"));
+  // Alice may start again from nothing.
+  assert.equal((await (await api(worker.url, "GET", "/v1/conversations", undefined, as("alice"))).json()).conversations.length, 0);
+});
+
+test("only an admin may erase another user", async () => {
+  const bobs = await conversationOf("bob", "Mine.");
+  const refused = await api(worker.url, "DELETE", "/v1/admin/users/key:bob", undefined, as("alice"));
+  assert.equal(refused.status, 403);
+  assert.equal((await api(worker.url, "GET", `/v1/conversations/${bobs}`, undefined, as("bob"))).status, 200);
+  const r = await api(worker.url, "DELETE", `/v1/admin/users/${encodeURIComponent("key:bob")}`, undefined, as("ops"));
+  assert.equal(r.status, 202);
+  await until("bob's erasure", async () => (await rowsOf("key:bob")).erasures === 0);
+  assert.deepEqual(await rowsOf("key:bob"), { conversations: 0, messages: 0, ledger: 0, budgets: 0, erasures: 0 });
+});
+
+test("an erasure that did not end is finished by the scheduled run", async () => {
+  const id = await conversationOf("ops", "Soon gone.");
+  // As if the erasure had been recorded and the Worker had stopped before it ran.
+  await d1Query(persistDir, `INSERT INTO erasures (owner, requested_by, requested_at) VALUES ('key:ops', 'key:ops', ${Date.now()})`);
+  assert.equal((await fetch(`${worker.url}/__scheduled?cron=${encodeURIComponent("17 * * * *")}`)).status, 200);
+  await until("the scheduled erasure", async () => (await rowsOf("key:ops")).erasures === 0);
+  assert.deepEqual(await rowsOf("key:ops"), { conversations: 0, messages: 0, ledger: 0, budgets: 0, erasures: 0 });
+  assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("ops"))).status, 404);
+});
