@@ -6,9 +6,8 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
-const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
 const KEYS = { alice: "sk-erase-alice", bob: "sk-erase-bob", ops: "sk-erase-ops" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
 let anthropic, worker, persistDir;

@@ -4,9 +4,8 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
-const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
 const KEYS = { alice: "sk-export-alice", bob: "sk-export-bob" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
 let anthropic, worker;

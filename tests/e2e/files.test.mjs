@@ -10,10 +10,8 @@ import http from "node:http";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AbstractChat, DefaultChatTransport } from "ai";
-import { anthropicLoopback, api, d1Query, freshPersistDir, openaiLoopback, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, api, d1Query, freshPersistDir, openaiLoopback, readUiStream, startWorker } from "./harness.mjs";
 
-/** A real 1x1 PNG (a red pixel). */
-const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
 /** A minimal one-page PDF. */
 const PDF = Buffer.from("%PDF-1.4\n1 0 obj <</Type /Catalog /Pages 2 0 R>> endobj\n2 0 obj <</Type /Pages /Kids [3 0 R] /Count 1>> endobj\n3 0 obj <</Type /Page /Parent 2 0 R /MediaBox [0 0 200 200]>> endobj\ntrailer <</Root 1 0 R>>\n%%EOF\n");
 const KEYS = { alice: "sk-files-alice", bob: "sk-files-bob" };

@@ -11,6 +11,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { uiMessageChunkSchema } from "ai";
 
+/** A real 1x1 PNG (a red pixel, 70 bytes), for the tests of files in messages. */
+export const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
+
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const WRANGLER = path.join(ROOT, "node_modules/wrangler/bin/wrangler.js");
 

@@ -14,11 +14,10 @@ import path from "node:path";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
-  ROOT, anthropicLoopback, api, freshPersistDir, geminiLoopback, ollamaLoopback, openaiLoopback, readUiStream, startWorker,
+  PNG, ROOT, anthropicLoopback, api, freshPersistDir, geminiLoopback, ollamaLoopback, openaiLoopback, readUiStream, startWorker,
   workersAiLoopback,
 } from "./harness.mjs";
 
-const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
 const pickColor = { name: "pick_color", description: "Ask the user for a color", input_schema: { type: "object", properties: {} } };
 
 let worker;

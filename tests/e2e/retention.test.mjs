@@ -4,9 +4,8 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
-const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
 let anthropic, worker, persistDir;
 
 before(async () => {
