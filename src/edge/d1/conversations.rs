@@ -209,7 +209,6 @@ impl Store {
         Ok((page, next))
     }
 
-    /// Deletes a conversation and its history; `false` if `owner` has no such conversation.
     /// Deletes a conversation's rows (the ledger keeps its own): how many went, or `None` when
     /// no such conversation is stored.
     pub async fn delete_conversation(
@@ -235,12 +234,7 @@ impl Store {
                 .prepare("DELETE FROM conversations WHERE id = ?1 AND owner = ?2")
                 .bind(&[id.into(), owner.into()])?,
         ];
-        let results = self.db.batch(statements).await?;
-        let changes = results
-            .iter()
-            .filter_map(|r| r.meta().ok().flatten()?.changes)
-            .sum::<usize>();
-        Ok(Some(changes as u64))
+        Ok(Some(super::changes(&self.db.batch(statements).await?)))
     }
 
     /// Up to `limit` conversations (id, owner) not updated since `before_ms`, oldest first.

@@ -103,10 +103,6 @@ impl Store {
                 .bind(&[owner.into()])
         })
         .collect::<Result<Vec<_>, _>>()?;
-        let results = self.db.batch(statements).await?;
-        Ok(results
-            .iter()
-            .filter_map(|r| r.meta().ok().flatten()?.changes)
-            .sum::<usize>() as u64)
+        Ok(super::changes(&self.db.batch(statements).await?))
     }
 }

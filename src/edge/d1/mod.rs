@@ -66,6 +66,14 @@ impl Store {
     }
 }
 
+/// The rows a batch's statements changed, together.
+fn changes(results: &[worker::D1Result]) -> u64 {
+    results
+        .iter()
+        .filter_map(|r| r.meta().ok().flatten()?.changes)
+        .sum::<usize>() as u64
+}
+
 fn opt(v: &Option<String>) -> JsValue {
     match v {
         Some(s) => s.as_str().into(),
