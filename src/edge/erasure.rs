@@ -29,7 +29,9 @@ pub async fn erase(env: &Env, owner: &str) -> Result<(), ApiError> {
             break;
         }
         for conversation in page {
-            rows += delete_whole(env, &store, &conversation.id, owner).await?;
+            rows += delete_whole(env, &store, &conversation.id, owner)
+                .await?
+                .unwrap_or(0);
             conversations += 1;
         }
     }

@@ -63,7 +63,7 @@ pub async fn run(env: &Env, config: &Config) {
             match delete_whole(env, &store, &id, &owner).await {
                 Ok(n) => {
                     deleted += 1;
-                    rows += n;
+                    rows += n.unwrap_or(0);
                 }
                 Err(e) => {
                     failed += 1;

@@ -10,18 +10,19 @@ use crate::edge::platform::files::Files;
 use std::rc::Rc;
 use worker::{console_error, Env};
 
-/// Deletes a conversation as a user's `DELETE` does, for the Worker's own runs (retention, a
-/// user's erasure): the object refuses messages and drops its turn, the rows and files go, then
-/// the object forgets (or its alarm finishes the deletion). The rows deleted.
+/// Deletes a conversation, for a user's `DELETE` and the Worker's own runs (retention, a user's
+/// erasure): the object refuses messages and drops its turn (nothing recreates the rows until
+/// it forgets), the rows and files go, then the object forgets (or its alarm finishes the
+/// deletion). The rows deleted, or `None` when no such conversation is stored.
 pub async fn delete_whole(
     env: &Env,
     store: &Store,
     id: &str,
     owner: &str,
-) -> Result<u64, ApiError> {
+) -> Result<Option<u64>, ApiError> {
     let object = super::client::ConversationClient::for_conversation(env, id)?;
     object.clear(id, owner).await?;
-    let rows = delete_stored(env, store, owner, id).await?.unwrap_or(0);
+    let rows = delete_stored(env, store, owner, id).await?;
     if let Err(e) = object.forget().await {
         console_error!("forgetting deleted conversation {id}: {e}");
     }

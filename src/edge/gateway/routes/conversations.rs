@@ -7,7 +7,7 @@ use worker::{Env, Request, Response};
 use super::owned;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
-use crate::edge::conversation::deletion::delete_stored;
+use crate::edge::conversation::deletion::delete_whole;
 use crate::edge::d1::{is_conversation_id, Conversation, Store};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::body::json_body;
@@ -210,16 +210,8 @@ pub async fn delete(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
     let owned = owned(env, user, id).await?;
     let id = owned.id.as_str();
-    let object = ConversationClient::for_conversation(env, id)?;
-    // The object refuses messages from here until it forgets: nothing recreates the rows.
-    object.clear(id, &owned.owner).await?;
     let store = Store::for_owner(env, user).await?;
-    let deleted = delete_stored(env, &store, user, id).await?;
-    // Should this fail, the object's alarm finishes the deletion.
-    if let Err(e) = object.forget().await {
-        worker::console_error!("forgetting deleted conversation {id}: {e}");
-    }
-    if deleted.is_none() {
+    if delete_whole(env, &store, id, &owned.owner).await?.is_none() {
         return Err(ApiError::conversation_not_found(id));
     }
     Ok(Response::empty()?.with_status(204))
