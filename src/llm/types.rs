@@ -7,7 +7,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use super::Attachment;
+use super::{Attachment, FileData};
 
 /// One piece of a message's content. Serialized with a `type` tag; read back through a flat
 /// struct (see the `Deserialize` impl).
@@ -32,6 +32,34 @@ pub enum ContentBlock {
     },
     /// A file the user attached: a reference, its contents filled in only for a call.
     File(Attachment),
+}
+
+impl ContentBlock {
+    /// What the block gives a model that reads it as text: a text block's text, or a text file's
+    /// framed contents once loaded.
+    pub fn model_text(&self) -> Option<&str> {
+        match self {
+            ContentBlock::Text { text } => Some(text),
+            ContentBlock::File(Attachment {
+                data: Some(FileData::Text(text)),
+                ..
+            }) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// A loaded image or PDF, with its base64 contents.
+    pub fn inline_file(&self) -> Option<(&Attachment, &str)> {
+        match self {
+            ContentBlock::File(
+                file @ Attachment {
+                    data: Some(FileData::Base64(data)),
+                    ..
+                },
+            ) => Some((file, data)),
+            _ => None,
+        }
+    }
 }
 
 /// Read through one flat struct rather than serde's derive for a tagged enum, which buffers the

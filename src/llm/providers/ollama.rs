@@ -21,8 +21,8 @@ use super::join_url;
 use crate::llm::partial::PartialMessage;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
-    Completion, ContentBlock, FileData, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
-    Message, ModelRef, Provider, StopReason, Usage,
+    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
+    ModelRef, Provider, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
@@ -125,13 +125,7 @@ fn encode_messages<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
             Message::User { content } => out.push(wire::Message {
                 images: content
                     .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::File(f) => match &f.data {
-                            Some(FileData::Base64(data)) => Some(&**data),
-                            _ => None,
-                        },
-                        _ => None,
-                    })
+                    .filter_map(|b| Some(b.inline_file()?.1))
                     .collect(),
                 ..wire::Message::plain("user", text_of(content))
             }),
@@ -172,15 +166,8 @@ fn encode_messages<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
 fn text_of(content: &[ContentBlock]) -> Cow<'_, str> {
     let texts: Vec<&str> = content
         .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            // A text file is text for every model.
-            ContentBlock::File(f) => match &f.data {
-                Some(FileData::Text(text)) => Some(&**text),
-                _ => None,
-            },
-            _ => None,
-        })
+        // A text file is text for every model.
+        .filter_map(ContentBlock::model_text)
         .collect();
     match texts.as_slice() {
         [] => Cow::Borrowed(""),

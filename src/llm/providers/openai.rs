@@ -24,8 +24,8 @@ use super::join_url;
 use crate::llm::partial::PartialMessage;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
-    Completion, ContentBlock, FileData, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent,
-    LlmRequest, Message, ModelRef, Provider, StopReason, ToolDef, Usage,
+    Completion, ContentBlock, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
+    Message, ModelRef, Provider, StopReason, ToolDef, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -186,53 +186,39 @@ pub(crate) fn encode_messages<'a>(
 
 /// A user message's content: its text, or a list of parts when it carries an image or a PDF.
 fn user_content(content: &[ContentBlock]) -> wire::UserContent<'_> {
-    let has_media = content
-        .iter()
-        .any(|b| matches!(b, ContentBlock::File(f) if matches!(f.data, Some(FileData::Base64(_)))));
-    if !has_media {
+    if !content.iter().any(|b| b.inline_file().is_some()) {
         return wire::UserContent::Text(joined_text(content));
     }
     let parts = content
         .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text { text } if !text.is_empty() => Some(wire::Part::Text { text }),
-            ContentBlock::File(file) => match &file.data {
-                Some(FileData::Text(text)) => Some(wire::Part::Text { text }),
-                Some(FileData::Base64(data)) => {
-                    let url = wire::DataUrl {
-                        media_type: &file.media_type,
-                        data,
-                    };
-                    Some(match file.kind() {
-                        FileKind::Pdf => wire::Part::File {
-                            file: wire::FileOut {
-                                filename: file.name.as_deref(),
-                                file_data: url,
-                            },
-                        },
-                        _ => wire::Part::ImageUrl {
-                            image_url: wire::ImageUrl { url },
-                        },
-                    })
-                }
-                None => None,
-            },
-            _ => None,
+        .filter_map(|block| {
+            if let Some(text) = block.model_text() {
+                return (!text.is_empty()).then_some(wire::Part::Text { text });
+            }
+            let (file, data) = block.inline_file()?;
+            let url = wire::DataUrl {
+                media_type: &file.media_type,
+                data,
+            };
+            Some(match file.kind() {
+                FileKind::Pdf => wire::Part::File {
+                    file: wire::FileOut {
+                        filename: file.name.as_deref(),
+                        file_data: url,
+                    },
+                },
+                _ => wire::Part::ImageUrl {
+                    image_url: wire::ImageUrl { url },
+                },
+            })
         })
         .collect();
     wire::UserContent::Parts(parts)
 }
 
 fn joined_text(content: &[ContentBlock]) -> Cow<'_, str> {
-    let mut texts = content.iter().filter_map(|b| match b {
-        ContentBlock::Text { text } => Some(text.as_str()),
-        // A text file is text for every model.
-        ContentBlock::File(f) => match &f.data {
-            Some(FileData::Text(text)) => Some(&**text),
-            _ => None,
-        },
-        _ => None,
-    });
+    // A text file is text for every model.
+    let mut texts = content.iter().filter_map(ContentBlock::model_text);
     match (texts.next(), texts.next()) {
         (None, _) => Cow::Borrowed(""),
         (Some(only), None) => Cow::Borrowed(only),
