@@ -33,20 +33,21 @@ impl Object {
         let AgentMessage::User { content } = message else {
             return Ok(());
         };
-        let mut files = content.iter().filter_map(|b| match b {
-            ContentBlock::File(file) => Some(file),
-            _ => None,
-        });
-        let Some(first) = files.next() else {
+        let mut files = content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::File(file) => Some(file),
+                _ => None,
+            })
+            .peekable();
+        // A message without files reads no configuration.
+        if files.peek().is_none() {
             return Ok(());
-        };
+        }
         let config = &self.turn_env()?.config;
         let model = conversation.model(config)?;
         let capabilities = config.models.info(&model).capabilities;
-        match std::iter::once(first)
-            .chain(files)
-            .find(|f| !f.seen_by(&model.provider, &capabilities))
-        {
+        match files.find(|f| !f.seen_by(&model.provider, &capabilities)) {
             None => Ok(()),
             Some(file) => Err(ApiError::BadRequest(format!(
                 "model `{model}` cannot take {} ({}): {}; send it to a conversation whose model \

@@ -49,7 +49,7 @@ pub enum Source {
 }
 
 /// The user message `pieces` make, with its files stored (returned too, so that a message the
-/// conversation then refuses can have them removed: [`discard`]).
+/// conversation then refuses can have them removed: [`kept_if_taken`]).
 pub async fn user_message(
     env: &Env,
     config: &Config,
