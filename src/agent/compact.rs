@@ -137,7 +137,11 @@ pub fn message_tokens(message: &AgentMessage, provider: Option<&str>) -> u64 {
         AgentMessage::User { content } => blocks(content),
         AgentMessage::Assistant(a) => blocks(&a.content),
         AgentMessage::ToolResult(r) => estimate_tokens(&r.content),
-        AgentMessage::Summary { text } => estimate_tokens(text),
+        AgentMessage::Summary { text }
+        | AgentMessage::SystemEvent {
+            text,
+            schedule: Some(_),
+        } => estimate_tokens(text),
         // Never sent to the LLM.
         AgentMessage::ContextNote { .. }
         | AgentMessage::SystemEvent { .. }

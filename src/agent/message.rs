@@ -10,8 +10,8 @@ use crate::llm::{AssistantMessage, ContentBlock, Message, StopReason, ToolResult
 /// | kind | reaches the LLM |
 /// |---|---|
 /// | user, assistant, tool_result | as itself |
-/// | summary | as a user message |
-/// | context_note, system_event, tool_log | never |
+/// | summary, a schedule's system_event | as a user message |
+/// | context_note, other system_events, tool_log | never |
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AgentMessage {
@@ -28,9 +28,12 @@ pub enum AgentMessage {
     ContextNote {
         text: String,
     },
-    /// Notices such as a credit warning or a rate limit.
+    /// Notices such as a credit warning or a rate limit; with `schedule`, the instruction of
+    /// the schedule that started the turn, which the model reads as the turn's reason.
     SystemEvent {
         text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schedule: Option<String>,
     },
     /// A server tool's execution log.
     ToolLog {
@@ -56,6 +59,7 @@ impl<'de> Deserialize<'de> for AgentMessage {
             #[serde(default)]
             is_error: bool,
             text: Option<String>,
+            schedule: Option<String>,
         }
         let flat = Flat::deserialize(deserializer)?;
         fn need<T, E: serde::de::Error>(value: Option<T>, field: &'static str) -> Result<T, E> {
@@ -95,6 +99,7 @@ impl<'de> Deserialize<'de> for AgentMessage {
             },
             "system_event" => AgentMessage::SystemEvent {
                 text: need(flat.text, "text")?,
+                schedule: flat.schedule,
             },
             "tool_log" => AgentMessage::ToolLog {
                 text: need(flat.text, "text")?,
@@ -177,6 +182,12 @@ impl AgentMessage {
             AgentMessage::Summary { text } => Some(Message::user_text(format!(
                 "Summary of the earlier conversation:\n{text}"
             ))),
+            AgentMessage::SystemEvent {
+                text,
+                schedule: Some(schedule),
+            } => Some(Message::user_text(crate::agent::schedules::turn_reason(
+                schedule, text,
+            ))),
             AgentMessage::ContextNote { .. }
             | AgentMessage::SystemEvent { .. }
             | AgentMessage::ToolLog { .. } => None,
@@ -227,8 +238,15 @@ mod tests {
             }),
             AgentMessage::Summary { text: "s".into() },
             AgentMessage::ContextNote { text: "n".into() },
-            AgentMessage::SystemEvent { text: "e".into() },
+            AgentMessage::SystemEvent {
+                text: "e".into(),
+                schedule: None,
+            },
             AgentMessage::ToolLog { text: "l".into() },
+            AgentMessage::SystemEvent {
+                text: "check the build".into(),
+                schedule: Some("s1".into()),
+            },
         ]
     }
 
@@ -265,8 +283,12 @@ mod tests {
     #[test]
     fn only_conversation_kinds_reach_the_llm_and_summary_goes_as_user() {
         let llm = convert_to_llm(&all_kinds());
-        assert_eq!(llm.len(), 4);
+        assert_eq!(llm.len(), 5);
         assert!(matches!(&llm[3], Message::User { content }
             if matches!(&content[0], ContentBlock::Text { text } if text.ends_with("\ns"))));
+        // A schedule's instruction is the reason for its turn, said to be no user message.
+        assert!(matches!(&llm[4], Message::User { content }
+            if matches!(&content[0], ContentBlock::Text { text }
+                if text.contains("schedule `s1`") && text.ends_with("\ncheck the build"))));
     }
 }

@@ -11,12 +11,14 @@
 //! in the UI stream.
 
 pub mod artifacts;
+pub mod calendar;
 pub mod compact;
 pub mod event;
 pub mod hooks;
 pub mod message;
 pub mod plan;
 pub mod remote;
+pub mod schedules;
 pub mod schema;
 pub mod state;
 pub mod stats;

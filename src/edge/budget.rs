@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::tools::civil_from_days;
+use crate::agent::calendar::{civil_from_days, days_from_civil};
 use crate::edge::spend::Seed;
 
 /// A share of the budget past which the user is warned, once per period.
@@ -53,16 +53,6 @@ impl Period {
             }
         }
     }
-}
-
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// A user's budget for the current period and what they spent of it.
@@ -133,17 +123,7 @@ pub fn usd(amount: f64) -> String {
 }
 
 /// `2026-12-01T00:00:00Z`.
-pub fn iso_utc(ms: i64) -> String {
-    let day = ms.div_euclid(86_400_000);
-    let (y, m, d) = civil_from_days(day);
-    let s = ms.rem_euclid(86_400_000) / 1000;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
-}
+pub use crate::agent::calendar::format_utc as iso_utc;
 
 #[cfg(test)]
 mod tests {

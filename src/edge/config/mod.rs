@@ -91,7 +91,7 @@ pub struct ArtifactLimits {
 }
 
 /// Names the runtime's own tools have; a configured tool may not take one.
-pub const BUILT_IN_TOOLS: [&str; 7] = [
+pub const BUILT_IN_TOOLS: [&str; 10] = [
     "current_time",
     "update_plan",
     "create_artifact",
@@ -99,6 +99,9 @@ pub const BUILT_IN_TOOLS: [&str; 7] = [
     "update_artifact",
     "patch_artifact",
     "list_artifacts",
+    "schedule_turn",
+    "list_schedules",
+    "cancel_schedule",
 ];
 
 impl Config {
@@ -325,10 +328,13 @@ impl Config {
         Ok(())
     }
 
-    /// Every toolset a conversation may choose: `artifacts`, and those of the HTTP tools and
+    /// Every toolset a conversation may choose: `artifacts`, `schedules`, and those of the HTTP tools and
     /// MCP servers.
     pub fn toolsets(&self) -> Vec<String> {
-        let mut sets = vec![crate::agent::artifacts::TOOLSET.to_string()];
+        let mut sets = vec![
+            crate::agent::artifacts::TOOLSET.to_string(),
+            crate::agent::schedules::TOOLSET.to_string(),
+        ];
         let http = self
             .http_tools
             .iter()

@@ -300,7 +300,10 @@ impl Object {
             return;
         };
         self.state.wait_until(async move {
-            let event = AgentMessage::SystemEvent { text };
+            let event = AgentMessage::SystemEvent {
+                text,
+                schedule: None,
+            };
             if let Err(e) = turn_env.store.append_new(&conversation.id, &event).await {
                 console_error!("noting the failed starts of {}: {e}", conversation.id);
             }

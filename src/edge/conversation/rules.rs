@@ -227,6 +227,7 @@ pub fn given_up_note() -> AgentMessage {
             "This turn was interrupted {MAX_RECOVERIES} times (the runtime restarted or evicted the \
              conversation mid-turn) and was stopped. Send the message again to retry."
         ),
+        schedule: None,
     }
 }
 

@@ -80,6 +80,7 @@ impl BudgetResolver {
                     budget.period.as_str(),
                     iso_utc(budget.resets_at)
                 ),
+                schedule: None,
             })
             .await;
     }
