@@ -143,6 +143,13 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
     }
 }
 
+/// A schedule to create, with the conversation (read from D1 by the Worker) whose turns it runs.
+#[derive(Serialize, Deserialize)]
+pub struct ScheduleHandover {
+    pub conversation: TurnConversation,
+    pub request: crate::agent::schedules::ScheduleRequest,
+}
+
 /// The object's answer to a [`Handover`] without a conversation when it keeps none: the Worker
 /// reads the conversation from D1 and sends again.
 pub const UNKNOWN_CONVERSATION: u16 = 428;

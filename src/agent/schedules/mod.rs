@@ -83,16 +83,38 @@ pub struct Schedule {
 
 /// What a caller (the model, or a person through the API) asks for: the instruction and one
 /// of `at` (RFC 3339), `delay_seconds` or `cron`.
-#[derive(Debug, Clone, Default, Deserialize)]
+///
+/// A field given as `null` is refused rather than read as absent: the API's schema says each
+/// is a string or a number when present.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleRequest {
     pub instruction: String,
-    #[serde(default)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub at: Option<String>,
-    #[serde(default)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub delay_seconds: Option<f64>,
-    #[serde(default)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub cron: Option<String>,
+}
+
+/// A field that is there must hold a value (`null` is an error, not `None`).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -593,6 +615,12 @@ mod tests {
         assert_eq!(made["schedule"]["when"], "at 2026-11-26T10:00:00Z");
         let error = call("schedule_turn", json!({"instruction": "x", "every": "day"})).unwrap_err();
         assert!(error.contains("every"), "{error}");
+        let error = call(
+            "schedule_turn",
+            json!({"instruction": "x", "at": null, "delay_seconds": 5}),
+        )
+        .unwrap_err();
+        assert!(error.contains("null"), "{error}");
         let error = call(
             "schedule_turn",
             json!({"instruction": "x", "cron": "*/30 * * * * *"}),

@@ -79,6 +79,8 @@ pub struct Config {
     /// How many artifacts a conversation, and versions an artifact, may hold
     /// (`MAX_ARTIFACTS_PER_CONVERSATION`, `MAX_ARTIFACT_VERSIONS`).
     pub artifact_limits: ArtifactLimits,
+    /// `MAX_SCHEDULES_PER_CONVERSATION`, `SCHEDULE_MIN_INTERVAL_SECONDS`.
+    pub schedule_limits: crate::agent::schedules::Limits,
     /// The D1 bindings that hold the history, each owner's in one (`D1_SHARDS`; default `DB`).
     pub d1_shards: Vec<String>,
 }
@@ -210,6 +212,10 @@ impl Config {
             artifact_limits: ArtifactLimits {
                 artifacts: number(get, "MAX_ARTIFACTS_PER_CONVERSATION", 50, 1..=10_000)?,
                 versions: number(get, "MAX_ARTIFACT_VERSIONS", 100, 1..=10_000)?,
+            },
+            schedule_limits: crate::agent::schedules::Limits {
+                per_conversation: number(get, "MAX_SCHEDULES_PER_CONVERSATION", 20, 1..=1_000)?,
+                min_interval_s: number(get, "SCHEDULE_MIN_INTERVAL_SECONDS", 60, 1..=86_400)?,
             },
         };
         config.check_prices()?;

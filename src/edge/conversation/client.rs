@@ -71,6 +71,23 @@ impl ConversationClient {
         Ok(())
     }
 
+    /// The conversation's schedules: created (`POST`, a [`ScheduleHandover`]), listed (`GET`),
+    /// cancelled (`DELETE`, `id`); the object's answer is the client's.
+    ///
+    /// [`ScheduleHandover`]: crate::edge::protocol::ScheduleHandover
+    pub async fn schedules(
+        &self,
+        method: Method,
+        id: Option<&str>,
+        body: Option<String>,
+    ) -> Result<Response, ApiError> {
+        let route = match id {
+            Some(id) => format!("schedules/{id}"),
+            None => "schedules".to_string(),
+        };
+        relay(self.request(method, &route, body).await?)
+    }
+
     pub async fn status(&self) -> Result<Status, ApiError> {
         self.json(Method::Get, "status").await
     }

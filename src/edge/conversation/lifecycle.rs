@@ -3,7 +3,9 @@
 //! when the runtime died under it.
 
 use super::report::log_turn;
-use super::{Claimed, Live, Object, ALARM_MS};
+use super::schedules::run_outcome;
+use super::{Claimed, Live, Object};
+use crate::agent::schedules::RunOutcome;
 use crate::agent::{AgentMessage, CancelToken, TurnOutcome};
 use crate::edge::conversation::replay::ChunkLog;
 use crate::edge::conversation::rules::{AfterTurn, FailedStart, OnAlarm, Orphan, PauseKind};
@@ -245,8 +247,17 @@ impl Object {
             console_error!("ending turn {}: {e}", claimed.turn_id);
         }
         claimed.sql_ended.set(Some(self.storage.statements()));
+        self.record_schedule_run(run_outcome(outcome));
         if matches!(next, AfterTurn::Idle { .. }) {
-            self.drop_alarm();
+            // A schedule that came due meanwhile starts now; otherwise the conversation rests.
+            match self.start_due_schedule() {
+                Ok(true) => {}
+                Ok(false) => self.drop_alarm(),
+                Err(e) => {
+                    console_error!("starting a due schedule: {e}; the alarm will");
+                    self.drop_alarm();
+                }
+            }
         }
         if next == AfterTurn::NextTurn {
             if let Err(e) = self.start_background(Kickoff::Queued, 0, Vec::new()) {
@@ -268,6 +279,7 @@ impl Object {
         if let Err(e) = self.storage.end_turn(None) {
             console_error!("ending turn {}: {e}", claimed.turn_id);
         }
+        self.record_schedule_run(RunOutcome::Failed(why.public_message(claimed.reference())));
         let waiting = self.storage.queue_len(None).unwrap_or(0);
         if waiting == 0 {
             return;
@@ -354,7 +366,13 @@ impl Object {
             .map_or(0, |t| u32::try_from(t.recoveries).unwrap_or(u32::MAX));
         let queued = self.storage.queue_len(None)? as usize;
         match rules::on_alarm(self.activity()?, recoveries, queued) {
-            OnAlarm::Nothing => Ok(()),
+            OnAlarm::Nothing => {
+                // The alarm served a schedule, or the next one's time is set again.
+                if !self.start_due_schedule()? {
+                    self.drop_alarm();
+                }
+                Ok(())
+            }
             OnAlarm::Rearm => {
                 self.keep_alarm();
                 Ok(())
@@ -364,23 +382,41 @@ impl Object {
         }
     }
 
-    /// Sets the alarm [`ALARM_MS`] ahead.
+    /// A turn runs (or waiting messages are to be retried): the alarm comes
+    /// [`ALARM_MS`](super::ALARM_MS) ahead,
+    /// or sooner for a schedule.
     pub(super) fn keep_alarm(&self) {
-        let storage = self.state.storage();
-        self.state.wait_until(async move {
-            if let Err(e) = storage.set_alarm(ALARM_MS).await {
-                console_error!("setting the conversation alarm: {e}");
-            }
-        });
+        self.set_alarm(true);
     }
 
-    /// The conversation rests: no alarm is needed (storage calls run in the order they are
-    /// made, so a turn claimed after this still gets its alarm).
+    /// The conversation rests: the alarm serves only the next schedule, if any (storage calls
+    /// run in the order they are made, so a turn claimed after this still gets its alarm).
     pub(super) fn drop_alarm(&self) {
+        self.set_alarm(false);
+    }
+
+    /// Sets the alarm for what the object now holds (a schedule was added or cancelled).
+    pub(super) fn rearm(&self) {
+        let busy = self.activity().map_or(true, |a| a != rules::Activity::Idle)
+            || self.storage.queue_len(None).map_or(true, |n| n > 0);
+        self.set_alarm(busy);
+    }
+
+    fn set_alarm(&self, heartbeat: bool) {
+        let next_due = self.storage.next_due().unwrap_or_else(|e| {
+            console_error!("reading the next schedule: {e}");
+            None
+        });
+        let now = now_ms();
+        let at = rules::alarm_at(now, heartbeat, next_due);
         let storage = self.state.storage();
         self.state.wait_until(async move {
-            if let Err(e) = storage.delete_alarm().await {
-                console_error!("deleting the conversation alarm: {e}");
+            let set = match at {
+                Some(at) => storage.set_alarm((at - now).max(0)).await,
+                None => storage.delete_alarm().await,
+            };
+            if let Err(e) = set {
+                console_error!("setting the conversation alarm: {e}");
             }
         });
     }

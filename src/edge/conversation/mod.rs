@@ -9,13 +9,15 @@
 //!
 //! - `mod.rs`: the object, its routes and its state
 //! - `send`, `lifecycle`, `deletion`: a request arriving; a turn's life; a conversation deleted
+//! - [`schedules`]: turns the conversation runs later, started by the alarm
 //! - [`rules`]: the decisions (start or queue, what follows a turn, alarm recovery), pure
 //! - [`storage`]: the object's SQLite tables
 //! - [`replay`]: the running turn's stream and its readers; `sse`: it as a response
 //! - [`turn`]: one turn (prepare, run, hooks), [`ui_stream`]: its events as the UI stream
 //! - [`client`]: the Worker's way to the object; `report`: the turn's log line
 //!
-//! While a turn runs, an alarm is kept [`ALARM_MS`] ahead. If the object is evicted or the
+//! While a turn runs, an alarm is kept [`ALARM_MS`] ahead (or sooner, for a schedule: one alarm
+//! serves both, see [`rules::alarm_at`]). If the object is evicted or the
 //! runtime restarts mid-turn, the alarm finds the recorded turn with no task running it and
 //! finishes it from D1 (see [`rules::recovery`]).
 
@@ -25,6 +27,7 @@ mod lifecycle;
 pub mod replay;
 mod report;
 pub mod rules;
+pub mod schedules;
 mod send;
 mod sse;
 pub mod storage;
@@ -189,6 +192,11 @@ impl Object {
                 let send: Handover = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
                 super::own(self.send(send, request_id)).await
+            }
+            (_, "/schedules") => self.schedules_route(req, None).await,
+            (Method::Delete, schedule) if schedule.starts_with("/schedules/") => {
+                let id = schedule.trim_start_matches("/schedules/").to_string();
+                self.schedules_route(req, Some(&id)).await
             }
             (Method::Get, "/stream") => self.attach(),
             (Method::Post, "/cancel") => {

@@ -12,8 +12,11 @@
 //!   error in the history;
 //! - a turn for waiting messages that fails to start is tried again by the alarm, at most
 //!   [`MAX_FAILED_STARTS`] times in a row; then the messages wait for the next one, and the
-//!   history says why.
+//!   history says why;
+//! - one alarm serves the running turn's heartbeat and the next schedule ([`alarm_at`]); a
+//!   schedule due while a turn runs waits for it and starts when the turn ends.
 
+use super::ALARM_MS;
 use crate::agent::{pending_calls, AgentMessage};
 use crate::llm::{AssistantMessage, StopReason, ToolResult};
 
@@ -184,6 +187,23 @@ pub fn on_alarm(activity: Activity, recoveries_so_far: u32, queued: usize) -> On
     }
 }
 
+/// When the object's alarm fires next (`None`: no alarm). `heartbeat`: a turn runs or waiting
+/// messages are to be retried, so the alarm comes at most [`ALARM_MS`] ahead. A schedule is
+/// served at its time; one overdue waits for the running turn (which starts it when it ends),
+/// or, when nothing runs, is tried again after [`ALARM_MS`] (its start failed just now).
+pub fn alarm_at(now: i64, heartbeat: bool, next_due: Option<i64>) -> Option<i64> {
+    let beat = heartbeat.then_some(now + ALARM_MS);
+    let due = match next_due {
+        Some(t) if t > now => Some(t),
+        Some(_) if !heartbeat => Some(now + ALARM_MS),
+        _ => None,
+    };
+    match (beat, due) {
+        (Some(beat), Some(due)) => Some(beat.min(due)),
+        (beat, due) => beat.or(due),
+    }
+}
+
 /// What resuming an interrupted turn stores before the model is called again.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recovery {
@@ -335,6 +355,26 @@ mod tests {
         );
         assert_eq!(on_alarm(Activity::Idle, 0, 1), OnAlarm::StartQueued);
         assert_eq!(on_alarm(Activity::Idle, 0, 0), OnAlarm::Nothing);
+    }
+
+    #[test]
+    fn one_alarm_serves_the_heartbeat_and_the_next_schedule() {
+        let now = 1_000_000;
+        // Nothing runs, nothing is scheduled: no alarm.
+        assert_eq!(alarm_at(now, false, None), None);
+        // A turn runs: the heartbeat, or the schedule if it comes first.
+        assert_eq!(alarm_at(now, true, None), Some(now + ALARM_MS));
+        assert_eq!(alarm_at(now, true, Some(now + 5_000)), Some(now + 5_000));
+        assert_eq!(
+            alarm_at(now, true, Some(now + 90_000)),
+            Some(now + ALARM_MS)
+        );
+        // A schedule due while a turn runs waits for it: only the heartbeat.
+        assert_eq!(alarm_at(now, true, Some(now - 1)), Some(now + ALARM_MS));
+        // Idle: the schedule's time; an overdue one that did not start is tried again later,
+        // never in a tight loop.
+        assert_eq!(alarm_at(now, false, Some(now + 5_000)), Some(now + 5_000));
+        assert_eq!(alarm_at(now, false, Some(now)), Some(now + ALARM_MS));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! - [`routes`]: one handler per endpoint
 //! - [`body`]: reading request bodies within their limits
 //! - [`attachments`]: a message's files, checked and stored in R2
-//! - [`auth`], [`cors`], [`rate_limit`]: who calls, from where, how often
+//! - [`auth`], [`cors`]: who calls, from where (how often: `platform::rate_limit`)
 
 use worker::{event, Context, Env, Method, Request, Response};
 
@@ -21,7 +21,6 @@ pub mod attachments;
 pub mod auth;
 pub mod body;
 pub mod cors;
-pub mod rate_limit;
 pub mod routes;
 
 #[event(fetch)]
@@ -102,11 +101,13 @@ async fn route(
     // Writes that take D1 space count against the same limit as messages.
     let writes = matches!(
         (&method, segments.as_slice()),
-        (Method::Post, ["v1", "conversations"])
-            | (Method::Put, ["v1", "conversations", _, "artifacts", _])
+        (
+            Method::Post,
+            ["v1", "conversations"] | ["v1", "conversations", _, "schedules"]
+        ) | (Method::Put, ["v1", "conversations", _, "artifacts", _])
     );
     if sends || writes {
-        rate_limit::check(env, config, user).await?;
+        crate::edge::platform::rate_limit::check(env, config, user).await?;
     }
     if sends {
         budget_check(env, config, user).await?;
@@ -163,6 +164,15 @@ async fn route(
         (Method::Get, ["v1", "conversations", id, "files", file]) => {
             own(routes::files::get(env, user, id, file)).await
         }
+        (Method::Post, ["v1", "conversations", id, "schedules"]) => {
+            own(routes::schedules::create(req, env, user, id)).await
+        }
+        (Method::Get, ["v1", "conversations", id, "schedules"]) => {
+            own(routes::schedules::list(env, user, id)).await
+        }
+        (Method::Delete, ["v1", "conversations", id, "schedules", schedule]) => {
+            own(routes::schedules::cancel(env, user, id, schedule)).await
+        }
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
             own(routes::messages::list(&req, env, user, id)).await
         }
@@ -184,8 +194,8 @@ async fn route(
             | ["v1", "me", "export"]
             | ["v1", "admin", "budgets" | "users", _],
         )
-        | (_, ["v1", "conversations", _, "messages" | "stream" | "artifacts"])
-        | (_, ["v1", "conversations", _, "artifacts" | "files", _])
+        | (_, ["v1", "conversations", _, "messages" | "stream" | "artifacts" | "schedules"])
+        | (_, ["v1", "conversations", _, "artifacts" | "files" | "schedules", _])
         | (_, ["v1", "chat"] | ["v1", "chat", _, "stream"]) => Err(ApiError::MethodNotAllowed(
             format!("{:?} is not supported on {path}", req.method()),
         )),

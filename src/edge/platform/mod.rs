@@ -5,6 +5,7 @@
 //!   large pieces (`bulk_read.js`)
 //! - [`ai`]: the Workers AI binding
 //! - [`files`]: the R2 bucket where attached files are kept
+//! - [`rate_limit`]: the per-user limit on messages (and scheduled turns)
 //! - [`providers`]: the provider factory (a model id to a configured provider, with fallbacks)
 //! - [`clock`], [`timers`], [`ids`]: time, waits and randomness, ids
 
@@ -14,4 +15,5 @@ pub mod fetch;
 pub mod files;
 pub mod ids;
 pub mod providers;
+pub mod rate_limit;
 pub mod timers;

@@ -167,12 +167,18 @@ pub async fn prepare(
         history.push(message);
     }
 
-    // A new user message instead of the answers a paused turn waits for: the open calls are
-    // answered for the record, so every call keeps a result.
-    if incoming
-        .iter()
-        .any(|(_, m, _)| matches!(m, AgentMessage::User { .. }))
-    {
+    // A new user message (or a schedule's instruction) instead of the answers a paused turn
+    // waits for: the open calls are answered for the record, so every call keeps a result.
+    if incoming.iter().any(|(_, m, _)| {
+        matches!(
+            m,
+            AgentMessage::User { .. }
+                | AgentMessage::SystemEvent {
+                    schedule: Some(_),
+                    ..
+                }
+        )
+    }) {
         for call in pending_calls(&history) {
             let result = AgentMessage::ToolResult(ToolResult {
                 tool_call_id: call.id,

@@ -10,10 +10,11 @@ use super::resolver::BudgetResolver;
 use super::{remote_tools, FixedProvider, Prepared, TurnEnv, TurnSummary};
 use crate::agent::artifacts::ArtifactContext;
 use crate::agent::{
-    artifacts, run_agent_turn, AgentEvent, AgentState, CancelToken, Compactor, ContextTransform,
-    CurrentTime, ProviderResolver, ToolRegistry, TurnStats, UpdatePlan,
+    artifacts, run_agent_turn, schedules, AgentEvent, AgentState, CancelToken, Compactor,
+    ContextTransform, CurrentTime, ProviderResolver, ToolRegistry, TurnStats, UpdatePlan,
 };
 use crate::edge::conversation::replay::ChunkLog;
+use crate::edge::conversation::schedules::ObjectSchedules;
 use crate::edge::conversation::ui_stream::UiStream;
 use crate::edge::platform::clock::{now_ms, PollClock};
 use crate::edge::platform::files::Files;
@@ -137,6 +138,13 @@ impl Prepared {
             exists: Default::default(),
         });
         artifacts::register(&mut tools, artifact_context.clone());
+        schedules::register(
+            &mut tools,
+            Rc::new(ObjectSchedules {
+                storage: turn_env.storage.clone(),
+                limits: config.schedule_limits,
+            }),
+        );
         remote_tools::register(&mut tools, config, &signal, mcp);
         if let Some(allowed) = toolsets {
             // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.

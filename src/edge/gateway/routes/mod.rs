@@ -11,6 +11,7 @@ pub mod me;
 pub mod messages;
 pub mod models;
 pub mod openapi;
+pub mod schedules;
 pub mod usage;
 
 /// The decoded `key=value` pairs of a request's query string.

@@ -8,6 +8,7 @@
 //! - `inbox`: messages waiting for a turn, with the ids their D1 rows will have
 //! - `paused`: what the last turn waits for, and the client tools it offered
 //! - `chunks`: the running turn's UI stream, in batches, for readers that re-attach
+//! - `schedules`: the conversation's scheduled turns ([`schedules`])
 //! - `marks`: rare facts by name: the conversation is being deleted ([`DELETED`]), its queue
 //!   failed to start ([`FAILED_STARTS`])
 //!
@@ -33,6 +34,8 @@ use crate::llm::ToolDef;
 
 use super::rules::PauseKind;
 use crate::edge::d1::rows;
+
+mod schedules;
 
 pub struct ObjectStorage {
     sql: SqlStorage,
@@ -66,7 +69,9 @@ macro_rules! schema {
           id INTEGER PRIMARY KEY CHECK (id = 1), kind TEXT NOT NULL, client_tools TEXT NOT NULL);
         CREATE TABLE IF NOT EXISTS chunks (
           seq INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT NOT NULL);
-        CREATE TABLE IF NOT EXISTS marks (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        CREATE TABLE IF NOT EXISTS marks (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS schedules (
+          id TEXT PRIMARY KEY, row TEXT NOT NULL, due INTEGER, running INTEGER NOT NULL);"
     };
 }
 
@@ -86,6 +91,8 @@ struct Known {
     chunks: Cell<Option<bool>>,
     /// Whether any mark is set.
     marks: Cell<Option<bool>>,
+    /// Whether any schedule is kept.
+    schedules: Cell<Option<bool>>,
 }
 
 /// The mark of a conversation being deleted: the object refuses messages until the D1 rows are
@@ -138,6 +145,7 @@ struct Opened {
     queued: i64,
     chunks: i64,
     marks: i64,
+    schedules: i64,
 }
 
 #[derive(Deserialize)]
@@ -174,7 +182,8 @@ impl ObjectStorage {
         };
         // Whether the object has any table of ours, or of its older versions.
         const ANY: &str = "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN
-            ('conversation', 'turn', 'inbox', 'paused', 'chunks', 'marks', 'queue', 'lease', 'cancelled')";
+            ('conversation', 'turn', 'inbox', 'paused', 'chunks', 'marks', 'schedules', 'queue', 'lease',
+             'cancelled')";
         match storage.exec(ANY, None).and_then(rows::cursor::<Count>) {
             Ok(rows) if rows.first().is_some_and(|c| c.n == 0) => {
                 storage.emptied();
@@ -202,7 +211,8 @@ impl ObjectStorage {
               (SELECT COUNT(*) FROM paused) AS paused,
               (SELECT COUNT(*) FROM inbox) AS queued,
               (SELECT COUNT(*) FROM chunks) AS chunks,
-              (SELECT COUNT(*) FROM marks) AS marks"
+              (SELECT COUNT(*) FROM marks) AS marks,
+              (SELECT COUNT(*) FROM schedules) AS schedules"
         );
         self.statements.set(self.statements.get().wrapping_add(1));
         // Objects created before turns moved here kept a lease and a queue without ids: keep
@@ -219,6 +229,7 @@ impl ObjectStorage {
                     known.queued.set(Some(opened.queued));
                     known.chunks.set(Some(opened.chunks > 0));
                     known.marks.set(Some(opened.marks > 0));
+                    known.schedules.set(Some(opened.schedules > 0));
                     opened.legacy > 0
                 }
                 None => false,
@@ -255,6 +266,7 @@ impl ObjectStorage {
         self.known.queued.set(Some(0));
         self.known.chunks.set(Some(false));
         self.known.marks.set(Some(false));
+        self.known.schedules.set(Some(false));
     }
 
     /// Emptying the storage failed, so whether it holds anything, or even its tables, is not
@@ -302,6 +314,7 @@ impl ObjectStorage {
         self.known.queued.set(None);
         self.known.chunks.set(None);
         self.known.marks.set(None);
+        self.known.schedules.set(None);
     }
 
     /// The value of mark `name`, if set (no SQL while none is known to be).

@@ -1,0 +1,235 @@
+//! The conversation's scheduled turns in its object: kept in its storage (made by the API's
+//! routes and the model's `schedules` tools alike), started when due as a message's turn would
+//! be, their outcomes recorded when the turn ends.
+//!
+//! A due schedule starts a turn only when the conversation is free: the alarm fires at its time,
+//! and one due while a turn runs starts when that turn ends (after messages that waited for it).
+//! Its instruction is held in the inbox as the turn's first message (a `system_event` naming the
+//! schedule), so an object that dies before the turn stores it still finds it.
+
+use std::rc::Rc;
+
+use worker::{console_error, Method, Request, Response};
+
+use super::{Claimed, Object};
+use crate::agent::schedules::{
+    plan, Finished, Limits, RunOutcome, Schedule, ScheduleError, ScheduleStore,
+};
+use crate::agent::{AgentMessage, TurnOutcome};
+use crate::edge::conversation::storage::ObjectStorage;
+use crate::edge::conversation::turn::{choose_model, Kickoff, Start};
+use crate::edge::error::ApiError;
+use crate::edge::json_response;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
+use crate::edge::platform::rate_limit;
+use crate::edge::protocol::ScheduleHandover;
+
+/// The object's storage as the model's tools and the API see the schedules.
+pub struct ObjectSchedules {
+    pub storage: Rc<ObjectStorage>,
+    pub limits: Limits,
+}
+
+impl ScheduleStore for ObjectSchedules {
+    fn create(
+        &self,
+        request: crate::agent::schedules::ScheduleRequest,
+    ) -> Result<Schedule, ScheduleError> {
+        let kept = self.list()?.iter().filter(|s| s.counts()).count();
+        let id = new_id().map_err(|e| ScheduleError::Storage(e.to_string()))?;
+        let schedule = plan(request, id, now_ms(), &self.limits, kept)?;
+        self.storage.put_schedule(&schedule).map_err(storage)?;
+        Ok(schedule)
+    }
+
+    fn list(&self) -> Result<Vec<Schedule>, ScheduleError> {
+        self.storage.schedules().map_err(storage)
+    }
+
+    fn cancel(&self, id: &str) -> Result<(), ScheduleError> {
+        match self.storage.delete_schedule(id).map_err(storage)? {
+            true => Ok(()),
+            false => Err(ScheduleError::NotFound(id.to_string())),
+        }
+    }
+}
+
+fn storage(e: worker::Error) -> ScheduleError {
+    ScheduleError::Storage(e.to_string())
+}
+
+impl From<ScheduleError> for ApiError {
+    fn from(e: ScheduleError) -> Self {
+        match e {
+            ScheduleError::Invalid(_) => ApiError::BadRequest(e.to_string()),
+            ScheduleError::TooMany { .. } => ApiError::Conflict(e.to_string()),
+            ScheduleError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            ScheduleError::Storage(_) => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+/// How a turn's ending counts for the schedule that started it.
+pub fn run_outcome(outcome: &TurnOutcome) -> RunOutcome {
+    match outcome {
+        TurnOutcome::Failed { message, .. } => RunOutcome::Failed(message.clone()),
+        TurnOutcome::Cancelled => RunOutcome::Cancelled,
+        TurnOutcome::LimitReached(which) => RunOutcome::LimitReached(which.clone()),
+        TurnOutcome::Completed
+        | TurnOutcome::Stopped
+        | TurnOutcome::AwaitingToolResults(_)
+        | TurnOutcome::AwaitingApproval(_) => RunOutcome::Completed,
+    }
+}
+
+impl Object {
+    fn schedule_store(&self) -> Result<ObjectSchedules, ApiError> {
+        Ok(ObjectSchedules {
+            storage: self.storage.clone(),
+            limits: self.turn_env()?.config.schedule_limits,
+        })
+    }
+
+    /// `POST /schedules` (a [`ScheduleHandover`]), `GET /schedules`, `DELETE /schedules/{id}`.
+    pub(super) async fn schedules_route(
+        self: &Rc<Self>,
+        mut req: Request,
+        id: Option<&str>,
+    ) -> Result<Response, ApiError> {
+        if let Some(deleted) = self.storage.deleted()? {
+            return Err(ApiError::conversation_not_found(&deleted.conversation));
+        }
+        match (req.method(), id) {
+            (Method::Post, None) => {
+                let handover: ScheduleHandover = crate::llm::json::from_str(&req.text().await?)
+                    .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
+                // A conversation with no message yet: its turns will need its row.
+                self.know_shard(&handover.conversation.owner).await?;
+                if self.storage.conversation()?.is_none() {
+                    self.storage.set_conversation(&handover.conversation)?;
+                }
+                let schedule = self.schedule_store()?.create(handover.request)?;
+                self.rearm();
+                json_response(201, &schedule)
+            }
+            (Method::Get, None) => {
+                let schedules = self.schedule_store()?.list()?;
+                json_response(200, &serde_json::json!({ "schedules": schedules }))
+            }
+            (Method::Delete, Some(id)) => {
+                self.schedule_store()?.cancel(id)?;
+                self.rearm();
+                Ok(Response::empty()?.with_status(204))
+            }
+            _ => Err(ApiError::MethodNotAllowed(
+                "schedules are created (POST), listed (GET) or cancelled (DELETE .../{id})".into(),
+            )),
+        }
+    }
+
+    /// Starts the turn of the schedule due first, if one is due and the conversation is free
+    /// (the caller knows it is): `true` when one started.
+    pub(super) fn start_due_schedule(self: &Rc<Self>) -> Result<bool, ApiError> {
+        let now = now_ms();
+        if self.deleting.get() {
+            return Ok(false);
+        }
+        let Some(mut schedule) = self.storage.due_schedule(now)? else {
+            return Ok(false);
+        };
+        let Some(conversation) = self.storage.conversation()? else {
+            return Err(ApiError::Internal(
+                "the conversation object keeps a schedule but not its conversation".into(),
+            ));
+        };
+        let turn_env = self.turn_env()?;
+        let queued = self.storage.queued(None)?;
+        schedule.start_run(now);
+        self.storage.put_schedule(&schedule)?;
+        let message = AgentMessage::SystemEvent {
+            text: schedule.instruction.clone(),
+            schedule: Some(schedule.id.clone()),
+        };
+        let message_id = new_id()?;
+        let seq = self
+            .storage
+            .hold(&message_id, &serde_json::to_string(&message)?, now)?;
+        let claimed = self.claim(0, &[], Some(new_id()?), None)?;
+        let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
+            Ok(chosen) => chosen,
+            Err(e) => {
+                self.refuse_scheduled(&claimed, seq, &e);
+                return Ok(true);
+            }
+        };
+        let start = Start {
+            kickoff: Kickoff::Queued,
+            queued,
+            own: Some((message_id, message, seq)),
+            narrowed: None,
+            settled: self.storage.paused()?.is_none(),
+            create: None,
+            create_within: None,
+        };
+        let object = self.clone();
+        self.state.wait_until(async move {
+            // The owner's rate limit counts a scheduled turn as it counts a message.
+            let limited =
+                rate_limit::check(&turn_env.env, &turn_env.config, &conversation.owner).await;
+            if let Err(e) = limited {
+                object.refuse_scheduled(&claimed, seq, &e);
+                return;
+            }
+            object
+                .prepare_and_run(turn_env, claimed, conversation, start, Vec::new(), chosen)
+                .await;
+        });
+        Ok(true)
+    }
+
+    /// A scheduled turn refused before it ran (its model, the owner's rate limit), as a message
+    /// would be: nothing of it is kept (`seq`: its instruction's place in the inbox), and the
+    /// schedule records why.
+    fn refuse_scheduled(self: &Rc<Self>, claimed: &Claimed, seq: Option<i64>, why: &ApiError) {
+        if let Some(seq) = seq {
+            if let Err(e) = self.storage.dequeue(seq) {
+                console_error!("dropping a refused schedule's instruction: {e}");
+            }
+        }
+        self.abandon(claimed, why);
+    }
+
+    /// Records how the scheduled turn that just ended went, if a schedule started it; a
+    /// recurring schedule that failed too often in a row pauses, and the history says so.
+    pub(super) fn record_schedule_run(self: &Rc<Self>, outcome: RunOutcome) {
+        let mut schedule = match self.storage.running_schedule() {
+            Ok(Some(schedule)) => schedule,
+            Ok(None) => return,
+            Err(e) => {
+                console_error!("reading the running schedule: {e}");
+                return;
+            }
+        };
+        let finished = schedule.finish_run(&outcome);
+        if let Err(e) = self.storage.put_schedule(&schedule) {
+            console_error!("recording schedule {}'s run: {e}", schedule.id);
+        }
+        if finished != Finished::Paused {
+            return;
+        }
+        let (Ok(Some(conversation)), Ok(turn_env)) = (self.storage.conversation(), self.turn_env())
+        else {
+            return;
+        };
+        let note = AgentMessage::SystemEvent {
+            text: schedule.paused_note(),
+            schedule: None,
+        };
+        self.state.wait_until(async move {
+            if let Err(e) = turn_env.store.append_new(&conversation.id, &note).await {
+                console_error!("noting the paused schedule in {}: {e}", conversation.id);
+            }
+        });
+    }
+}

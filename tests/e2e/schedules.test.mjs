@@ -1,0 +1,229 @@
+// Scheduled turns: the model's `schedule_turn` and the API's `POST .../schedules` make turns the
+// conversation's object runs later with no request from anyone. Each runs as a message's turn
+// would (the instruction a `system_event` the model reads), streams to a reader of `.../stream`,
+// lands in history, records its outcome on the schedule; a recurring one pauses after 3 failed
+// runs in a row; one due while a turn runs waits for it; a deleted conversation's go with it.
+// `SCHEDULE_MIN_INTERVAL_SECONDS=2` lets a six-field (seconds) cron expression recur every 3 s.
+
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { after, before, beforeEach, test } from "node:test";
+import { anthropicLoopback, api, conversationObjects, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+
+let anthropic, worker, persistDir;
+
+before(async () => {
+  anthropic = await anthropicLoopback();
+  persistDir = freshPersistDir();
+  worker = await startWorker({
+    persistDir,
+    vars: {
+      ANTHROPIC_BASE_URL: anthropic.url,
+      ANTHROPIC_API_KEY: "sk-ant-loopback",
+      SCHEDULE_MIN_INTERVAL_SECONDS: "2",
+      MAX_SCHEDULES_PER_CONVERSATION: "3",
+      // Requests without a key are the anonymous user's; this key is someone else.
+      API_KEYS: "bob:sk-schedules-bob",
+    },
+  });
+});
+
+after(async () => {
+  await worker?.stop();
+  await anthropic?.close();
+});
+
+beforeEach(() => {
+  anthropic.clear();
+  anthropic.requests.length = 0;
+});
+
+const newConversation = async () => (await (await api(worker.url, "POST", "/v1/conversations", {})).json()).id;
+const history = async (id) => (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages?limit=100`)).json()).messages;
+const schedules = async (id) => (await (await api(worker.url, "GET", `/v1/conversations/${id}/schedules`)).json()).schedules;
+
+/** Polls until `check()` returns something truthy, or fails after `seconds`. */
+async function eventually(check, seconds, what) {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`not within ${seconds} s: ${what}`);
+    await sleep(150);
+  }
+}
+
+/** The text the model was sent last in a request. */
+const lastUserText = (request) => {
+  const last = request.body.messages.at(-1);
+  return typeof last.content === "string" ? last.content : last.content.map((b) => b.text ?? "").join("");
+};
+
+test("a turn the model schedules 5 s ahead runs with no request: a reader sees it stream and the history keeps it", async () => {
+  const id = await newConversation();
+  anthropic.script(
+    { tools: [{ id: "toolu_s1", name: "schedule_turn", input: { instruction: "Tell the user their tea is ready.", delay_seconds: 5 } }] },
+    { text: "I will remind you in 5 seconds." },
+    // The scheduled turn's answer, slow enough for a reader to join it.
+    { text: "Your tea is ready! Enjoy it while it is hot.", writes: "event", gapMs: 250 },
+  );
+  const asked = Date.now();
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Remind me about my tea in 5 seconds." }));
+  const output = chunks.find((c) => c.type === "tool-output-available");
+  assert.equal(output.output.status, "scheduled");
+
+  const [made] = await schedules(id);
+  assert.equal(made.instruction, "Tell the user their tea is ready.");
+  assert.equal(made.status, "active");
+  assert.ok(Math.abs(made.next_run_at - (asked + 5_000)) < 3_000, `next run ${made.next_run_at - asked} ms after asking`);
+  assert.equal(anthropic.requests.length, 2);
+
+  // Nobody sends anything; a reader waits for a turn to stream.
+  const stream = await eventually(async () => {
+    const r = await api(worker.url, "GET", `/v1/conversations/${id}/stream`);
+    if (r.status === 200) return r;
+    await r.body?.cancel();
+    return null;
+  }, 20, "the scheduled turn to start");
+  assert.ok(Date.now() >= made.next_run_at - 50, "not before its time");
+  const seen = await readUiStream(stream);
+  assert.equal(seen.chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Your tea is ready! Enjoy it while it is hot.");
+  assert.deepEqual(seen.chunks.at(-1), { type: "finish", finishReason: "stop" });
+
+  // The model read the instruction as the reason for the turn, not as the user's words.
+  assert.equal(anthropic.requests.length, 3);
+  const reason = lastUserText(anthropic.requests[2]);
+  assert.match(reason, /Scheduled turn: schedule `[^`]+` started this turn/);
+  assert.ok(reason.endsWith("Tell the user their tea is ready."), reason);
+
+  const rows = await eventually(async () => {
+    const rows = await history(id);
+    return rows.at(-1)?.kind === "assistant" && rows.length >= 6 ? rows : null;
+  }, 5, "the scheduled answer in the history");
+  const event = rows.at(-2);
+  assert.deepEqual([event.kind, event.text, event.schedule], ["system_event", "Tell the user their tea is ready.", made.id]);
+  assert.equal(rows.at(-1).content[0].text, "Your tea is ready! Enjoy it while it is hot.");
+
+  const [ran] = await eventually(async () => {
+    const list = await schedules(id);
+    return list[0]?.status === "done" ? list : null;
+  }, 5, "the schedule recorded as done");
+  assert.deepEqual([ran.runs, ran.failures, ran.last_outcome, ran.next_run_at, ran.running], [1, 0, "completed", null, false]);
+  assert.ok(ran.last_run_at >= made.next_run_at);
+});
+
+test("a cron schedule runs on each occurrence and pauses itself after 3 failed runs in a row", async () => {
+  const id = await newConversation();
+  anthropic.script(
+    { text: "The build is green." },
+    { status: 400, message: "the build check broke" },
+    { status: 400, message: "the build check broke" },
+    { status: 400, message: "the build check broke" },
+  );
+  const created = await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Check the build.", cron: "*/3 * * * * *" });
+  assert.equal(created.status, 201);
+  const schedule = await created.json();
+  assert.equal(schedule.cron, "*/3 * * * * *");
+  assert.equal(schedule.next_run_at % 3_000, 0);
+
+  const [paused] = await eventually(async () => {
+    const list = await schedules(id);
+    return list[0]?.status === "paused" ? list : null;
+  }, 40, "the schedule to pause");
+  assert.deepEqual([paused.runs, paused.failures, paused.last_outcome, paused.next_run_at], [4, 3, "failed", null]);
+  assert.match(paused.last_error, /400|build check/);
+
+  // One run per occurrence: four requests, each on its own three-second mark.
+  assert.equal(anthropic.requests.length, 4);
+  const gaps = anthropic.requests.slice(1).map((r, i) => r.at - anthropic.requests[i].at);
+  assert.ok(gaps.every((g) => g > 2_000), `gaps between runs: ${gaps.map(Math.round)} ms`);
+
+  const rows = await eventually(async () => {
+    const rows = await history(id);
+    return rows.some((m) => m.kind === "system_event" && !m.schedule) ? rows : null;
+  }, 5, "the pause noted in the history");
+  assert.equal(rows.filter((m) => m.kind === "system_event" && m.schedule === schedule.id).length, 4);
+  assert.equal(rows.find((m) => m.kind === "assistant").content[0].text, "The build is green.");
+  const note = rows.find((m) => m.kind === "system_event" && !m.schedule);
+  assert.match(note.text, /paused after 3 failed runs in a row/);
+
+  // Paused, it runs no more.
+  await sleep(4_000);
+  assert.equal(anthropic.requests.length, 4);
+});
+
+test("a schedule due while a turn runs waits for it, then runs", async () => {
+  const id = await newConversation();
+  const long = "This answer takes a while to stream, word by word, to the very end.";
+  anthropic.script({ text: long, writes: "event", gapMs: 200 }, { text: "Scheduled work done." });
+  const running = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Write slowly." }).then(readUiStream);
+  await eventually(() => anthropic.requests.length === 1, 10, "the first turn to call the model");
+  const created = await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Do the scheduled work.", delay_seconds: 1 });
+  assert.equal(created.status, 201);
+  const { chunks } = await running;
+  assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), long);
+
+  const [done] = await eventually(async () => {
+    const list = await schedules(id);
+    return list[0]?.status === "done" ? list : null;
+  }, 20, "the scheduled turn to run");
+  assert.equal(done.last_outcome, "completed");
+  // It started only once the first turn had stored its answer: the model saw it whole.
+  const scheduled = anthropic.requests[1].body.messages;
+  assert.equal(scheduled.at(-2).role, "assistant");
+  assert.equal(scheduled.at(-2).content.map((b) => b.text).join(""), long);
+  assert.ok(lastUserText(anthropic.requests[1]).endsWith("Do the scheduled work."));
+  const kinds = (await history(id)).map((m) => m.kind);
+  assert.deepEqual(kinds, ["user", "assistant", "system_event", "assistant"]);
+});
+
+test("requests are checked: a time in the past, a bad or too frequent expression, the limit, another's conversation", async () => {
+  const id = await newConversation();
+  const post = (body, headers) => api(worker.url, "POST", `/v1/conversations/${id}/schedules`, body, headers);
+  const refused = async (body, status, pattern) => {
+    const r = await post(body);
+    assert.equal(r.status, status, JSON.stringify(body));
+    const { error } = await r.json();
+    assert.match(error.message, pattern);
+  };
+  await refused({ instruction: "x", at: "2020-01-01T00:00:00Z" }, 400, /has passed/);
+  await refused({ instruction: "x", at: "tomorrow" }, 400, /RFC 3339/);
+  await refused({ instruction: "x", cron: "0 0 31 2 *" }, 400, /never comes/);
+  await refused({ instruction: "x", cron: "* * * * * *" }, 400, /at most every 2 s/);
+  await refused({ instruction: "x", cron: "61 * * * *" }, 400, /minute field/);
+  await refused({ instruction: "x", delay_seconds: 5, cron: "@daily" }, 400, /exactly one/);
+  await refused({ instruction: "x", at: null, delay_seconds: 5 }, 400, /null/);
+  await refused({ instruction: "   ", delay_seconds: 5 }, 400, /instruction/);
+
+  const far = (n) => ({ instruction: `far ${n}`, at: new Date(Date.now() + (n + 1) * 86_400_000).toISOString() });
+  const ids = [];
+  for (const n of [1, 2, 3]) {
+    const r = await post(far(n));
+    assert.equal(r.status, 201);
+    ids.push((await r.json()).id);
+  }
+  await refused(far(4), 409, /keeps 3 schedules/);
+
+  // Someone else's conversation is not there for them.
+  const other = { authorization: "Bearer sk-schedules-bob" };
+  const theirs = await api(worker.url, "GET", `/v1/conversations/${id}/schedules`, undefined, other);
+  assert.equal(theirs.status, 404);
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${ids[0]}`, undefined, other)).status, 404);
+
+  // Cancelling frees a place.
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${ids[0]}`)).status, 204);
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${ids[0]}`)).status, 404);
+  assert.deepEqual((await schedules(id)).map((s) => s.instruction), ["far 2", "far 3"]);
+  assert.equal((await post(far(5))).status, 201);
+  assert.equal((await api(worker.url, "POST", "/v1/conversations/nope/schedules", far(6))).status, 404);
+});
+
+test("a deleted conversation's schedules go with it", async () => {
+  const id = await newConversation();
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Daily digest.", cron: "@daily" })).status, 201);
+  assert.ok((await conversationObjects(persistDir)).some((o) => o.conversation === id && o.tables.includes("schedules")));
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}`)).status, 204);
+  assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/schedules`)).status, 404);
+  const left = (await conversationObjects(persistDir)).filter((o) => o.conversation === id);
+  assert.deepEqual(left.flatMap((o) => o.tables), []);
+});
