@@ -368,3 +368,23 @@ test("an image attached in the composer reaches the model, shows in the transcri
     assert.match(src, /^blob:/, "fetched from the files route with the caller's token");
   });
 });
+
+test("a conversation's schedules are listed above the composer and one can be cancelled", async () => {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
+  for (const body of [{ instruction: "Send the weekly digest.", cron: "0 9 * * mon" }, { instruction: "Check on the deploy.", delay_seconds: 3600 }]) {
+    assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, body)).status, 201);
+  }
+  await onPage("schedules", async (page) => {
+    await page.goto(`${worker.url}/#c=${id}`);
+    const rows = page.getByTestId("schedule");
+    await until("both schedules listed", async () => (await rows.count()) === 2);
+    const [weekly, once] = await rows.allInnerTexts();
+    assert.match(weekly, /0 9 \* \* mon \(UTC\)/);
+    assert.match(weekly, /Send the weekly digest\./);
+    assert.match(once, /next .*Check on the deploy\./s);
+    await rows.filter({ hasText: "Send the weekly digest." }).getByTestId("cancel-schedule").click();
+    await until("one schedule left", async () => (await rows.count()) === 1);
+    const left = await (await api(worker.url, "GET", `/v1/conversations/${id}/schedules`)).json();
+    assert.deepEqual(left.schedules.map((s) => s.instruction), ["Check on the deploy."]);
+  });
+});

@@ -10,6 +10,7 @@ import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalRespons
 import { useEffect, useRef, useState } from "react";
 import type { ConversationState, ModelEntry } from "./api";
 import { ArtifactsPanel, artifactVersions } from "./Artifacts";
+import { SchedulesList } from "./Schedules";
 import { Composer } from "./Composer";
 import { authHeaders, call, conversationPath, errorText } from "./api";
 import type { CallUsage, Message } from "./history";
@@ -257,6 +258,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
           </button>
         )}
       </div>
+      <SchedulesList conversationId={id} refresh={`${messages.length}:${status}`} />
       {queue.length > 0 && (
         <ul className="queue" data-testid="queue">
           {queue.map((item) => (

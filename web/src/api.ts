@@ -85,4 +85,19 @@ export interface Artifact extends ArtifactSummary {
   content: string;
 }
 
+export interface Schedule {
+  id: string;
+  instruction: string;
+  at?: number;
+  cron?: string;
+  status: "active" | "paused" | "done";
+  running: boolean;
+  next_run_at: number | null;
+  last_run_at: number | null;
+  last_outcome: string | null;
+  last_error?: string;
+  runs: number;
+  failures: number;
+}
+
 export const conversationPath = (id: string) => `/v1/conversations/${encodeURIComponent(id)}`;

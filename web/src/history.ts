@@ -29,6 +29,8 @@ interface Stored {
   kind: string;
   content?: unknown;
   text?: string;
+  /** A `system_event` that started a scheduled turn: the schedule. */
+  schedule?: string;
   model?: string;
   provider?: string;
   stop_reason?: string;
@@ -130,7 +132,9 @@ export function toUiMessages(stored: Stored[], status: ConversationState["status
       case "context_note":
       case "system_event":
       case "summary": {
-        const notice = { type: "data-notice", data: { kind: row.kind, text: row.text ?? "" } } as any;
+        // A schedule's instruction started the turn that follows it.
+        const text = row.schedule ? `Scheduled turn: ${row.text ?? ""}` : (row.text ?? "");
+        const notice = { type: "data-notice", data: { kind: row.kind, text } } as any;
         const open = openAssistant();
         if (open) open.parts.push(notice);
         else out.push({ id: row.id, role: "system", parts: [notice] });
