@@ -22,8 +22,12 @@ before(async () => {
       ANTHROPIC_API_KEY: "sk-ant-loopback",
       SCHEDULE_MIN_INTERVAL_SECONDS: "2",
       MAX_SCHEDULES_PER_CONVERSATION: "3",
-      // Requests without a key are the anonymous user's; this key is someone else.
-      API_KEYS: "bob:sk-schedules-bob",
+      // Scheduled turns count against the rate limit and budgets as messages' do.
+      RATE_LIMIT_PER_MINUTE: "30",
+      USER_BUDGET_USD: "100",
+      // Requests without a key are the anonymous user's; each key is someone else (each with a
+      // rate limit of their own), `ops` an admin.
+      API_KEYS: "bob:sk-schedules-bob,carol:sk-schedules-carol,dave:sk-schedules-dave,ops:sk-schedules-ops:admin",
     },
   });
 });
@@ -38,9 +42,16 @@ beforeEach(() => {
   anthropic.requests.length = 0;
 });
 
-const newConversation = async () => (await (await api(worker.url, "POST", "/v1/conversations", {})).json()).id;
-const history = async (id) => (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages?limit=100`)).json()).messages;
-const schedules = async (id) => (await (await api(worker.url, "GET", `/v1/conversations/${id}/schedules`)).json()).schedules;
+const as = (name) => ({ authorization: `Bearer sk-schedules-${name}` });
+const newConversation = async (who) => (await (await api(worker.url, "POST", "/v1/conversations", {}, who)).json()).id;
+const history = async (id, who) => (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages?limit=100`, undefined, who)).json()).messages;
+const schedules = async (id, who) => (await (await api(worker.url, "GET", `/v1/conversations/${id}/schedules`, undefined, who)).json()).schedules;
+
+/** The schedule's list once its first schedule has `status`. */
+const settled = (id, status, seconds, who) => eventually(async () => {
+  const list = await schedules(id, who);
+  return list[0]?.status === status ? list : null;
+}, seconds, `the schedule to be ${status}`);
 
 /** Polls until `check()` returns something truthy, or fails after `seconds`. */
 async function eventually(check, seconds, what) {
@@ -178,8 +189,9 @@ test("a schedule due while a turn runs waits for it, then runs", async () => {
 });
 
 test("requests are checked: a time in the past, a bad or too frequent expression, the limit, another's conversation", async () => {
-  const id = await newConversation();
-  const post = (body, headers) => api(worker.url, "POST", `/v1/conversations/${id}/schedules`, body, headers);
+  const dave = as("dave");
+  const id = await newConversation(dave);
+  const post = (body) => api(worker.url, "POST", `/v1/conversations/${id}/schedules`, body, dave);
   const refused = async (body, status, pattern) => {
     const r = await post(body);
     assert.equal(r.status, status, JSON.stringify(body));
@@ -205,17 +217,17 @@ test("requests are checked: a time in the past, a bad or too frequent expression
   await refused(far(4), 409, /keeps 3 schedules/);
 
   // Someone else's conversation is not there for them.
-  const other = { authorization: "Bearer sk-schedules-bob" };
+  const other = as("bob");
   const theirs = await api(worker.url, "GET", `/v1/conversations/${id}/schedules`, undefined, other);
   assert.equal(theirs.status, 404);
   assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${ids[0]}`, undefined, other)).status, 404);
 
   // Cancelling frees a place.
-  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${ids[0]}`)).status, 204);
-  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${ids[0]}`)).status, 404);
-  assert.deepEqual((await schedules(id)).map((s) => s.instruction), ["far 2", "far 3"]);
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${ids[0]}`, undefined, dave)).status, 204);
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${ids[0]}`, undefined, dave)).status, 404);
+  assert.deepEqual((await schedules(id, dave)).map((s) => s.instruction), ["far 2", "far 3"]);
   assert.equal((await post(far(5))).status, 201);
-  assert.equal((await api(worker.url, "POST", "/v1/conversations/nope/schedules", far(6))).status, 404);
+  assert.equal((await api(worker.url, "POST", "/v1/conversations/nope/schedules", far(6), dave)).status, 404);
 });
 
 test("a deleted conversation's schedules go with it", async () => {
@@ -226,4 +238,37 @@ test("a deleted conversation's schedules go with it", async () => {
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}/schedules`)).status, 404);
   const left = (await conversationObjects(persistDir)).filter((o) => o.conversation === id);
   assert.deepEqual(left.flatMap((o) => o.tables), []);
+});
+
+test("a scheduled turn counts against its owner's rate limit: past it the run is refused and recorded, the model not called", async () => {
+  const carol = as("carol");
+  // Local rate limiting counts in windows aligned to the wall clock's minutes: all of this
+  // (about 4 s) must fall in one, or the run would find a fresh window.
+  const into = Date.now() % 60_000;
+  if (into > 52_000) await sleep(60_000 - into + 300);
+  const id = await newConversation(carol);
+  const created = await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Summarise the day.", delay_seconds: 3 }, carol);
+  assert.equal(created.status, 201);
+  // The rest of carol's 30 requests this minute.
+  for (let i = 0; i < 28; i++) await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "x", cron: "bad" }, carol);
+  assert.equal((await api(worker.url, "POST", "/v1/conversations", {}, carol)).status, 429);
+
+  const [ran] = await settled(id, "done", 15, carol);
+  assert.equal(ran.last_outcome, "failed");
+  assert.match(ran.last_error, /too many requests/);
+  assert.equal(anthropic.requests.length, 0);
+  // Refused as a message would be: nothing of it is kept.
+  assert.deepEqual(await history(id, carol), []);
+});
+
+test("a scheduled turn is held to its owner's budget", async () => {
+  const bob = as("bob");
+  const set = await api(worker.url, "PUT", "/v1/admin/budgets/key%3Abob", { limit_usd: 0, period: "day" }, as("ops"));
+  assert.equal(set.status, 200);
+  const id = await newConversation(bob);
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Spend some.", delay_seconds: 1 }, bob)).status, 201);
+  const [ran] = await settled(id, "done", 15, bob);
+  assert.equal(ran.last_outcome, "failed");
+  assert.match(ran.last_error, /budget/);
+  assert.equal(anthropic.requests.length, 0);
 });
