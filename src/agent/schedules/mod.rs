@@ -151,11 +151,16 @@ pub fn plan(
     kept: usize,
 ) -> Result<Schedule, ScheduleError> {
     let invalid = |why: String| Err(ScheduleError::Invalid(why));
-    let instruction = request.instruction.trim().to_string();
+    // Blank as JSON Schema's `\S` sees it (a byte-order mark is a space there), and counted
+    // before trimming, as `maxLength` counts: the API's document states both.
+    let chars = request.instruction.chars().count();
+    let instruction = request
+        .instruction
+        .trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+        .to_string();
     if instruction.is_empty() {
         return invalid("`instruction` must say what the scheduled turn is to do".into());
     }
-    let chars = instruction.chars().count();
     if chars > MAX_INSTRUCTION_CHARS {
         return invalid(format!(
             "`instruction` is {chars} characters; the limit is {MAX_INSTRUCTION_CHARS}"
@@ -418,9 +423,10 @@ impl ServerTool for ScheduleTool {
         let failed = |e: ScheduleError| e.to_string();
         match self.op {
             Op::Schedule => {
-                let request: ScheduleRequest =
-                    serde_json::from_value(Value::Object(arguments.clone()))
-                        .map_err(|e| format!("the arguments do not fit: {e}"))?;
+                // Read from text, as the API's body is: one reader of the request in the Worker.
+                let text = Value::Object(arguments.clone()).to_string();
+                let request: ScheduleRequest = crate::llm::json::from_str(&text)
+                    .map_err(|e| format!("the arguments do not fit: {e}"))?;
                 let schedule = self.store.create(request).map_err(failed)?;
                 Ok(json!({"status": "scheduled", "schedule": schedule.for_model()}))
             }
@@ -492,10 +498,10 @@ mod tests {
         refused(request(None, None, Some("0 0 30 2 *")), "never comes");
         refused(request(None, None, Some("nonsense")), "1 fields");
         let mut blank = request(None, Some(5.0), None);
-        blank.instruction = "  ".into();
+        blank.instruction = " \u{feff}\n".into();
         refused(blank, "instruction");
         let mut long = request(None, Some(5.0), None);
-        long.instruction = "x".repeat(MAX_INSTRUCTION_CHARS + 1);
+        long.instruction = "x".repeat(MAX_INSTRUCTION_CHARS) + " ";
         refused(long, "limit");
 
         let full = plan(request(None, Some(5.0), None), "s3".into(), NOW, &LIMITS, 2);
