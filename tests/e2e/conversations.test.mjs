@@ -92,7 +92,7 @@ test("a chat whose conversation was deleted starts afresh on its next message, i
   const { messages } = await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json();
   assert.deepEqual(messages.map((m) => m.content[0].text), ["Hello again", "Second life."]);
   const object = (await conversationObjects(persistDir)).find((o) => o.conversation === id);
-  assert.deepEqual(object?.tables.sort(), ["chunks", "conversation", "inbox", "marks", "paused", "turn"]);
+  assert.deepEqual(object?.tables.sort(), ["chunks", "conversation", "inbox", "marks", "paused", "schedules", "turn"]);
 });
 
 test("a chat id shaped like a conversation id but naming none: the object first asked keeps nothing", async () => {

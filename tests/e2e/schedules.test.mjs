@@ -2,7 +2,8 @@
 // conversation's object runs later with no request from anyone. Each runs as a message's turn
 // would (the instruction a `system_event` the model reads), streams to a reader of `.../stream`,
 // lands in history, records its outcome on the schedule; a recurring one pauses after 3 failed
-// runs in a row; one due while a turn runs waits for it; a deleted conversation's go with it.
+// runs in a row; one due while a turn runs waits for it; a deleted conversation's go with it;
+// occurrences missed while the runtime was down run once.
 // `SCHEDULE_MIN_INTERVAL_SECONDS=2` lets a six-field (seconds) cron expression recur every 3 s.
 
 import assert from "node:assert/strict";
@@ -10,26 +11,24 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, beforeEach, test } from "node:test";
 import { anthropicLoopback, api, conversationObjects, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
-let anthropic, worker, persistDir;
+let anthropic, worker, persistDir, vars;
 
 before(async () => {
   anthropic = await anthropicLoopback();
   persistDir = freshPersistDir();
-  worker = await startWorker({
-    persistDir,
-    vars: {
-      ANTHROPIC_BASE_URL: anthropic.url,
-      ANTHROPIC_API_KEY: "sk-ant-loopback",
-      SCHEDULE_MIN_INTERVAL_SECONDS: "2",
-      MAX_SCHEDULES_PER_CONVERSATION: "3",
-      // Scheduled turns count against the rate limit and budgets as messages' do.
-      RATE_LIMIT_PER_MINUTE: "30",
-      USER_BUDGET_USD: "100",
-      // Requests without a key are the anonymous user's; each key is someone else (each with a
-      // rate limit of their own), `ops` an admin.
-      API_KEYS: "bob:sk-schedules-bob,carol:sk-schedules-carol,dave:sk-schedules-dave,ops:sk-schedules-ops:admin",
-    },
-  });
+  vars = {
+    ANTHROPIC_BASE_URL: anthropic.url,
+    ANTHROPIC_API_KEY: "sk-ant-loopback",
+    SCHEDULE_MIN_INTERVAL_SECONDS: "2",
+    MAX_SCHEDULES_PER_CONVERSATION: "3",
+    // Scheduled turns count against the rate limit and budgets as messages' do.
+    RATE_LIMIT_PER_MINUTE: "30",
+    USER_BUDGET_USD: "100",
+    // Requests without a key are the anonymous user's; each key is someone else (each with a
+    // rate limit of their own), `ops` an admin.
+    API_KEYS: "bob:sk-schedules-bob,carol:sk-schedules-carol,dave:sk-schedules-dave,ops:sk-schedules-ops:admin",
+  };
+  worker = await startWorker({ persistDir, vars });
 });
 
 after(async () => {
@@ -271,4 +270,35 @@ test("a scheduled turn is held to its owner's budget", async () => {
   assert.equal(ran.last_outcome, "failed");
   assert.match(ran.last_error, /budget/);
   assert.equal(anthropic.requests.length, 0);
+});
+
+test("occurrences missed while the runtime was down run once when it is back, not once each", async () => {
+  const id = await newConversation();
+  anthropic.respond = () => ({ text: "Caught up." });
+  // Two occurrences a minute, both while `wrangler dev` is down; the next after it is back is
+  // most of a minute away, so any run soon after the restart is the catch-up.
+  const start = Date.now();
+  const second = (ms) => Math.floor((start + ms) / 1000) % 60;
+  const cron = `${second(8_000)},${second(14_000)} * * * * *`;
+  const created = await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Catch up.", cron });
+  assert.equal(created.status, 201);
+  await worker.stop();
+  await sleep(Math.max(0, start + 17_000 - Date.now()));
+  worker = await startWorker({ persistDir, vars });
+  const restarted = Date.now();
+
+  const [ran] = await eventually(async () => {
+    const list = await schedules(id);
+    return list[0]?.runs >= 1 && !list[0].running ? list : null;
+  }, 30, "the missed occurrences to run");
+  await sleep(3_000);
+  const [after] = await schedules(id);
+  assert.equal(after.runs, 1, "two missed occurrences, one run");
+  assert.equal(anthropic.requests.length, 1);
+  assert.ok(ran.last_run_at >= restarted - 5_000, "it ran after the restart");
+  // The next run is the next occurrence after the catch-up, a minute on from the first.
+  assert.equal(after.next_run_at, Math.floor((start + 8_000) / 1000) * 1000 + 60_000);
+  assert.equal(after.last_outcome, "completed");
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${after.id}`)).status, 204);
+  anthropic.respond = null;
 });
