@@ -43,6 +43,7 @@ test("an export of a user with 50 conversations reads back whole, and holds noth
   for (const content of ["v1", "v2"]) {
     assert.ok((await api(worker.url, "PUT", `/v1/conversations/${ids[9]}/artifacts/notes`, { title: "Notes", kind: "text", content }, as("alice"))).ok);
   }
+  const schedule = await (await api(worker.url, "POST", `/v1/conversations/${ids[3]}/schedules`, { instruction: "Water the plants.", cron: "0 8 * * *" }, as("alice"))).json();
   const bobs = await create("bob", "bob's secret chat");
   await talk("bob", bobs, "Bob's question.", "Bob's answer.");
 
@@ -70,6 +71,9 @@ test("an export of a user with 50 conversations reads back whole, and holds noth
   assert.deepEqual([file.media_type, file.size, file.name], ["image/png", PNG.length, "dot.png"]);
   const served = await fetch(worker.url + file.url, { headers: as("alice") });
   assert.deepEqual(Buffer.from(await served.arrayBuffer()), PNG);
+  // Schedules, which the conversation's object keeps, as its list gives them.
+  assert.deepEqual(byId[ids[3]].schedules, [schedule]);
+  assert.deepEqual(byId[ids[0]].schedules, []);
   // Usage: one ledger row per answer, in order.
   assert.deepEqual(doc.usage.map((u) => u.conversation_id), [ids[0], ids[0], ids[7]]);
   assert.ok(doc.usage.every((u) => u.model === "claude-sonnet-4-5" && u.input_tokens > 0));

@@ -3,13 +3,17 @@
 //!
 //! The export is everything the caller owns as one JSON document, streamed as it is read
 //! so a large account needs no memory in proportion: their conversations (each with its whole
-//! history, every artifact version and its files by link), then their usage ledger.
+//! history, every artifact version, its files by link and its schedules), then their usage
+//! ledger.
 //!
 //! ```text
 //! {"user", "exported_at", "conversations": [{...the conversation, "messages": [...],
-//!   "artifacts": [...], "files": [{id, media_type, size, name, created_at, url}]}, ...],
+//!   "artifacts": [...], "files": [{id, media_type, size, name, created_at, url}],
+//!   "schedules": [...]}, ...],
 //!  "usage": [...]}
 //! ```
+//!
+//! Schedules live in each conversation's object, not in D1: one request to it per conversation.
 //!
 //! A task reads D1 page by page and writes into a small bounded channel that the response's
 //! body drains, so reading waits for the client. A failure part-way ends the body with an
@@ -19,8 +23,10 @@ use std::fmt::Write as _;
 
 use futures::channel::mpsc;
 use futures::SinkExt;
-use worker::{console_error, wasm_bindgen_futures, Context, Env, Headers, Response};
+use worker::{console_error, wasm_bindgen_futures, Context, Env, Headers, Method, Response};
 
+use crate::agent::schedules::Schedule;
+use crate::edge::conversation::client::ConversationClient;
 use crate::edge::gateway::auth::Caller;
 use crate::edge::json_response;
 
@@ -74,9 +80,10 @@ pub async fn export(env: &Env, user: &str) -> Result<Response, ApiError> {
     let store = Store::for_owner(env, user).await?;
     let (mut tx, rx) = mpsc::channel(2);
     let user = user.to_string();
+    let env = env.clone();
     wasm_bindgen_futures::spawn_local(async move {
         let mut out = String::new();
-        if let Err(e) = write_export(&store, &user, &mut out, &mut tx).await {
+        if let Err(e) = write_export(&env, &store, &user, &mut out, &mut tx).await {
             console_error!("exporting {user}'s data: {e}");
             let _ = tx
                 .send(Err(worker::Error::RustError(format!(
@@ -114,18 +121,20 @@ impl From<serde_json::Error> for Stop {
 }
 
 async fn write_export(
+    env: &Env,
     store: &Store,
     user: &str,
     out: &mut String,
     tx: &mut Chunks,
 ) -> Result<(), ApiError> {
-    match write_all(store, user, out, tx).await {
+    match write_all(env, store, user, out, tx).await {
         Ok(()) | Err(Stop::Gone) => Ok(()),
         Err(Stop::Failed(e)) => Err(e),
     }
 }
 
 async fn write_all(
+    env: &Env,
     store: &Store,
     user: &str,
     out: &mut String,
@@ -186,11 +195,13 @@ async fn write_all(
                     map.insert("url".into(), url.into());
                 }
             }
+            let schedules = schedules_of(env, &conversation.id).await?;
             let _ = write!(
                 out,
-                "],\"artifacts\":{},\"files\":{}}}",
+                "],\"artifacts\":{},\"files\":{},\"schedules\":{}}}",
                 serde_json::to_string(&artifacts)?,
-                serde_json::to_string(&files)?
+                serde_json::to_string(&files)?,
+                serde_json::to_string(&schedules)?
             );
             flush(out, tx, false).await?;
         }
@@ -218,6 +229,25 @@ async fn write_all(
     }
     out.push_str("]}");
     flush(out, tx, true).await
+}
+
+/// Conversation `id`'s schedules, as its object lists them.
+async fn schedules_of(env: &Env, id: &str) -> Result<Vec<Schedule>, ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Listed {
+        schedules: Vec<Schedule>,
+    }
+    let mut response = ConversationClient::for_conversation(env, id)?
+        .schedules(Method::Get, None, None)
+        .await?;
+    let text = response.text().await?;
+    if response.status_code() != 200 {
+        return Err(ApiError::Internal(format!(
+            "conversation object /schedules answered {}: {text}",
+            response.status_code()
+        )));
+    }
+    Ok(crate::llm::json::from_str::<Listed>(&text)?.schedules)
 }
 
 /// Sends what has gathered, once it is worth a chunk (or at the end).
