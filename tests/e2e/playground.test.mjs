@@ -388,3 +388,20 @@ test("a conversation's schedules are listed above the composer and one can be ca
     assert.deepEqual(left.schedules.map((s) => s.instruction), ["Check on the deploy."]);
   });
 });
+
+test("a scheduled turn that comes due while the page is open streams into it with nothing clicked", async () => {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
+  anthropic.script({ text: "Time to stretch your legs! A short walk does wonders.", writes: "event", gapMs: 120 });
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Remind the user to stretch.", delay_seconds: 4 })).status, 201);
+  await onPage("scheduled-turn", async (page) => {
+    await page.goto(`${worker.url}/#c=${id}`);
+    await until("the schedule listed", async () => (await page.getByTestId("schedule").count()) === 1);
+    assert.equal(await page.getByTestId("message-assistant").count(), 0);
+    // While it streams, the answer grows on the page.
+    await until("the scheduled answer's first words", async () => (await answerText(page)).startsWith("Time to stretch"), 20_000);
+    await until("the whole answer", async () => (await answerText(page)).includes("does wonders."), 20_000);
+    await idle(page);
+    assert.match(await page.getByTestId("notice").last().innerText(), /Scheduled turn: Remind the user to stretch\./);
+    await until("the schedule shown as run", async () => /ran .*completed/.test(await page.getByTestId("schedule").innerText()));
+  });
+});

@@ -7,7 +7,7 @@
 import { Chat, useChat } from "@ai-sdk/react";
 import type { FileUIPart } from "ai";
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
-import { useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import type { ConversationState, ModelEntry } from "./api";
 import { ArtifactsPanel, artifactVersions } from "./Artifacts";
 import { SchedulesList } from "./Schedules";
@@ -170,6 +170,31 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
     wasBusy.current = busy;
   }, [busy]);
 
+  /**
+   * A schedule came due: its turn starts now, or when the running one ends (whose end this page
+   * follows anyway). Follow it from its start as a reload would; if it has already ended (or was
+   * refused), show what is stored.
+   */
+  const busyRef = useRef(busy);
+  busyRef.current = busy;
+  const followScheduled = useCallback(async () => {
+    try {
+      for (let attempt = 0; attempt < 10 && !busyRef.current; attempt++) {
+        const { state, messages: converted } = await storedView(id);
+        if (state.status === "running") {
+          setMessages(converted);
+          await resumeStream();
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 400));
+      }
+      // As stored: the instruction that started the turn is in the history by now.
+      if (!busyRef.current) setMessages((await storedView(id)).messages);
+    } catch (e) {
+      setProblem(e instanceof Error ? e.message : String(e));
+    }
+  }, [id, setMessages, resumeStream]);
+
   async function submit() {
     const text = input.trim();
     const attached = files;
@@ -258,7 +283,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
           </button>
         )}
       </div>
-      <SchedulesList conversationId={id} refresh={`${messages.length}:${status}`} />
+      <SchedulesList conversationId={id} refresh={`${messages.length}:${status}`} onDue={followScheduled} />
       {queue.length > 0 && (
         <ul className="queue" data-testid="queue">
           {queue.map((item) => (

@@ -1,5 +1,6 @@
 // The conversation's schedules above the composer, read through `GET .../schedules`: refetched
 // after every turn (the model may have made one) and cancelled with `DELETE .../schedules/{id}`.
+// When the next one comes due the chat is told (`onDue`), so it can follow the turn it starts.
 
 import { useCallback, useEffect, useState } from "react";
 import type { Schedule } from "./api";
@@ -14,8 +15,12 @@ const when = (s: Schedule) => {
   return s.cron ? `${s.cron} (UTC) · ${next}` : next;
 };
 
-/** `refresh`: changes whenever the schedules may have (a turn ended). */
-export function SchedulesList({ conversationId, refresh }: { conversationId: string; refresh: string }) {
+/** The longest wait `setTimeout` takes (about 24.8 days). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** `refresh`: changes whenever the schedules may have (a turn ended). `onDue`: the next schedule's
+ * time came (its turn is starting, or waits for the running one). */
+export function SchedulesList({ conversationId, refresh, onDue }: { conversationId: string; refresh: string; onDue(): void }) {
   const [schedules, setSchedules] = useState<Schedule[]>([]);
   const [problem, setProblem] = useState<string | null>(null);
   const path = `${conversationPath(conversationId)}/schedules`;
@@ -29,6 +34,18 @@ export function SchedulesList({ conversationId, refresh }: { conversationId: str
   useEffect(() => {
     load().catch((e) => setProblem(e instanceof Error ? e.message : String(e)));
   }, [load, refresh]);
+
+  // Wake when the earliest schedule is due (a little after, so its turn has begun).
+  useEffect(() => {
+    const next = Math.min(...schedules.filter((s) => s.status === "active" && !s.running && s.next_run_at).map((s) => s.next_run_at!));
+    const wait = next - Date.now() + 250;
+    if (!Number.isFinite(wait) || wait > MAX_TIMEOUT_MS) return;
+    const timer = setTimeout(() => {
+      onDue();
+      void load().catch(() => {});
+    }, Math.max(0, wait));
+    return () => clearTimeout(timer);
+  }, [schedules, onDue, load]);
 
   async function cancel(id: string) {
     try {
