@@ -468,11 +468,7 @@ impl Op {
                 r#"{"type": "object", "properties": {}}"#,
             ),
         };
-        ToolDef {
-            name: name.into(),
-            description: description.into(),
-            input_schema: crate::llm::json::from_str(schema).unwrap_or(Value::Null),
-        }
+        super::tools::definition(name, description, schema)
     }
 }
 

@@ -152,6 +152,18 @@ impl ToolRegistry {
     }
 }
 
+/// A tool's definition with its schema given as JSON text (a `json!` literal would compile to
+/// code per key, in the Worker too). A schema that is not valid JSON becomes an empty object
+/// schema, which the tests of each tool would show.
+pub fn definition(name: &str, description: &str, schema: &str) -> ToolDef {
+    ToolDef {
+        name: name.to_string(),
+        description: description.to_string(),
+        input_schema: crate::llm::json::from_str(schema)
+            .unwrap_or_else(|_| json!({"type": "object", "properties": {}})),
+    }
+}
+
 /// A server tool made of one async function, for tools that need no state of their own:
 ///
 /// ```ignore
@@ -174,12 +186,7 @@ where
     Fut: std::future::Future<Output = Result<Value, String>> + 'static,
 {
     Box::new(FnTool {
-        definition: ToolDef {
-            name: name.to_string(),
-            description: description.to_string(),
-            input_schema: crate::llm::json::from_str(schema)
-                .unwrap_or_else(|_| json!({"type": "object", "properties": {}})),
-        },
+        definition: definition(name, description, schema),
         run,
     })
 }

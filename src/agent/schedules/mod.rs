@@ -399,11 +399,7 @@ impl Op {
                 r#"{"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}"#,
             ),
         };
-        ToolDef {
-            name: name.to_string(),
-            description: description.to_string(),
-            input_schema: crate::llm::json::from_str(schema).unwrap_or_else(|_| json!({})),
-        }
+        super::tools::definition(name, description, schema)
     }
 }
 
