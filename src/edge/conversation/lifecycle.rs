@@ -367,11 +367,24 @@ impl Object {
         let queued = self.storage.queue_len(None)? as usize;
         match rules::on_alarm(self.activity()?, recoveries, queued) {
             OnAlarm::Nothing => {
-                // The alarm served a schedule, or the next one's time is set again.
-                if !self.start_due_schedule()? {
-                    self.drop_alarm();
+                // Nothing runs: a schedule still marked running lost its turn before the turn
+                // was recorded (a failed write), and counts that as a failed run.
+                self.record_schedule_run(RunOutcome::Failed(
+                    "its turn did not start (the conversation's storage failed)".into(),
+                ));
+                // The alarm served a schedule, or the next one's time is set again (a schedule
+                // that failed to start is tried again a while later).
+                match self.start_due_schedule() {
+                    Ok(true) => Ok(()),
+                    Ok(false) => {
+                        self.drop_alarm();
+                        Ok(())
+                    }
+                    Err(e) => {
+                        self.drop_alarm();
+                        Err(e)
+                    }
                 }
-                Ok(())
             }
             OnAlarm::Rearm => {
                 self.keep_alarm();
