@@ -3,7 +3,8 @@
 // would (the instruction a `system_event` the model reads), streams to a reader of `.../stream`,
 // lands in history, records its outcome on the schedule; a recurring one pauses after 3 failed
 // runs in a row; one due while a turn runs waits for it; a deleted conversation's go with it;
-// occurrences missed while the runtime was down run once.
+// occurrences missed while the runtime was down run once; one cut off by the runtime dying is
+// finished after the restart.
 // `SCHEDULE_MIN_INTERVAL_SECONDS=2` lets a six-field (seconds) cron expression recur every 3 s.
 
 import assert from "node:assert/strict";
@@ -301,4 +302,30 @@ test("occurrences missed while the runtime was down run once when it is back, no
   assert.equal(after.last_outcome, "completed");
   assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${after.id}`)).status, 204);
   anthropic.respond = null;
+});
+
+test("a scheduled turn cut off by the runtime dying is finished after the restart, and its schedule records it", async () => {
+  const id = await newConversation();
+  // `gapMs` pauses between the 1-9 byte pieces the loopback writes: about 10 s in all.
+  anthropic.script({ text: "This scheduled answer is cut off when the runtime dies. ".repeat(6), gapMs: 3 });
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Write the long report.", delay_seconds: 1 })).status, 201);
+  await eventually(() => anthropic.requests.length === 1, 15, "the scheduled turn to call the model");
+  await sleep(3_000); // long enough for a batch of the stream (and the partial answer) to be saved
+  const [running] = await schedules(id);
+  assert.equal(running.running, true);
+  await worker.kill();
+  anthropic.script({ text: "Here is the rest of the report." });
+  worker = await startWorker({ persistDir, vars });
+
+  const [done] = await settled(id, "done", 60);
+  assert.deepEqual([done.runs, done.last_outcome, done.running], [1, "completed", false]);
+  const rows = await eventually(async () => {
+    const rows = await history(id);
+    return rows.at(-1)?.stop_reason === "end_turn" ? rows : null;
+  }, 10, "the finished answer in the history");
+  assert.deepEqual(rows.map((m) => [m.kind, m.stop_reason]), [["system_event", undefined], ["assistant", "interrupted"], ["assistant", "end_turn"]]);
+  assert.equal(rows[0].schedule, done.id);
+  assert.equal(rows[2].content[0].text, "Here is the rest of the report.");
+  // The model was asked again with the schedule's instruction as the reason.
+  assert.ok(lastUserText(anthropic.requests.at(-1)).endsWith("Write the long report."));
 });
