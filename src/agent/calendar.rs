@@ -89,6 +89,21 @@ pub fn format_utc(ms: i64) -> String {
     )
 }
 
+/// `ms` as RFC 3339 UTC to the millisecond, e.g. `2026-11-26T09:30:00.250Z`.
+pub fn iso8601(ms: i64) -> String {
+    let f = fields(ms.div_euclid(MS_PER_SECOND));
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        f.year,
+        f.month,
+        f.day,
+        f.hour,
+        f.minute,
+        f.second,
+        ms.rem_euclid(MS_PER_SECOND)
+    )
+}
+
 /// An RFC 3339 date-time (`2026-11-26T09:30:00Z`, `2026-11-26T10:30:00.250+01:00`) as
 /// milliseconds since the epoch. A time without its offset is refused rather than guessed.
 pub fn parse_utc(text: &str) -> Result<i64, String> {
@@ -210,6 +225,14 @@ mod tests {
         );
         assert_eq!(fields(-1).second, 59);
         assert_eq!(fields(-1).weekday, 3);
+    }
+
+    #[test]
+    fn iso8601_matches_known_instants() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601(1_795_238_698_123), "2026-11-21T05:24:58.123Z");
+        assert_eq!(iso8601(-1), "1969-12-31T23:59:59.999Z");
     }
 
     #[test]

@@ -243,36 +243,13 @@ impl ServerTool for CurrentTime {
             .duration_since(web_time::UNIX_EPOCH)
             .map_err(|e| format!("the clock is before 1970: {e}"))?
             .as_millis() as i64;
-        Ok(json!({"utc": iso8601(unix_ms), "unix_ms": unix_ms}))
+        Ok(json!({"utc": super::calendar::iso8601(unix_ms), "unix_ms": unix_ms}))
     }
-}
-
-/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (proleptic Gregorian).
-pub fn iso8601(unix_ms: i64) -> String {
-    let secs = unix_ms.div_euclid(1000);
-    let ms = unix_ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let (year, month, day) = super::calendar::civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn iso8601_matches_known_instants() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(iso8601(1_795_238_698_123), "2026-11-21T05:24:58.123Z");
-        assert_eq!(iso8601(-1), "1969-12-31T23:59:59.999Z");
-    }
 
     #[test]
     fn current_time_reports_now() {
@@ -283,7 +260,7 @@ mod tests {
             .as_millis() as i64;
         let reported = out["unix_ms"].as_i64().unwrap();
         assert!((now - reported).abs() < 5_000);
-        assert_eq!(out["utc"], iso8601(reported));
+        assert_eq!(out["utc"], crate::agent::calendar::iso8601(reported));
     }
 
     #[test]

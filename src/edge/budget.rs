@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::calendar::{civil_from_days, days_from_civil};
+use crate::agent::calendar::{civil_from_days, days_from_civil, format_utc};
 use crate::edge::spend::Seed;
 
 /// A share of the budget past which the user is warned, once per period.
@@ -91,7 +91,7 @@ impl Budget {
             usd(self.limit_usd),
             self.period.as_str(),
             usd(self.limit_usd - self.spent_usd),
-            iso_utc(self.resets_at)
+            format_utc(self.resets_at)
         )
     }
 
@@ -102,7 +102,7 @@ impl Budget {
             usd(self.limit_usd),
             self.period.as_str(),
             usd(self.spent_usd),
-            iso_utc(self.resets_at)
+            format_utc(self.resets_at)
         )
     }
 }
@@ -122,9 +122,6 @@ pub fn usd(amount: f64) -> String {
     format!("${sign}{}.{:0places$}", units / scale, units % scale)
 }
 
-/// `2026-12-01T00:00:00Z`.
-pub use crate::agent::calendar::format_utc as iso_utc;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,21 +131,21 @@ mod tests {
         // 2026-11-22T08:30:00Z
         let now = 1_795_336_200_000;
         let (start, next) = Period::Day.bounds(now);
-        assert_eq!(iso_utc(start), "2026-11-22T00:00:00Z");
-        assert_eq!(iso_utc(next), "2026-11-23T00:00:00Z");
+        assert_eq!(format_utc(start), "2026-11-22T00:00:00Z");
+        assert_eq!(format_utc(next), "2026-11-23T00:00:00Z");
         let (start, next) = Period::Month.bounds(now);
-        assert_eq!(iso_utc(start), "2026-11-01T00:00:00Z");
-        assert_eq!(iso_utc(next), "2026-12-01T00:00:00Z");
+        assert_eq!(format_utc(start), "2026-11-01T00:00:00Z");
+        assert_eq!(format_utc(next), "2026-12-01T00:00:00Z");
         // December rolls into the next year; February of a leap year has 29 days.
         let december = 1_796_601_600_000 + 86_400_000 * 10; // 2026-12-11
         assert_eq!(
-            iso_utc(Period::Month.bounds(december).1),
+            format_utc(Period::Month.bounds(december).1),
             "2027-01-01T00:00:00Z"
         );
         let leap = 1_709_164_800_000; // 2024-02-29T00:00:00Z
-        assert_eq!(iso_utc(leap), "2024-02-29T00:00:00Z");
+        assert_eq!(format_utc(leap), "2024-02-29T00:00:00Z");
         assert_eq!(
-            iso_utc(Period::Month.bounds(leap).1),
+            format_utc(Period::Month.bounds(leap).1),
             "2024-03-01T00:00:00Z"
         );
     }

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use crate::agent::artifacts::{index, Artifact, ArtifactContext, ArtifactStore, ArtifactSummary};
-use crate::agent::tools::iso8601;
+use crate::agent::calendar::iso8601;
 use crate::edge::config::ArtifactLimits;
 use crate::edge::d1::Store;
 use crate::edge::platform::clock::now_ms;

@@ -8,8 +8,9 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
+use crate::agent::calendar::format_utc;
 use crate::agent::{AgentMessage, CallPlan, ProviderResolver, Resolved};
-use crate::edge::budget::{iso_utc, usd, Budget, Period, WARN_AT};
+use crate::edge::budget::{usd, Budget, Period, WARN_AT};
 use crate::edge::error::ApiError;
 use crate::edge::spend::{Ask, Reply, Settle};
 use crate::llm::models::Registry;
@@ -78,7 +79,7 @@ impl BudgetResolver {
                     usd(committed_usd),
                     usd(budget.limit_usd),
                     budget.period.as_str(),
-                    iso_utc(budget.resets_at)
+                    format_utc(budget.resets_at)
                 ),
                 schedule: None,
             })

@@ -4,7 +4,8 @@
 use serde::Deserialize;
 use worker::{Env, Request, Response};
 
-use crate::edge::budget::{iso_utc, Period};
+use crate::agent::calendar::format_utc;
+use crate::edge::budget::Period;
 use crate::edge::config::Config;
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
@@ -29,8 +30,8 @@ pub async fn get(env: &Env, config: &Config, user: &str) -> Result<Response, Api
         &serde_json::json!({
             "user": user,
             "period": period.as_str(),
-            "period_start": iso_utc(start),
-            "resets_at": iso_utc(resets_at),
+            "period_start": format_utc(start),
+            "resets_at": format_utc(resets_at),
             // Budgets apply only when USER_BUDGET_USD is set.
             "limit_usd": config.user_budget_usd.and(budget.as_ref().map(|b| b.limit_usd)),
             "spent_usd": spent,
