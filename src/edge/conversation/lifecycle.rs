@@ -250,13 +250,8 @@ impl Object {
         self.record_schedule_run(run_outcome(outcome));
         if matches!(next, AfterTurn::Idle { .. }) {
             // A schedule that came due meanwhile starts now; otherwise the conversation rests.
-            match self.start_due_schedule() {
-                Ok(true) => {}
-                Ok(false) => self.drop_alarm(),
-                Err(e) => {
-                    console_error!("starting a due schedule: {e}; the alarm will");
-                    self.drop_alarm();
-                }
+            if let Err(e) = self.start_due_or_rest() {
+                console_error!("starting a due schedule: {e}; the alarm will");
             }
         }
         if next == AfterTurn::NextTurn {
@@ -265,6 +260,18 @@ impl Object {
                 self.keep_alarm();
             }
         }
+    }
+
+    /// A turn refused before any work (its model, the owner's rate limit): the message that was
+    /// to start it is not kept either (`held`: its place in the inbox), and the conversation is
+    /// free again.
+    pub(super) fn refuse(self: &Rc<Self>, claimed: &Claimed, held: Option<i64>, why: &ApiError) {
+        if let Some(seq) = held {
+            if let Err(e) = self.storage.dequeue(seq) {
+                console_error!("dropping a refused turn's message: {e}");
+            }
+        }
+        self.abandon(claimed, why);
     }
 
     /// A turn that could not start (`why`): the conversation is free again. Queued messages are
@@ -372,19 +379,8 @@ impl Object {
                 self.record_schedule_run(RunOutcome::Failed(
                     "its turn did not start (the conversation's storage failed)".into(),
                 ));
-                // The alarm served a schedule, or the next one's time is set again (a schedule
-                // that failed to start is tried again a while later).
-                match self.start_due_schedule() {
-                    Ok(true) => Ok(()),
-                    Ok(false) => {
-                        self.drop_alarm();
-                        Ok(())
-                    }
-                    Err(e) => {
-                        self.drop_alarm();
-                        Err(e)
-                    }
-                }
+                // The alarm served a schedule, or the next one's time is set again.
+                self.start_due_or_rest()
             }
             OnAlarm::Rearm => {
                 self.keep_alarm();
@@ -396,8 +392,7 @@ impl Object {
     }
 
     /// A turn runs (or waiting messages are to be retried): the alarm comes
-    /// [`ALARM_MS`](super::ALARM_MS) ahead,
-    /// or sooner for a schedule.
+    /// [`ALARM_MS`](super::ALARM_MS) ahead, or sooner for a schedule.
     pub(super) fn keep_alarm(&self) {
         self.set_alarm(true);
     }

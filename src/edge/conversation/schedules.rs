@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use worker::{console_error, Method, Request, Response};
 
-use super::{Claimed, Object};
+use super::Object;
 use crate::agent::schedules::{
     plan, Finished, Limits, RunOutcome, Schedule, ScheduleError, ScheduleStore,
 };
@@ -128,9 +128,20 @@ impl Object {
         }
     }
 
+    /// The conversation is free: the schedule due first starts its turn; otherwise the alarm is
+    /// set for the next one, or dropped. A schedule that failed to start is tried again by that
+    /// alarm, a while later ([`rules::alarm_at`](super::rules::alarm_at)).
+    pub(super) fn start_due_or_rest(self: &Rc<Self>) -> Result<(), ApiError> {
+        let started = self.start_due_schedule();
+        if !matches!(started, Ok(true)) {
+            self.drop_alarm();
+        }
+        started.map(|_| ())
+    }
+
     /// Starts the turn of the schedule due first, if one is due and the conversation is free
     /// (the caller knows it is): `true` when one started.
-    pub(super) fn start_due_schedule(self: &Rc<Self>) -> Result<bool, ApiError> {
+    fn start_due_schedule(self: &Rc<Self>) -> Result<bool, ApiError> {
         let now = now_ms();
         if self.deleting.get() {
             return Ok(false);
@@ -159,7 +170,7 @@ impl Object {
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {
-                self.refuse_scheduled(&claimed, seq, &e);
+                self.refuse(&claimed, seq, &e);
                 return Ok(true);
             }
         };
@@ -178,7 +189,7 @@ impl Object {
             let limited =
                 rate_limit::check(&turn_env.env, &turn_env.config, &conversation.owner).await;
             if let Err(e) = limited {
-                object.refuse_scheduled(&claimed, seq, &e);
+                object.refuse(&claimed, seq, &e);
                 return;
             }
             object
@@ -186,18 +197,6 @@ impl Object {
                 .await;
         });
         Ok(true)
-    }
-
-    /// A scheduled turn refused before it ran (its model, the owner's rate limit), as a message
-    /// would be: nothing of it is kept (`seq`: its instruction's place in the inbox), and the
-    /// schedule records why.
-    fn refuse_scheduled(self: &Rc<Self>, claimed: &Claimed, seq: Option<i64>, why: &ApiError) {
-        if let Some(seq) = seq {
-            if let Err(e) = self.storage.dequeue(seq) {
-                console_error!("dropping a refused schedule's instruction: {e}");
-            }
-        }
-        self.abandon(claimed, why);
     }
 
     /// Records how the scheduled turn that just ended went, if a schedule started it; a

@@ -235,10 +235,7 @@ impl Object {
             Ok(chosen) => chosen,
             Err(e) => {
                 // Refused before any work: the message is not kept either.
-                if let Some(seq) = own.as_ref().and_then(|(_, _, seq)| *seq) {
-                    self.storage.dequeue(seq)?;
-                }
-                self.abandon(&claimed, &e);
+                self.refuse(&claimed, own.as_ref().and_then(|(_, _, seq)| *seq), &e);
                 return Err(e);
             }
         };
