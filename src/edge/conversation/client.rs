@@ -2,6 +2,7 @@
 
 use worker::{Env, Headers, Method, Request, Response, Stub};
 
+use crate::agent::schedules::Schedule;
 use crate::edge::error::ApiError;
 use crate::edge::platform::fetch::new_request;
 use crate::edge::protocol::{Handover, Status, BINDING, REQUEST_ID};
@@ -86,6 +87,16 @@ impl ConversationClient {
             None => "schedules".to_string(),
         };
         relay(self.request(method, &route, body).await?)
+    }
+
+    /// The conversation's schedules, as its object lists them (for the export).
+    pub async fn list_schedules(&self) -> Result<Vec<Schedule>, ApiError> {
+        #[derive(serde::Deserialize)]
+        struct Listed {
+            schedules: Vec<Schedule>,
+        }
+        let listed: Listed = self.json(Method::Get, "schedules").await?;
+        Ok(listed.schedules)
     }
 
     pub async fn status(&self) -> Result<Status, ApiError> {

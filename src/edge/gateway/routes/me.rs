@@ -23,9 +23,8 @@ use std::fmt::Write as _;
 
 use futures::channel::mpsc;
 use futures::SinkExt;
-use worker::{console_error, wasm_bindgen_futures, Context, Env, Headers, Method, Response};
+use worker::{console_error, wasm_bindgen_futures, Context, Env, Headers, Response};
 
-use crate::agent::schedules::Schedule;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::gateway::auth::Caller;
 use crate::edge::json_response;
@@ -195,7 +194,9 @@ async fn write_all(
                     map.insert("url".into(), url.into());
                 }
             }
-            let schedules = schedules_of(env, &conversation.id).await?;
+            let schedules = ConversationClient::for_conversation(env, &conversation.id)?
+                .list_schedules()
+                .await?;
             let _ = write!(
                 out,
                 "],\"artifacts\":{},\"files\":{},\"schedules\":{}}}",
@@ -229,25 +230,6 @@ async fn write_all(
     }
     out.push_str("]}");
     flush(out, tx, true).await
-}
-
-/// Conversation `id`'s schedules, as its object lists them.
-async fn schedules_of(env: &Env, id: &str) -> Result<Vec<Schedule>, ApiError> {
-    #[derive(serde::Deserialize)]
-    struct Listed {
-        schedules: Vec<Schedule>,
-    }
-    let mut response = ConversationClient::for_conversation(env, id)?
-        .schedules(Method::Get, None, None)
-        .await?;
-    let text = response.text().await?;
-    if response.status_code() != 200 {
-        return Err(ApiError::Internal(format!(
-            "conversation object /schedules answered {}: {text}",
-            response.status_code()
-        )));
-    }
-    Ok(crate::llm::json::from_str::<Listed>(&text)?.schedules)
 }
 
 /// Sends what has gathered, once it is worth a chunk (or at the end).
