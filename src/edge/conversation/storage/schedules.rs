@@ -1,6 +1,6 @@
 //! The `schedules` table: each schedule as JSON, with the time it is next due (`NULL` while its
 //! turn runs, once paused or done) and whether its turn runs, so the alarm's question "what is
-//! due first" is one indexed read. A conversation keeps a few dozen at most.
+//! due first" is one read. A conversation keeps a few dozen at most, so no index is needed.
 
 use serde::Deserialize;
 use worker::Result;
