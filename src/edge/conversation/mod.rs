@@ -320,9 +320,9 @@ impl Object {
     /// The running turn's stream from its start, then live; 204 when none runs (or the stream
     /// outgrew its log), 429 when as many readers as may follow it do.
     fn attach(&self) -> std::result::Result<Response, ApiError> {
-        let reader = self.live.borrow().as_ref().map(|l| l.log.attach());
-        match reader {
-            Some(Ok(reader)) => sse(reader),
+        let body = self.live.borrow().as_ref().map(|l| l.log.attach_body());
+        match body {
+            Some(Ok(body)) => sse(&body),
             Some(Err(NoReader::Full)) => Err(ApiError::TooManyRequests {
                 message: format!(
                     "{MAX_READERS} readers follow this turn already; attach again when one leaves"

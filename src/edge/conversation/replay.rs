@@ -2,6 +2,10 @@
 //! reader gets everything from the turn's `start`, then live chunks. The POST that started the
 //! turn is just the first reader; a reader going away never affects the turn.
 //!
+//! A streamed response is a body the log writes into (`platform::push_body`), once per poll of
+//! the turn ([`ChunkLog::delivering`]): no task and no promise per write. A `stream: false`
+//! request reads the log as a task's [`LogReader`] instead.
+//!
 //! The log is written to the object's SQLite in batches (by size or age, and at the end), never
 //! per chunk, and is bounded: past [`MAX_LOG_BYTES`] it stops growing and a late reader is told
 //! there is nothing to replay (204) rather than given a stream with a hole in it.
@@ -11,6 +15,7 @@
 //! [`MAX_BEHIND_BYTES`] behind is closed (it may attach again and replay from the log).
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
@@ -18,6 +23,7 @@ use std::task::{Context, Poll, Waker};
 use futures::Stream;
 
 use super::storage::ObjectStorage;
+use crate::edge::platform::push_body::PushBody;
 
 /// Largest stream a re-attaching reader can replay.
 pub const MAX_LOG_BYTES: usize = 4 << 20;
@@ -48,6 +54,9 @@ pub struct ChunkLog {
     logged: Cell<usize>,
     overflowed: Cell<bool>,
     closed: Cell<bool>,
+    /// Set while the turn's task is polled ([`ChunkLog::delivering`]): what the poll pushes is
+    /// sent to response bodies when it ends, in one write each.
+    holding: Cell<bool>,
 }
 
 impl ChunkLog {
@@ -64,6 +73,7 @@ impl ChunkLog {
             logged: Cell::new(0),
             overflowed: Cell::new(false),
             closed: Cell::new(false),
+            holding: Cell::new(false),
         }
     }
 
@@ -76,6 +86,9 @@ impl ChunkLog {
         self.readers
             .borrow_mut()
             .retain(|reader| reader.append(chunk));
+        if !self.holding.get() {
+            self.deliver();
+        }
         if self.overflowed.get() {
             return false;
         }
@@ -106,14 +119,47 @@ impl ChunkLog {
         }
     }
 
-    /// A new reader: the stream so far, then live chunks until the turn ends.
+    /// Sends what response bodies have not yet been given (see [`ChunkLog::delivering`]).
+    pub fn deliver(&self) {
+        for reader in self.readers.borrow().iter() {
+            reader.deliver();
+        }
+    }
+
+    /// `task` (the turn), with what each of its polls pushes sent to response bodies when the
+    /// poll ends: a read's worth of tokens is one write out of wasm, not one per token.
+    pub fn delivering<'a, F: Future + 'a>(&'a self, task: F) -> Delivering<'a, F> {
+        Delivering {
+            log: self,
+            task: Box::pin(task),
+        }
+    }
+
+    /// A new reader taken by a task: the stream so far, then live chunks until the turn ends.
     pub fn attach(&self) -> Result<LogReader, NoReader> {
+        let follower = self.follow(Taker::Task(RefCell::default()))?;
+        Ok(LogReader(follower))
+    }
+
+    /// A new reader that is a response body: the stream so far, written at once, then live
+    /// chunks as they come, until the turn ends.
+    pub fn attach_body(&self) -> Result<Rc<PushBody>, NoReader> {
+        let body = Rc::new(PushBody::new(MAX_BEHIND_BYTES as u32));
+        let follower = self.follow(Taker::Body(body.clone()))?;
+        follower.deliver();
+        if follower.ended.get() {
+            body.close();
+        }
+        Ok(body)
+    }
+
+    fn follow(&self, taker: Taker) -> Result<Rc<Follower>, NoReader> {
         if self.overflowed.get() {
             return Err(NoReader::Overflowed);
         }
         if !self.closed.get() {
             let mut readers = self.readers.borrow_mut();
-            readers.retain(|reader| !reader.gone.get());
+            readers.retain(|reader| !reader.is_gone());
             if readers.len() >= MAX_READERS {
                 return Err(NoReader::Full);
             }
@@ -134,32 +180,59 @@ impl ChunkLog {
         backlog.push_str(&self.pending.borrow());
         let follower = Rc::new(Follower {
             unread: RefCell::new(backlog.into_bytes()),
-            waiting: RefCell::default(),
+            taker,
             ended: Cell::new(self.closed.get()),
             gone: Cell::new(false),
         });
         if !self.closed.get() {
             self.readers.borrow_mut().push(follower.clone());
         }
-        Ok(LogReader(follower))
+        Ok(follower)
     }
 
     /// The turn ended: every reader's stream closes. The log is pruned by the turn's end step.
     pub fn close(&self) {
         self.closed.set(true);
         for reader in self.readers.borrow_mut().drain(..) {
+            reader.deliver();
             reader.ended.set(true);
             reader.wake();
         }
     }
 }
 
-/// What one reader has not yet taken. The log appends each chunk to it and wakes the reader
-/// only if it waits, so a read's worth of tokens costs the reader one wake and is taken as one
-/// piece, not as a message per chunk.
+/// See [`ChunkLog::delivering`].
+pub struct Delivering<'a, F> {
+    log: &'a ChunkLog,
+    task: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Delivering<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.log.holding.set(true);
+        let polled = self.task.as_mut().poll(cx);
+        self.log.holding.set(false);
+        self.log.deliver();
+        polled
+    }
+}
+
+/// How a reader takes what the log sends it.
+enum Taker {
+    /// A [`LogReader`], polled by a task: woken when something arrives while it waits.
+    Task(RefCell<Option<Waker>>),
+    /// A response body the log writes into: no task, no wake-up.
+    Body(Rc<PushBody>),
+}
+
+/// What one reader has not yet taken. The log appends each chunk to it and wakes a task reader
+/// only if it waits, or writes to a body reader once per poll of the turn, so a read's worth of
+/// tokens is taken as one piece, not as a message per chunk.
 struct Follower {
     unread: RefCell<Vec<u8>>,
-    waiting: RefCell<Option<Waker>>,
+    taker: Taker,
     ended: Cell<bool>,
     /// Its [`LogReader`] was dropped.
     gone: Cell<bool>,
@@ -188,9 +261,37 @@ impl Follower {
     }
 
     fn wake(&self) {
-        if let Some(waker) = self.waiting.borrow_mut().take() {
-            waker.wake();
+        match &self.taker {
+            Taker::Task(waiting) => {
+                if let Some(waker) = waiting.borrow_mut().take() {
+                    waker.wake();
+                }
+            }
+            Taker::Body(body) => {
+                if self.ended.get() {
+                    body.close();
+                }
+            }
         }
+    }
+
+    /// Writes what a body reader has not yet been given.
+    fn deliver(&self) {
+        let Taker::Body(body) = &self.taker else {
+            return;
+        };
+        let mut unread = self.unread.borrow_mut();
+        if unread.is_empty() || self.gone.get() {
+            return;
+        }
+        if !body.write(&unread) {
+            self.gone.set(true);
+        }
+        unread.clear();
+    }
+
+    fn is_gone(&self) -> bool {
+        self.gone.get() || matches!(&self.taker, Taker::Body(body) if body.gone())
     }
 }
 
@@ -210,7 +311,9 @@ impl Stream for LogReader {
         if follower.ended.get() {
             return Poll::Ready(None);
         }
-        *follower.waiting.borrow_mut() = Some(cx.waker().clone());
+        if let Taker::Task(waiting) = &follower.taker {
+            *waiting.borrow_mut() = Some(cx.waker().clone());
+        }
         Poll::Pending
     }
 }
@@ -230,7 +333,7 @@ mod tests {
     fn follower() -> Rc<Follower> {
         Rc::new(Follower {
             unread: RefCell::default(),
-            waiting: RefCell::default(),
+            taker: Taker::Task(RefCell::default()),
             ended: Cell::new(false),
             gone: Cell::new(false),
         })

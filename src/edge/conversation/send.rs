@@ -4,7 +4,7 @@
 use super::sse::sse;
 use super::{Object, MAX_QUEUED};
 use crate::agent::AgentMessage;
-use crate::edge::conversation::replay::NoReader;
+use crate::edge::conversation::replay::{LogReader, NoReader};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
 use crate::edge::conversation::turn::{choose_model, prepare, Kickoff, Start};
@@ -13,6 +13,7 @@ use crate::edge::error::ApiError;
 use crate::edge::json_response;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
+use crate::edge::platform::push_body::PushBody;
 use crate::edge::protocol::{
     ChatStart, Delivery, Handover, TurnConversation, TurnRequest, ELSEWHERE, UNKNOWN_CONVERSATION,
 };
@@ -21,6 +22,14 @@ use futures::channel::oneshot;
 use futures::StreamExt;
 use std::rc::Rc;
 use worker::Response;
+
+/// The reader of the request that starts a turn.
+enum OwnReader {
+    /// The streamed response's body.
+    Body(Rc<PushBody>),
+    /// For `stream: false`: the stream, collected into the JSON answer.
+    Collected(LogReader),
+}
 
 impl Object {
     /// A message's files must be ones the conversation's model can take: a 400 naming the model
@@ -249,7 +258,14 @@ impl Object {
             create,
             create_within: new_chat.then_some(turn_env.config.max_conversations_per_user),
         };
-        let reader = claimed.log.attach();
+        // The request's own reader, attached before the turn's first chunk: the response body
+        // it streams into, or for `stream: false` a reader to collect the stream from.
+        let log_full = |_| ApiError::Internal("the turn's log is full".into());
+        let own_reader = if stream {
+            OwnReader::Body(claimed.log.attach_body().map_err(log_full)?)
+        } else {
+            OwnReader::Collected(claimed.log.attach().map_err(log_full)?)
+        };
         // A new message is answered at once: the stream starts before the history loads, and a
         // failure to prepare ends it with an error chunk. Answers, retries and a new chat's
         // first message are checked against D1 first, so a bad one is refused with its status.
@@ -265,8 +281,12 @@ impl Object {
                     .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
                     .await;
             });
-            let reader = reader.map_err(|_| ApiError::Internal("the turn's log is full".into()))?;
-            return sse(reader);
+            return match own_reader {
+                OwnReader::Body(body) => sse(&body),
+                OwnReader::Collected(_) => {
+                    Err(ApiError::Internal("a streamed turn unstreamed".into()))
+                }
+            };
         }
         let ready = prepare(
             &turn_env,
@@ -288,10 +308,10 @@ impl Object {
             *prepared,
             (!stream).then_some(summary_tx),
         );
-        let reader = reader.map_err(|_| ApiError::Internal("the turn's log is full".into()))?;
-        if stream {
-            return sse(reader);
-        }
+        let reader = match own_reader {
+            OwnReader::Body(body) => return sse(&body),
+            OwnReader::Collected(reader) => reader,
+        };
         let body: Vec<Vec<u8>> = reader.collect().await;
         let body = String::from_utf8(body.concat()).unwrap_or_default();
         let summary = summary_rx
@@ -357,10 +377,10 @@ impl Object {
             .borrow()
             .as_ref()
             .filter(|l| l.started_by.as_deref() == Some(id))
-            .map(|l| l.log.attach());
-        if let Some(reader) = started {
-            return match reader {
-                Ok(reader) => sse(reader).map(Some),
+            .map(|l| l.log.attach_body());
+        if let Some(body) = started {
+            return match body {
+                Ok(body) => sse(&body).map(Some),
                 Err(NoReader::Full) => self.attach().map(Some),
                 Err(NoReader::Overflowed) => Ok(Some(Response::empty()?.with_status(204))),
             };

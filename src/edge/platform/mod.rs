@@ -3,6 +3,7 @@
 //!
 //! - [`fetch`]: the `fetch` transport the providers and tools use, and response bodies read in
 //!   large pieces (`bulk_read.js`)
+//! - [`push_body`]: the response body the turn's stream is written into (`push_body.js`)
 //! - [`ai`]: the Workers AI binding
 //! - [`files`]: the R2 bucket where attached files are kept
 //! - [`rate_limit`]: the per-user limit on messages (and scheduled turns)
@@ -15,5 +16,6 @@ pub mod fetch;
 pub mod files;
 pub mod ids;
 pub mod providers;
+pub mod push_body;
 pub mod rate_limit;
 pub mod timers;

@@ -205,7 +205,7 @@ impl Prepared {
         // once per poll of the turn, which handles every event of a read's worth of tokens.
         let clock = PollClock::default();
         let outcome = clock
-            .ticking(run_agent_turn(
+            .ticking(log.delivering(run_agent_turn(
                 resolver.as_ref(),
                 &mut state,
                 &tools,
@@ -233,7 +233,7 @@ impl Prepared {
                     ui.event(&event, &mut out);
                     send(&mut out, &mut partial, now);
                 },
-            ))
+            )))
             .await;
         // A turn that stored nothing still waits for its new messages to land (or fail), so
         // the queue the object looks at next no longer holds them.
