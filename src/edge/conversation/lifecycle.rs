@@ -67,12 +67,15 @@ impl Object {
     }
 
     /// Runs a prepared turn as work of the object; its end step follows synchronously.
+    /// `answered`: the request being handled is answered once this returns (its response the
+    /// turn's stream), and the turn lets that response leave first.
     pub(super) fn run(
         self: &Rc<Self>,
         turn_env: Rc<TurnEnv>,
         claimed: Claimed,
         prepared: Prepared,
         summary: Option<oneshot::Sender<TurnSummary>>,
+        answered: bool,
     ) {
         if let Err(e) = self.storage.clear_paused() {
             console_error!("clearing the pause: {e}");
@@ -81,6 +84,12 @@ impl Object {
         let of = prepared.conversation();
         let who = (of.id.clone(), of.owner.clone());
         self.state.wait_until(async move {
+            // Until the provider's request is sent the turn runs without a pause (on a new
+            // isolate, compiling all the code it runs): one timer turn first lets the response
+            // (and its `start`) leave before it, not after.
+            if answered {
+                worker::Delay::from(std::time::Duration::ZERO).await;
+            }
             let result = prepared
                 .run(
                     &turn_env,
@@ -184,7 +193,7 @@ impl Object {
         if let Ok(Some(prepared)) = self.settle_prepared(&claimed, prepared, Some(&conversation.id))
         {
             claimed.announce();
-            self.run(turn_env, claimed, *prepared, None)
+            self.run(turn_env, claimed, *prepared, None, false)
         }
     }
 

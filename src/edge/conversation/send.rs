@@ -307,6 +307,7 @@ impl Object {
             claimed,
             *prepared,
             (!stream).then_some(summary_tx),
+            true,
         );
         let reader = match own_reader {
             OwnReader::Body(body) => return sse(&body),
