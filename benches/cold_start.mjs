@@ -5,8 +5,12 @@
 // each, a new workerd is started (one Worker in it, served by Miniflare) and sent one "hi";
 // printed are the medians of the workerd's CPU at startup (the runtime's own start, the same
 // for all, and the script's evaluation), the first "hi"'s CPU, and its time to first byte and
-// to the end. The starts are taken in rounds, one of each Worker per round. Printed, never
-// asserted.
+// to the end. The starts are taken in rounds, one of each Worker per round. Also started each
+// round: a do-nothing script with this Worker's wrangler.toml (benches/workers/bindings.js), since
+// under Miniflare a workerd starts a local simulator for each binding (D1, R2, the rate limiter,
+// the Durable Object classes), which a deployment does not: this Worker's script costs its
+// startup less that one's, the others' theirs less the pass-through's (they have no bindings
+// beyond the floor's D1 and object). Printed, never asserted.
 
 import { contenders } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
@@ -14,9 +18,10 @@ import { anthropicLoopback } from "../tests/e2e/harness.mjs";
 
 const STARTS = Number(process.env.BENCH_COLD_STARTS ?? 10);
 const anthropic = await anthropicLoopback();
-const { edgeAgent, passThrough, floor, aiSdk } = contenders({ ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" });
+const { edgeAgent, passThrough, floor, aiSdk, bindingsOnly } = contenders({ ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" });
 const kinds = [["pass-through Worker", passThrough], ["this Worker", () => edgeAgent()], ["AI SDK streamText", aiSdk], ["platform floor (JS)", () => floor()]];
 const samples = kinds.map(() => []);
+const bindingsStartup = [];
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 for (let round = 0; round < STARTS; round++) {
@@ -45,6 +50,9 @@ for (let round = 0; round < STARTS; round++) {
       await worker.stop();
     }
   }
+  const bare = await bindingsOnly();
+  bindingsStartup.push(bare.startupCpuMs);
+  await bare.stop();
   process.stderr.write(`  cold starts: ${round + 1} of ${STARTS} rounds\n`);
 }
 await anthropic.close();
@@ -56,4 +64,12 @@ for (const [i, [name]] of kinds.entries()) {
   const of = (key) => median(samples[i].map((s) => s[key]));
   console.log(`  ${name.padEnd(20)} ${fmt(of("startup"), 12)}   ${fmt(of("cpu"), 14)}   ${fmt(of("startup") + of("cpu"), 5)}   ${fmt(of("ttfb"))}   ${fmt(of("total"), 8)}`);
 }
+const startupOf = (i) => median(samples[i].map((s) => s.startup));
+const bare = median(bindingsStartup);
+const floorBare = startupOf(0);
+console.log(`  this Worker's bindings alone (a do-nothing script, its wrangler.toml): startup ${bare.toFixed(1)} ms`);
+console.log(
+  `  the scripts' own startup CPU (each less the same start without its script: this Worker less its bindings alone, the others less the pass-through): ` +
+    `this Worker ${(startupOf(1) - bare).toFixed(1)} ms, the AI SDK ${(startupOf(2) - floorBare).toFixed(1)} ms, the platform floor ${(startupOf(3) - floorBare).toFixed(1)} ms`,
+);
 process.exit(0);

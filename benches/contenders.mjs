@@ -54,5 +54,10 @@ export function contenders(vars) {
     return worker;
   }
 
-  return { edgeAgent, passThrough, floor, aiSdk };
+  /** A do-nothing script with this Worker's bindings (its wrangler.toml), to start and stop. */
+  async function bindingsOnly() {
+    return start({ main: path.join(ROOT, "benches/workers/bindings.js") });
+  }
+
+  return { edgeAgent, passThrough, floor, aiSdk, bindingsOnly };
 }
