@@ -4,7 +4,7 @@
 // lands in history, records its outcome on the schedule; a recurring one pauses after 3 failed
 // runs in a row; one due while a turn runs waits for it; a deleted conversation's go with it;
 // occurrences missed while the runtime was down run once; one cut off by the runtime dying is
-// finished after the restart.
+// finished after the restart, and one interrupted at every recovery is given up as a failure.
 // `SCHEDULE_MIN_INTERVAL_SECONDS=2` lets a six-field (seconds) cron expression recur every 3 s.
 
 import assert from "node:assert/strict";
@@ -328,4 +328,30 @@ test("a scheduled turn cut off by the runtime dying is finished after the restar
   assert.equal(rows[2].content[0].text, "Here is the rest of the report.");
   // The model was asked again with the schedule's instruction as the reason.
   assert.ok(lastUserText(anthropic.requests.at(-1)).endsWith("Write the long report."));
+});
+
+test("a scheduled turn interrupted at every recovery is given up, and its schedule records a failure", async () => {
+  const id = await newConversation();
+  // Every call streams slowly (about 10 s), so each is still running when the runtime dies.
+  anthropic.respond = () => ({ text: "An answer the runtime never lets finish. ".repeat(6), gapMs: 3 });
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Write the report nobody will read.", delay_seconds: 1 })).status, 201);
+  await eventually(() => anthropic.requests.length === 1, 15, "the scheduled turn to call the model");
+  // The runtime dies during the turn and during each of its 3 recoveries. A request to the
+  // conversation after each restart (a retry, refused while the turn is unfinished) has the
+  // object take the interrupted turn up at once rather than at its next alarm.
+  for (let call = 2; call <= 5; call++) {
+    await worker.kill();
+    worker = await startWorker({ persistDir, vars });
+    assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/retry`, {})).status, 409);
+    if (call <= 4) await eventually(() => anthropic.requests.length === call, 30, `recovery ${call - 1} to call the model`);
+  }
+  const [given] = await settled(id, "done", 30);
+  assert.deepEqual([given.runs, given.last_outcome, given.running], [1, "failed", false]);
+  assert.match(given.last_error, /interrupted 3 times/);
+  const last = (await history(id)).at(-1);
+  assert.equal(last.kind, "system_event");
+  assert.match(last.text, /interrupted 3 times .* was stopped/);
+  await sleep(1_000);
+  assert.equal(anthropic.requests.length, 4, "given up: the model is not called again");
+  anthropic.respond = null;
 });

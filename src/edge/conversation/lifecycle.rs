@@ -213,6 +213,15 @@ impl Object {
                 self.finish(claimed, &TurnOutcome::Completed, &[]);
                 Ok(None)
             }
+            // Ended as a failure, so that a schedule that started the turn records one.
+            Ok(Ready::GivenUp) => {
+                let outcome = TurnOutcome::Failed {
+                    message: rules::given_up_reason(),
+                    is_retryable: false,
+                };
+                self.finish(claimed, &outcome, &[]);
+                Ok(None)
+            }
             Err(e) => {
                 if let Some(conversation) = streamed {
                     console_error!("{}", e.log_line(claimed.reference(), "turn", conversation));

@@ -240,6 +240,14 @@ pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> 
     }
 }
 
+/// Why a given-up turn failed, as a schedule that started it records.
+pub fn given_up_reason() -> String {
+    format!(
+        "the turn was interrupted {MAX_RECOVERIES} times (the runtime restarted or evicted the \
+         conversation mid-turn) and was stopped"
+    )
+}
+
 /// The message a given-up turn leaves in the history.
 pub fn given_up_note() -> AgentMessage {
     AgentMessage::SystemEvent {

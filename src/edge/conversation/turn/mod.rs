@@ -95,8 +95,10 @@ pub struct Prepared {
 /// What preparing found.
 pub enum Ready {
     Run(Box<Prepared>),
-    /// Nothing to run (an interrupted turn whose answer was stored whole, or given up).
+    /// Nothing to run: an interrupted turn whose answer was stored whole.
     Nothing,
+    /// Nothing to run: an interrupted turn given up, its note stored.
+    GivenUp,
 }
 
 /// A turn's start: how, what waited in the queue when it claimed the conversation (messages

@@ -159,7 +159,7 @@ pub async fn prepare(
             for m in messages.into_iter().chain([rules::given_up_note()]) {
                 store.append_new(id, &m).await?;
             }
-            return Ok(Ready::Nothing);
+            return Ok(Ready::GivenUp);
         }
     }
     for message in recovered {
