@@ -69,7 +69,8 @@ const bare = median(bindingsStartup);
 const floorBare = startupOf(0);
 console.log(`  this Worker's bindings alone (a do-nothing script, its wrangler.toml): startup ${bare.toFixed(1)} ms`);
 console.log(
-  `  the scripts' own startup CPU (each less the same start without its script: this Worker less its bindings alone, the others less the pass-through): ` +
+  `  the scripts' own startup CPU (each less the same start without its script: this Worker less its bindings alone, the others less the pass-through; ` +
+    `a start's CPU varies by about 50 ms from one to the next, so these differences are rough): ` +
     `this Worker ${(startupOf(1) - bare).toFixed(1)} ms, the AI SDK ${(startupOf(2) - floorBare).toFixed(1)} ms, the platform floor ${(startupOf(3) - floorBare).toFixed(1)} ms`,
 );
 process.exit(0);
