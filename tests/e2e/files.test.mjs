@@ -3,7 +3,8 @@
 // its provider's form (Anthropic's image block, OpenAI's image_url part, a PDF as Anthropic's
 // document block), and served back from the files route to its owner only; refused files
 // (a declared PNG that is not one, one too large, a model that cannot see images) leave
-// nothing behind, and a conversation whose turn moves to a text-only model tells it in a note.
+// nothing behind, nor does a repeated send's upload, and a conversation whose turn moves to a
+// text-only model tells it in a note.
 
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -240,6 +241,26 @@ test("a text file reaches every model as text, and a turn that falls back to a t
   assert.equal(typeof sent.content, "string");
   assert.match(sent.content, /\[The user attached "dot.png" \(image\/png, 70 bytes\); this model cannot see images, so it is not shown.\]/);
   assert.match(sent.content, /buy milk/);
+});
+
+test("a message with a file sent again with its Idempotency-Key keeps one copy: the repeat's upload is removed", async () => {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, as("alice"))).json();
+  const calls = anthropic.requests.length;
+  anthropic.script({ text: "A dot." });
+  const body = { message: [{ type: "text", text: "What is this?" }, { type: "file", data: PNG.toString("base64"), filename: "dot.png" }] };
+  const keyed = { ...as("alice"), "idempotency-key": "files-repeat-1" };
+  const first = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, body, keyed);
+  assert.equal(first.status, 200);
+  await readUiStream(first);
+  const before = await storedFiles();
+  // The client did not see the answer and sends the same message again: the Worker stores the
+  // file before the object recognises the key.
+  const again = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, body, keyed);
+  assert.equal(again.status, 200);
+  assert.equal((await again.json()).repeated, true);
+  assert.equal(anthropic.requests.length, calls + 1, "one turn");
+  assert.equal((await fileRows(id)).length, 1);
+  assert.deepEqual((await storedFiles()).sort(), before.sort(), "the bucket holds what it held before the repeat");
 });
 
 /** The ids of the files the local R2 bucket holds (from its SQLite metadata). */

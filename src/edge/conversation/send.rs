@@ -12,6 +12,7 @@ use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
 use crate::edge::error::ApiError;
 use crate::edge::json_response;
 use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::files::Files;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::push_body::PushBody;
 use crate::edge::protocol::{
@@ -145,10 +146,14 @@ impl Object {
         // A send whose idempotency key was accepted before runs nothing again: it re-attaches
         // to the turn it started, is queued once, or gets what was stored for it.
         if let TurnRequest::Message {
-            id, keyed: true, ..
+            id,
+            keyed: true,
+            message,
+            ..
         } = &request
         {
             if let Some(repeat) = self.repeated(&conversation.id, id).await? {
+                self.discard_files(message).await;
                 return Ok(repeat);
             }
         }
@@ -362,6 +367,31 @@ impl Object {
                 self.recover_orphan()?;
                 Ok(None)
             }
+        }
+    }
+
+    /// Removes the files `message` carries from R2: a repeated send's own copies, which the
+    /// Worker stored before the object knew the message was taken already and which no history
+    /// names (best effort: a failure is logged and leaves the file).
+    async fn discard_files(&self, message: &AgentMessage) {
+        let AgentMessage::User { content } = message else {
+            return;
+        };
+        let ids: Vec<String> = content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::File(file) => Some(file.id.clone()),
+                _ => None,
+            })
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let Some(bucket) = self.turn_env().ok().and_then(|e| Files::from_env(&e.env)) else {
+            return;
+        };
+        if let Err(e) = bucket.delete(&ids).await {
+            worker::console_error!("removing the files of a repeated message: {e}");
         }
     }
 
