@@ -1,7 +1,7 @@
 //! Erasing a user (`DELETE /v1/me`, or an admin's `DELETE /v1/admin/users/{user}`): every
 //! conversation they own goes as a `DELETE` takes one (running turns cancelled first, history,
-//! artifacts, files, the objects' storage), then the rows that outlive conversations (their
-//! usage ledger, their budget). The request is recorded first (`erasures`), answered 202, and
+//! artifacts, files, the objects' storage), then what outlives conversations (their spend
+//! object's period total, their usage ledger, their budget). The request is recorded first (`erasures`), answered 202, and
 //! the erasure runs after the answer; should it not end (the Worker's time after a response is
 //! short), the scheduled run finishes it. Nobody else's data is touched: every query is by owner.
 
@@ -13,6 +13,7 @@ use crate::edge::conversation::deletion::delete_whole;
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
+use crate::edge::spend::client::SpendClient;
 
 /// Conversations looked up at a time while erasing.
 const PAGE: i64 = 25;
@@ -34,6 +35,11 @@ pub async fn erase(env: &Env, owner: &str) -> Result<(), ApiError> {
                 .unwrap_or(0);
             conversations += 1;
         }
+    }
+    // The spend object's period total and reservations (a deployment without budgets binds
+    // none, or never made one for this user: erasing an empty object is a no-op).
+    if let Ok(spend) = SpendClient::for_user(env, owner) {
+        spend.erase().await?;
     }
     rows += store.erase_owner_rows(owner).await?;
     console_log!(

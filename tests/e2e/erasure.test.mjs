@@ -1,5 +1,6 @@
 // Erasing a user: `DELETE /v1/me` answers 202 and, in the background, leaves nothing of the
-// caller (conversations, history, artifacts, files, ledger, budget) and nothing of anyone else
+// caller (conversations, history, artifacts, files, their spend object's total, ledger, budget)
+// and nothing of anyone else
 // touched; an admin may erase another user, nobody else may; the scheduled run finishes an
 // erasure that did not end.
 
@@ -21,6 +22,8 @@ before(async () => {
     vars: {
       ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
       ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob},ops:${KEYS.ops}:admin`,
+      // Budgets on: each user's calls are reserved and settled in their spend object.
+      USER_BUDGET_USD: "100",
     },
   });
 });
@@ -35,6 +38,27 @@ async function conversationOf(user, message) {
   anthropic.script({ text: "Noted." });
   await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message }, as(user)));
   return id;
+}
+
+/** The period totals the spend objects hold, one per object that holds one (a user's spend
+ * object is named by the user, its file by a hash: the totals are told apart by count). */
+async function spendTotals() {
+  const { readdirSync } = await import("node:fs");
+  const path = await import("node:path");
+  const { DatabaseSync } = await import("node:sqlite");
+  const files = readdirSync(persistDir, { recursive: true }).filter((f) => /UserSpend[/\\][0-9a-f]+\.sqlite$/.test(f));
+  const totals = [];
+  for (const file of files) {
+    const db = new DatabaseSync(path.join(persistDir, file), { readOnly: true });
+    try {
+      if (db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'spend'").get()) {
+        for (const row of db.prepare("SELECT state FROM spend").all()) totals.push(JSON.parse(row.state));
+      }
+    } finally {
+      db.close();
+    }
+  }
+  return totals;
 }
 
 /** Rows anywhere in D1 that belong to `owner`, by table (one query). */
@@ -68,6 +92,7 @@ test("DELETE /v1/me leaves nothing of the caller and nothing of anyone else touc
   const [{ id: fileId }] = await d1Query(persistDir, `SELECT id FROM files WHERE conversation_id = '${alices[1]}'`);
   const bobs = await conversationOf("bob", "Bob's.");
   const bobBefore = await rowsOf("key:bob");
+  assert.equal((await spendTotals()).length, 2, "alice's and bob's spend objects hold their totals");
 
   const r = await api(worker.url, "DELETE", "/v1/me", undefined, as("alice"));
   assert.equal(r.status, 202);
@@ -81,6 +106,7 @@ test("DELETE /v1/me leaves nothing of the caller and nothing of anyone else touc
   assert.equal(await (await d1Query(persistDir, `SELECT COUNT(*) AS n FROM files WHERE id = '${fileId}'`))[0].n, 0);
   const line = await worker.logLine((l) => l.event === "erasure" && l.user === "key:alice");
   assert.equal(line.conversations_deleted, 3);
+  assert.equal((await spendTotals()).length, 1, "alice's spend object holds nothing; bob's is untouched");
 
   // Bob's data is as it was, and his conversation goes on.
   assert.deepEqual(await rowsOf("key:bob"), bobBefore);
