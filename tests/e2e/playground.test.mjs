@@ -405,3 +405,31 @@ test("a scheduled turn that comes due while the page is open streams into it wit
     await until("the schedule shown as run", async () => /ran .*completed/.test(await page.getByTestId("schedule").innerText()));
   });
 });
+
+test("a scheduled turn that waits behind the page's own turn streams into the page when that turn ends", async () => {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
+  // Each turn's answer by what it was asked, whichever comes first.
+  anthropic.respond = (body) => JSON.stringify(body.messages.at(-1)).includes("drink water")
+    ? { text: "Your reminder: drink some water, slowly and often.", writes: "event", gapMs: 120 }
+    : { text: "The page's own answer, taking its time. ".repeat(8), writes: "event", gapMs: 100 };
+  try {
+    await onPage("scheduled-after-own-turn", async (page) => {
+      await page.goto(`${worker.url}/#c=${id}`);
+      await page.getByTestId("input").waitFor();
+      // Due 3 s from now, while the page's own turn (about 6 s) streams; the list reads it when
+      // that turn starts.
+      assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Remind the user to drink water.", delay_seconds: 3 })).status, 201);
+      await send(page, "Tell me something slowly.");
+      await until("the schedule listed", async () => (await page.getByTestId("schedule").count()) === 1);
+      await until("the page's own answer", async () => (await answerText(page)).includes("taking its time"));
+      await until("the scheduled answer", async () => (await page.locator(".messages").innerText()).includes("drink some water, slowly and often."), 30_000);
+      await idle(page);
+      // In order: the page's own answer, the schedule's notice, its answer.
+      const shown = await page.locator(".messages").innerText();
+      const at = (text) => shown.indexOf(text);
+      assert.ok(at("taking its time") >= 0 && at("taking its time") < at("Scheduled turn: Remind the user to drink water.") && at("Scheduled turn") < at("drink some water, slowly"), shown);
+    });
+  } finally {
+    anthropic.respond = null;
+  }
+});

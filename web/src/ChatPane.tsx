@@ -164,24 +164,27 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
     }
   }
 
-  const wasBusy = useRef(busy);
-  useEffect(() => {
-    if (wasBusy.current && !busy && queueRef.current.length > 0) void settle();
-    wasBusy.current = busy;
-  }, [busy]);
 
   /**
-   * A schedule came due: its turn starts now, or when the running one ends (whose end this page
-   * follows anyway). Follow it from its start as a reload would; if it has already ended (or was
+   * A schedule came due: its turn starts now, or when the running one ends (then this waits for
+   * that end). Follow it from its start as a reload would; if it has already ended (or was
    * refused), show what is stored.
    */
   const busyRef = useRef(busy);
   busyRef.current = busy;
+  /** A schedule came due while this page's own turn ran: follow it when that turn ends. */
+  const dueWaiting = useRef(false);
   const followScheduled = useCallback(async () => {
+    if (busyRef.current) {
+      dueWaiting.current = true;
+      return;
+    }
     try {
       for (let attempt = 0; attempt < 10 && !busyRef.current; attempt++) {
         const { state, messages: converted } = await storedView(id);
-        if (state.status === "running") {
+        // Its turn has begun once its notice is stored: the stream is then a message after it
+        // (read sooner, it would be taken for more of the last answer).
+        if (state.status === "running" && converted.at(-1)?.role === "system") {
           setMessages(converted);
           await resumeStream();
           break;
@@ -194,6 +197,19 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
       setProblem(e instanceof Error ? e.message : String(e));
     }
   }, [id, setMessages, resumeStream]);
+
+  // A turn of this page's ended: what it queued comes next, or a schedule that came due meanwhile.
+  const wasBusy = useRef(busy);
+  useEffect(() => {
+    if (wasBusy.current && !busy) {
+      if (queueRef.current.length > 0) void settle();
+      else if (dueWaiting.current) {
+        dueWaiting.current = false;
+        void followScheduled();
+      }
+    }
+    wasBusy.current = busy;
+  }, [busy]);
 
   async function submit() {
     const text = input.trim();

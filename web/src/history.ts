@@ -135,7 +135,9 @@ export function toUiMessages(stored: Stored[], status: ConversationState["status
         // A schedule's instruction started the turn that follows it.
         const text = row.schedule ? `Scheduled turn: ${row.text ?? ""}` : (row.text ?? "");
         const notice = { type: "data-notice", data: { kind: row.kind, text } } as any;
-        const open = openAssistant();
+        // A scheduled turn's notice starts an exchange of its own: the answer that follows it
+        // (streamed into the page when it runs) is a new message, not more of the last one.
+        const open = row.schedule ? undefined : openAssistant();
         if (open) open.parts.push(notice);
         else out.push({ id: row.id, role: "system", parts: [notice] });
         break;
