@@ -1,9 +1,10 @@
 //! Erasing a user (`DELETE /v1/me`, or an admin's `DELETE /v1/admin/users/{user}`): every
 //! conversation they own goes as a `DELETE` takes one (running turns cancelled first, history,
 //! artifacts, files, the objects' storage), then what outlives conversations (their spend
-//! object's period total, their usage ledger, their budget). The request is recorded first (`erasures`), answered 202, and
-//! the erasure runs after the answer; should it not end (the Worker's time after a response is
-//! short), the scheduled run finishes it. Nobody else's data is touched: every query is by owner.
+//! object's period total, their usage ledger, their budget). The request is recorded first
+//! (`erasures`), answered 202, and the erasure runs after the answer; should it not end (the
+//! Worker's time after a response is short), the scheduled run finishes it. Nobody else's data
+//! is touched: every query is by owner.
 
 use serde_json::json;
 use worker::{console_error, console_log, Env};

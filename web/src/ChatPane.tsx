@@ -164,7 +164,6 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
     }
   }
 
-
   /**
    * A schedule came due: its turn starts now, or when the running one ends (then this waits for
    * that end). Follow it from its start as a reload would; if it has already ended (or was

@@ -18,11 +18,23 @@ use crate::edge::platform::push_body::PushBody;
 use crate::edge::protocol::{
     ChatStart, Delivery, Handover, TurnConversation, TurnRequest, ELSEWHERE, UNKNOWN_CONVERSATION,
 };
-use crate::llm::{ContentBlock, FileKind};
+use crate::llm::{Attachment, ContentBlock, FileKind};
 use futures::channel::oneshot;
 use futures::StreamExt;
 use std::rc::Rc;
 use worker::Response;
+
+/// The files a user message carries.
+fn files_of(message: &AgentMessage) -> impl Iterator<Item = &Attachment> {
+    let content = match message {
+        AgentMessage::User { content } => content.as_slice(),
+        _ => &[],
+    };
+    content.iter().filter_map(|b| match b {
+        ContentBlock::File(file) => Some(file),
+        _ => None,
+    })
+}
 
 /// The reader of the request that starts a turn.
 enum OwnReader {
@@ -40,16 +52,7 @@ impl Object {
         conversation: &TurnConversation,
         message: &AgentMessage,
     ) -> std::result::Result<(), ApiError> {
-        let AgentMessage::User { content } = message else {
-            return Ok(());
-        };
-        let mut files = content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::File(file) => Some(file),
-                _ => None,
-            })
-            .peekable();
+        let mut files = files_of(message).peekable();
         // A message without files reads no configuration.
         if files.peek().is_none() {
             return Ok(());
@@ -274,7 +277,7 @@ impl Object {
         // A new message is answered at once: the stream starts before the history loads, and a
         // failure to prepare ends it with an error chunk. Answers, retries and a new chat's
         // first message are checked against D1 first, so a bad one is refused with its status.
-        if stream && new_message && !new_chat {
+        if let (OwnReader::Body(body), true, false) = (&own_reader, new_message, new_chat) {
             claimed.announce();
             let object = self.clone();
             self.state.wait_until(async move {
@@ -286,12 +289,7 @@ impl Object {
                     .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
                     .await;
             });
-            return match own_reader {
-                OwnReader::Body(body) => sse(&body),
-                OwnReader::Collected(_) => {
-                    Err(ApiError::Internal("a streamed turn unstreamed".into()))
-                }
-            };
+            return sse(body);
         }
         let ready = prepare(
             &turn_env,
@@ -374,16 +372,7 @@ impl Object {
     /// Worker stored before the object knew the message was taken already and which no history
     /// names (best effort: a failure is logged and leaves the file).
     async fn discard_files(&self, message: &AgentMessage) {
-        let AgentMessage::User { content } = message else {
-            return;
-        };
-        let ids: Vec<String> = content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::File(file) => Some(file.id.clone()),
-                _ => None,
-            })
-            .collect();
+        let ids: Vec<String> = files_of(message).map(|f| f.id.clone()).collect();
         if ids.is_empty() {
             return;
         }
