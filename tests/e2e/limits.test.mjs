@@ -48,14 +48,23 @@ test("a /v1/chat id cannot start a conversation past MAX_CONVERSATIONS_PER_USER 
   const kept = (await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.map((c) => c.id);
   const made = [];
   while (kept.length + made.length < 3) made.push((await (await create()).json()).id);
-  const chat = (id) => api(worker.url, "POST", "/v1/chat", { id, messages: [{ id: `m-${id}`, role: "user", parts: [{ type: "text", text: "hi" }] }] });
-  // A client's own id, and one shaped like a conversation id that is nobody's.
-  // The same id refused twice: a refusal leaves nothing behind that lets the next one through.
-  for (const id of ["chat-new", "0123456789abcdef0123456789abcdef", "chat-new"]) {
-    const refused = await chat(id);
-    assert.equal(refused.status, 429, id);
+  const chat = (id, extra = {}) => api(worker.url, "POST", "/v1/chat", { id, messages: [{ id: `m-${id}`, role: "user", parts: [{ type: "text", text: "hi" }] }], ...extra });
+  // A client's own id: a streamed chat is answered before its conversation is counted, so its
+  // refusal ends the stream; unstreamed, it is a 429. Refused again: a refusal leaves nothing
+  // behind that lets the next one through.
+  for (const attempt of [1, 2]) {
+    const { chunks } = await readUiStream(await chat("chat-new"));
+    assert.deepEqual(chunks.map((c) => c.type), ["start", "error", "finish"], `attempt ${attempt}`);
+    assert.match(chunks[1].errorText, /you keep 3 conversations, the most this deployment allows; delete one/);
+    const refused = await chat("chat-new", { stream: false });
+    assert.equal(refused.status, 429);
     assert.match((await refused.json()).error.message, /you keep 3 conversations/);
   }
+  // An id shaped like a conversation's that is nobody's is looked up in D1 before anything is
+  // answered: a 429 even when streamed.
+  const unknown = await chat("0123456789abcdef0123456789abcdef");
+  assert.equal(unknown.status, 429);
+  assert.match((await unknown.json()).error.message, /you keep 3 conversations/);
   assert.equal((await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.length, 3, "nothing was stored");
   // An existing conversation still takes messages through /v1/chat.
   anthropic.script({ text: "Still here." });
@@ -78,10 +87,9 @@ test("two new chats racing for a user's last place: one starts, the other is ref
   while (listed.length + made.length < 2) made.push((await (await create()).json()).id);
   anthropic.script({ text: "Only one of you." });
   const chat = (id) => api(worker.url, "POST", "/v1/chat", { id, messages: [{ id: `m-${id}`, role: "user", parts: [{ type: "text", text: "hi" }] }] });
-  const answers = await Promise.all(["race-a", "race-b"].map(chat));
-  const statuses = answers.map((r) => r.status).sort();
-  assert.deepEqual(statuses, [200, 429], "exactly one takes the last place");
-  for (const r of answers) await r.text();
+  const answers = await Promise.all(["race-a", "race-b"].map(async (id) => (await readUiStream(await chat(id))).chunks));
+  const ended = answers.map((chunks) => (chunks.some((c) => c.type === "error") ? "refused" : "answered")).sort();
+  assert.deepEqual(ended, ["answered", "refused"], "exactly one takes the last place");
   assert.equal((await (await api(worker.url, "GET", "/v1/conversations")).json()).conversations.length, 3);
   for (const id of made) await api(worker.url, "DELETE", `/v1/conversations/${id}`);
 });

@@ -112,7 +112,7 @@ impl Object {
             });
         // `kept`: the row this object keeps already, not written again. `new_chat`: perhaps a
         // new conversation, created within its owner's count with the turn's history (one
-        // round trip, before anything is answered: a refusal is a 429).
+        // round trip; a streamed turn's refusal comes in its stream).
         let mut new_chat = false;
         let (conversation, kept) = match conversation {
             Some(given) => (given, false),
@@ -274,10 +274,11 @@ impl Object {
         } else {
             OwnReader::Collected(claimed.log.attach().map_err(log_full)?)
         };
-        // A new message is answered at once: the stream starts before the history loads, and a
-        // failure to prepare ends it with an error chunk. Answers, retries and a new chat's
-        // first message are checked against D1 first, so a bad one is refused with its status.
-        if let (OwnReader::Body(body), true, false) = (&own_reader, new_message, new_chat) {
+        // A new message is answered at once, a new chat's first one too: the stream starts
+        // before the history loads, and a failure to prepare (a chat past its owner's
+        // `MAX_CONVERSATIONS_PER_USER` among them) ends it with an error chunk. Answers and
+        // retries are checked against D1 first, so a bad one is refused with its status.
+        if let (OwnReader::Body(body), true) = (&own_reader, new_message) {
             claimed.announce();
             let object = self.clone();
             self.state.wait_until(async move {
