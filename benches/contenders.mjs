@@ -18,8 +18,8 @@ export function contenders(vars) {
 
   /** This Worker (`main`: another build's entry), as the e2e harness runs it: anonymous callers,
    * no per-user message limit. */
-  async function edgeAgent(main, v8Flags) {
-    const worker = await start({ main, v8Flags, migrations: path.join(ROOT, "migrations"), vars: { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
+  async function edgeAgent(main, v8Flags, inspectorPort) {
+    const worker = await start({ main, v8Flags, inspectorPort, migrations: path.join(ROOT, "migrations"), vars: { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
     let n = 0;
     worker.complete = uiStreamComplete;
     worker.turn = () => chatMessage(`${worker.url}/v1/chat`, `bench-${Date.now()}-${n++}`, "Say something long.");
@@ -38,8 +38,8 @@ export function contenders(vars) {
   }
 
   /** `floorVars`: `{ FLOOR_WITHOUT_D1: "1" }` leaves its D1 round trips out. */
-  async function floor(floorVars = {}) {
-    const worker = await start({ config: path.join(ROOT, "benches/workers/floor.toml"), migrations: path.join(ROOT, "migrations"), vars: floorVars });
+  async function floor(floorVars = {}, inspectorPort = undefined) {
+    const worker = await start({ config: path.join(ROOT, "benches/workers/floor.toml"), migrations: path.join(ROOT, "migrations"), vars: floorVars, inspectorPort });
     let n = 0;
     worker.complete = uiStreamComplete;
     worker.turn = () => chatMessage(worker.url, `floor-${Date.now()}-${n++}`, "Say something long.");
