@@ -116,6 +116,17 @@ test("a provider that stalls mid-answer ends the turn with a timeout; one that s
   assert.equal(anthropic.requests.length - before, 2);
 });
 
+test("a provider that answers slowly but never falls silent for PROVIDER_IDLE_TIMEOUT_MS is not timed out", async () => {
+  const id = await conversation();
+  // An event every 300 ms, for longer than the 1.5 s idle timeout in all.
+  anthropic.script({ text: "Slow, but never silent.", writes: "event", burst: 1, gapMs: 300 });
+  const started = Date.now();
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "take your time" }));
+  assert.ok(Date.now() - started > 1_500, "the answer took longer than the idle timeout");
+  assert.equal(chunks.find((c) => c.type === "error"), undefined);
+  assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Slow, but never silent.");
+});
+
 test("a conversation keeps at most 50 messages waiting for its turn; the next is a 429", async () => {
   const id = await conversation();
   anthropic.script({ text: "a slow answer, one piece at a time", gapMs: 40 });

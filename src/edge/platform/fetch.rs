@@ -1,6 +1,6 @@
 //! `HttpTransport` over the Workers `fetch`: how Layer 1 reaches providers at the edge.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -61,14 +61,17 @@ impl FetchTransport {
     /// the idle timeout.
     async fn watched(
         &self,
-        sent: impl Future<Output = Result<HttpResponse, String>>,
+        sent: impl Future<Output = Result<Fetched, String>>,
     ) -> Result<HttpResponse, String> {
         let Some(idle_ms) = self.idle_timeout_ms else {
-            return sent.await;
+            return Ok(sent.await?.response);
         };
         let timer = Delay::from(Duration::from_millis(idle_ms));
-        let mut response = match futures::future::select(Box::pin(sent), timer).await {
-            futures::future::Either::Left((response, _)) => response?,
+        let Fetched {
+            mut response,
+            bytes_came,
+        } = match futures::future::select(Box::pin(sent), timer).await {
+            futures::future::Either::Left((fetched, _)) => fetched?,
             futures::future::Either::Right(_) => return Err(idle_timeout(idle_ms)),
         };
         response.body = Box::pin(IdleWatch {
@@ -76,6 +79,7 @@ impl FetchTransport {
             idle_ms,
             timer: Box::pin(Delay::from(Duration::from_millis(idle_ms))),
             last_bytes_at: now_ms(),
+            bytes_came,
             done: false,
         });
         Ok(response)
@@ -90,6 +94,9 @@ struct IdleWatch {
     idle_ms: u64,
     timer: Pin<Box<Delay>>,
     last_bytes_at: i64,
+    /// When a piped body's bytes came, as `bulk_read.js` read the clock for them: noted per
+    /// chunk without a call out for the time.
+    bytes_came: Option<Rc<Cell<i64>>>,
     done: bool,
 }
 
@@ -101,7 +108,7 @@ impl Stream for IdleWatch {
             return Poll::Ready(None);
         }
         if let Poll::Ready(item) = self.body.poll_next_unpin(cx) {
-            self.last_bytes_at = now_ms();
+            self.last_bytes_at = self.bytes_came.as_ref().map_or_else(now_ms, |at| at.get());
             return Poll::Ready(item);
         }
         while self.timer.as_mut().poll(cx).is_ready() {
@@ -121,9 +128,9 @@ async fn send(
     method: &str,
     request: HttpRequest,
     signal: Option<&AbortSignal>,
-) -> Result<HttpResponse, String> {
+) -> Result<Fetched, String> {
     let body = (method == "POST").then_some(request.body.as_str());
-    respond(
+    fetched(
         new_request(method, &request.url, &request.headers, body, signal)?,
         Redirect::Follow,
     )
@@ -183,6 +190,16 @@ enum Redirect {
 }
 
 async fn respond(outgoing: web_sys::Request, redirect: Redirect) -> Result<HttpResponse, String> {
+    Ok(fetched(outgoing, redirect).await?.response)
+}
+
+/// A response, with when its body's bytes last came if they are piped to us.
+struct Fetched {
+    response: HttpResponse,
+    bytes_came: Option<Rc<Cell<i64>>>,
+}
+
+async fn fetched(outgoing: web_sys::Request, redirect: Redirect) -> Result<Fetched, String> {
     let sent = if redirect == Redirect::Manual {
         let init = web_sys::RequestInit::new();
         init.set_redirect(web_sys::RequestRedirect::Manual);
@@ -197,15 +214,24 @@ async fn respond(outgoing: web_sys::Request, redirect: Redirect) -> Result<HttpR
     let response = Response::from(response);
     let status = response.status_code();
     let headers = response.headers().entries().collect();
+    let mut bytes_came = None;
     let body: ByteStream = match response.body() {
-        ResponseBody::Stream(stream) => Box::pin(Piped::new(stream)?),
+        ResponseBody::Stream(stream) => {
+            let piped = Piped::new(stream)?;
+            bytes_came = Some(Rc::clone(&piped.bytes_came));
+            Box::pin(piped)
+        }
         ResponseBody::Body(bytes) => Box::pin(futures::stream::iter([Ok(bytes.clone())])),
         ResponseBody::Empty => Box::pin(futures::stream::empty()),
     };
-    Ok(HttpResponse {
+    let response = HttpResponse {
         status,
         headers,
         body,
+    };
+    Ok(Fetched {
+        response,
+        bytes_came,
     })
 }
 
@@ -221,6 +247,8 @@ const GATHER_MS: i64 = 3;
 /// profiled under workerd, about ten times the decoding.
 pub(crate) struct Piped {
     received: Rc<RefCell<Received>>,
+    /// The time of the latest read's bytes (`Date.now()` in `bulk_read.js`).
+    bytes_came: Rc<Cell<i64>>,
     _write: Closure<dyn FnMut(JsValue, u32, f64)>,
     _gathered: Closure<dyn FnMut()>,
 }
@@ -276,8 +304,11 @@ impl Piped {
         });
         let gathered_fn: js_sys::Function = gathered.as_ref().clone().unchecked_into();
         let sink_received = Rc::clone(&received);
+        let bytes_came = Rc::new(Cell::new(0));
+        let sink_came = Rc::clone(&bytes_came);
         let write = Closure::<dyn FnMut(JsValue, u32, f64)>::new(
             move |chunk: JsValue, length: u32, at: f64| {
+                sink_came.set(at as i64);
                 // `bulk_read.js` hands `Uint8Array`s, their length and the time they came: no new
                 // view, and one call out per read (the copy) rather than three.
                 let chunk: js_sys::Uint8Array = chunk.unchecked_into();
@@ -336,6 +367,7 @@ impl Piped {
         });
         Ok(Self {
             received,
+            bytes_came,
             _write: write,
             _gathered: gathered,
         })
