@@ -22,6 +22,7 @@ pub mod schedules;
 pub mod schema;
 pub mod state;
 pub mod stats;
+mod tool_calls;
 pub mod tools;
 mod turn;
 
@@ -32,8 +33,9 @@ pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
 pub use state::{AgentState, Approval, CancelToken, LocalQueues, Queues, ToolAnswers};
 pub use stats::{CallStats, TurnStats};
+pub use tool_calls::{DENIED, SKIPPED_FOR_STEERING};
 pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
     pending_calls, run_agent_turn, CallPlan, ContextTransform, ProviderResolver, Resolved,
-    TurnOutcome, CANCELLED, DENIED, MOVED_ON, SKIPPED_FOR_STEERING,
+    TurnOutcome, CANCELLED, MOVED_ON,
 };

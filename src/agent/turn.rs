@@ -11,31 +11,25 @@
 //!   for each tool call: drain steering first (a message skips the rest), then run it;
 //!   client tools and unapproved calls pause the turn
 //! ```
+//!
+//! The tool calls of a step are run by [`super::tool_calls`].
 
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
-use async_trait::async_trait;
-use serde_json::Value;
-
-use super::{AgentEvent, AgentMessage, AgentState, ToolKind, ToolRegistry, TurnEndInfo, TurnHooks};
+use super::{AgentEvent, AgentMessage, AgentState, ToolRegistry, TurnEndInfo, TurnHooks};
 use crate::llm::transform::prepare_for;
 use crate::llm::{
     LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, StopReason, ToolCall, ToolResult,
 };
-
-/// The result content of a tool call skipped because the user sent a new message.
-pub const SKIPPED_FOR_STEERING: &str = "skipped: the user sent a new message";
+use async_trait::async_trait;
 
 /// The result content given to pending calls when the user sends a new message instead.
 pub const MOVED_ON: &str = "no result: the user moved on";
 
 /// The result content of a tool call not run because the turn was cancelled.
 pub const CANCELLED: &str = "not run: the turn was cancelled";
-
-/// The result content of a tool call a person did not approve (a reason may follow).
-pub const DENIED: &str = "denied: the user did not approve this call";
 
 /// What an LLM call is about to ask for, so a resolver can hold its worst case against a budget.
 #[derive(Clone, Copy)]
@@ -113,8 +107,9 @@ pub async fn run_agent_turn(
             // Behind a `dyn Future`: the tool machinery then stays a function of its own rather
             // than being inlined into this loop, and a Worker compiles it (V8 compiles a wasm
             // function whole) only for turns that call tools.
-            let tools_run: Pin<Box<dyn Future<Output = Option<TurnOutcome>> + '_>> =
-                Box::pin(run_tools(&pending, state, tools, hooks, emit, started));
+            let tools_run: Pin<Box<dyn Future<Output = Option<TurnOutcome>> + '_>> = Box::pin(
+                super::tool_calls::run_tools(&pending, state, tools, hooks, emit, started),
+            );
             if let Some(paused) = tools_run.await {
                 return paused;
             }
@@ -351,291 +346,13 @@ pub fn pending_calls(messages: &[AgentMessage]) -> Vec<ToolCall> {
         .collect()
 }
 
-/// Runs one answer's tool calls in order, with a steering check before each. `Some` when the
-/// turn must pause for client results or approvals.
-async fn run_tools(
-    calls: &[ToolCall],
-    state: &mut AgentState,
-    tools: &ToolRegistry,
-    hooks: &dyn TurnHooks,
-    emit: &mut dyn FnMut(AgentEvent<'_>),
-    started: web_time::Instant,
-) -> Option<TurnOutcome> {
-    let mut client_calls = Vec::new();
-    let mut approvals = Vec::new();
-    let mut i = 0;
-    while i < calls.len() {
-        let call = &calls[i];
-        i += 1;
-        if state.cancel.is_cancelled() {
-            for call in &calls[i - 1..] {
-                add_message(
-                    state,
-                    hooks,
-                    AgentMessage::ToolResult(error_result(call, CANCELLED)),
-                )
-                .await;
-            }
-            return Some(TurnOutcome::Cancelled);
-        }
-        let steering = state.queues.drain_steering().await;
-        if !steering.is_empty() {
-            let skipped = &calls[i - 1..];
-            for call in skipped {
-                let result = error_result(call, SKIPPED_FOR_STEERING);
-                add_message(state, hooks, AgentMessage::ToolResult(result)).await;
-            }
-            inject(state, hooks, emit, skipped, steering).await;
-            return None;
-        }
-        // Past a limit, the remaining calls are answered with why they did not run, so the
-        // model sees it and every call keeps a result.
-        let refusal = if let Some(message) = deadline_passed(state, started) {
-            Some(format!("not run: {message}"))
-        } else if state.tool_calls >= state.max_tool_calls {
-            Some(format!(
-                "not run: {} tool calls were made in this turn (MAX_TOOL_CALLS)",
-                state.max_tool_calls
-            ))
-        } else {
-            None
-        };
-        if let Some(message) = refusal {
-            fail_call(state, hooks, emit, call, message).await;
-            continue;
-        }
-        // Consecutive calls to tools that allow it run together (within MAX_TOOL_CALLS).
-        let room = state.max_tool_calls.saturating_sub(state.tool_calls) as usize;
-        let batch_end = (i - 1..calls.len())
-            .take(room)
-            .take_while(|&j| concurrent(tools, &calls[j]))
-            .last()
-            .map_or(i - 1, |j| j + 1);
-        if batch_end > i {
-            run_concurrently(&calls[i - 1..batch_end], state, tools, hooks, emit).await;
-            i = batch_end;
-            continue;
-        }
-        match tools.classify(&call.name) {
-            Some(ToolKind::Server(tool)) => execute(tool, call, state, hooks, emit).await,
-            Some(ToolKind::NeedsApproval(tool)) => match state.answers.approvals.remove(&call.id) {
-                Some(decision) if decision.approved => {
-                    execute(tool, call, state, hooks, emit).await
-                }
-                Some(decision) => {
-                    emit(AgentEvent::ToolDenied {
-                        call,
-                        reason: decision.reason.as_deref(),
-                    });
-                    let message = match &decision.reason {
-                        Some(reason) => format!("{DENIED}: {reason}"),
-                        None => DENIED.to_string(),
-                    };
-                    add_message(
-                        state,
-                        hooks,
-                        AgentMessage::ToolResult(error_result(call, &message)),
-                    )
-                    .await;
-                }
-                None => approvals.push(call.clone()),
-            },
-            Some(ToolKind::Client(_)) => match state.answers.results.remove(&call.id) {
-                Some((content, is_error)) => {
-                    let result = ToolResult {
-                        tool_call_id: call.id.clone(),
-                        tool_name: call.name.clone(),
-                        content,
-                        is_error,
-                    };
-                    add_message(state, hooks, AgentMessage::ToolResult(result)).await;
-                }
-                None => client_calls.push(call.clone()),
-            },
-            None => {
-                fail_call(
-                    state,
-                    hooks,
-                    emit,
-                    call,
-                    format!("unknown tool `{}`", call.name),
-                )
-                .await
-            }
-        }
-    }
-    if !approvals.is_empty() {
-        emit(AgentEvent::ApprovalRequest { calls: &approvals });
-    }
-    if !client_calls.is_empty() {
-        emit(AgentEvent::ClientToolRequest {
-            calls: &client_calls,
-        });
-    }
-    if !approvals.is_empty() {
-        Some(TurnOutcome::AwaitingApproval(approvals))
-    } else if !client_calls.is_empty() {
-        Some(TurnOutcome::AwaitingToolResults(client_calls))
-    } else {
-        None
-    }
-}
-
-fn concurrent(tools: &ToolRegistry, call: &ToolCall) -> bool {
-    matches!(tools.classify(&call.name), Some(ToolKind::Server(tool)) if tool.concurrent())
-}
-
-/// Runs several concurrent-safe server tools at once; records their results in call order.
-async fn run_concurrently(
-    calls: &[ToolCall],
-    state: &mut AgentState,
-    tools: &ToolRegistry,
-    hooks: &dyn TurnHooks,
-    emit: &mut dyn FnMut(AgentEvent<'_>),
-) {
-    let runs = calls
-        .iter()
-        .filter_map(|call| match tools.classify(&call.name) {
-            Some(ToolKind::Server(tool)) => Some(invoke(tool, call, state)),
-            _ => None,
-        });
-    let outcomes = futures::future::join_all(runs).await;
-    for (call, (output, is_error, duration_ms)) in calls.iter().zip(outcomes) {
-        state.tool_calls += 1;
-        record(call, output, is_error, duration_ms, state, hooks, emit).await;
-    }
-}
-
-/// Runs a server tool (arguments checked, timeout applied) and records its result.
-async fn execute(
-    tool: &dyn super::ServerTool,
-    call: &ToolCall,
-    state: &mut AgentState,
-    hooks: &dyn TurnHooks,
-    emit: &mut dyn FnMut(AgentEvent<'_>),
-) {
-    state.tool_calls += 1;
-    let (output, is_error, duration_ms) = invoke(tool, call, state).await;
-    record(call, output, is_error, duration_ms, state, hooks, emit).await;
-}
-
-/// One tool call: (output, is_error, duration in ms).
-async fn invoke(
-    tool: &dyn super::ServerTool,
-    call: &ToolCall,
-    state: &AgentState,
-) -> (Value, bool, u64) {
-    let tool_started = web_time::Instant::now();
-    let result = match checked_arguments(call, &tool.definition().input_schema) {
-        Ok(arguments) => {
-            run_with_timeout(tool.call_as(&call.id, arguments), state, &call.name).await
-        }
-        Err(e) => Err(e),
-    };
-    let duration_ms = tool_started.elapsed().as_millis() as u64;
-    match result {
-        Ok(output) => (output, false, duration_ms),
-        Err(message) => (Value::String(message), true, duration_ms),
-    }
-}
-
-/// Reports a finished call and stores its result.
-async fn record(
-    call: &ToolCall,
-    output: Value,
-    is_error: bool,
-    duration_ms: u64,
-    state: &mut AgentState,
-    hooks: &dyn TurnHooks,
-    emit: &mut dyn FnMut(AgentEvent<'_>),
-) {
-    emit(AgentEvent::ToolExecution {
-        call,
-        output: &output,
-        is_error,
-        duration_ms,
-    });
-    let result = ToolResult {
-        tool_call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-        content: match output {
-            Value::String(s) => s,
-            other => other.to_string(),
-        },
-        is_error,
-    };
-    add_message(state, hooks, AgentMessage::ToolResult(result)).await;
-}
-
-/// A call that did not run: reported and recorded as an error result.
-async fn fail_call(
-    state: &mut AgentState,
-    hooks: &dyn TurnHooks,
-    emit: &mut dyn FnMut(AgentEvent<'_>),
-    call: &ToolCall,
-    message: String,
-) {
-    let output = Value::String(message);
-    emit(AgentEvent::ToolExecution {
-        call,
-        output: &output,
-        is_error: true,
-        duration_ms: 0,
-    });
-    let message = output.as_str().unwrap_or_default();
-    add_message(
-        state,
-        hooks,
-        AgentMessage::ToolResult(error_result(call, message)),
-    )
-    .await;
-}
-
-/// The call's arguments if they are an object that fits the tool's schema, else a message that
-/// tells the model what to fix.
-fn checked_arguments<'c>(
-    call: &'c ToolCall,
-    schema: &Value,
-) -> Result<&'c serde_json::Map<String, Value>, String> {
-    let arguments = call.arguments()?;
-    let problems = super::schema::validate(schema, &call.input);
-    if problems.is_empty() {
-        Ok(arguments)
-    } else {
-        Err(format!(
-            "invalid arguments for `{}`: {}. Fix them and call the tool again.",
-            call.name,
-            problems.join("; ")
-        ))
-    }
-}
-
 /// The deadline message, if `TURN_DEADLINE_MS` has passed.
-fn deadline_passed(state: &AgentState, started: web_time::Instant) -> Option<String> {
+pub(super) fn deadline_passed(state: &AgentState, started: web_time::Instant) -> Option<String> {
     let deadline = state.turn_deadline_ms?;
     let elapsed = started.elapsed().as_millis() as u64;
     (elapsed >= deadline).then(|| {
         format!("the turn ran {elapsed} ms, past its deadline of {deadline} ms (TURN_DEADLINE_MS)")
     })
-}
-
-/// Runs a tool, giving up after `TOOL_TIMEOUT_MS` when a timer is available.
-async fn run_with_timeout(
-    call: impl std::future::Future<Output = Result<Value, String>>,
-    state: &AgentState,
-    name: &str,
-) -> Result<Value, String> {
-    let (Some(timer), Some(ms)) = (&state.timer, state.tool_timeout_ms) else {
-        return call.await;
-    };
-    let call = std::pin::pin!(call);
-    let timeout = std::pin::pin!(timer.sleep(ms));
-    match futures::future::select(call, timeout).await {
-        futures::future::Either::Left((result, _)) => result,
-        futures::future::Either::Right(_) => Err(format!(
-            "`{name}` did not finish within {ms} ms (TOOL_TIMEOUT_MS)"
-        )),
-    }
 }
 
 /// An answer cut short (cancelled, or failed mid-stream) whose provider never reported its
@@ -665,7 +382,7 @@ pub fn charge_unreported(answer: &mut crate::llm::AssistantMessage, input: impl 
     }
 }
 
-fn error_result(call: &ToolCall, message: &str) -> ToolResult {
+pub(super) fn error_result(call: &ToolCall, message: &str) -> ToolResult {
     ToolResult {
         tool_call_id: call.id.clone(),
         tool_name: call.name.clone(),
@@ -674,7 +391,11 @@ fn error_result(call: &ToolCall, message: &str) -> ToolResult {
     }
 }
 
-async fn add_message(state: &mut AgentState, hooks: &dyn TurnHooks, message: AgentMessage) {
+pub(super) async fn add_message(
+    state: &mut AgentState,
+    hooks: &dyn TurnHooks,
+    message: AgentMessage,
+) {
     if let Err(e) = hooks.on_message(&message).await {
         hooks.warn(&format!(
             "on_message failed for a {} message; the turn goes on: {e}",
@@ -684,7 +405,7 @@ async fn add_message(state: &mut AgentState, hooks: &dyn TurnHooks, message: Age
     state.messages.push(message);
 }
 
-async fn inject(
+pub(super) async fn inject(
     state: &mut AgentState,
     hooks: &dyn TurnHooks,
     emit: &mut dyn FnMut(AgentEvent<'_>),
