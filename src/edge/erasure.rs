@@ -3,8 +3,9 @@
 //! artifacts, files, the objects' storage), then what outlives conversations (their spend
 //! object's period total, their usage ledger, their budget). The request is recorded first
 //! (`erasures`), answered 202, and the erasure runs after the answer; should it not end (the
-//! Worker's time after a response is short), the scheduled run finishes it. Nobody else's data
-//! is touched: every query is by owner.
+//! Worker's time after a response is short), the scheduled run finishes it. While the request's
+//! row is there no new conversation of the user's is made (`Store::refused_conversation`).
+//! Nobody else's data is touched: every query is by owner.
 
 use serde_json::json;
 use worker::{console_error, console_log, Env};

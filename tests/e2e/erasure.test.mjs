@@ -137,3 +137,21 @@ test("an erasure that did not end is finished by the scheduled run", async () =>
   assert.deepEqual(await rowsOf("key:ops"), { conversations: 0, messages: 0, ledger: 0, budgets: 0, erasures: 0 });
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("ops"))).status, 404);
 });
+
+test("while a user is being erased, no conversation of theirs starts: it would outlive the erasure", async () => {
+  // As if alice's erasure were running: it deletes the conversations it finds, so one begun
+  // now must wait until it has finished.
+  await d1Query(persistDir, `INSERT INTO erasures (owner, requested_by, requested_at) VALUES ('key:alice', 'key:alice', ${Date.now()})`);
+  const before = await rowsOf("key:alice");
+  const created = await api(worker.url, "POST", "/v1/conversations", {}, as("alice"));
+  assert.equal(created.status, 409);
+  assert.match((await created.json()).error.message, /your data is being erased .*once the erasure has finished/);
+  const chat = (extra = {}) => api(worker.url, "POST", "/v1/chat", { id: "during-erasure", messages: [{ id: "m", role: "user", parts: [{ type: "text", text: "hi" }] }], ...extra }, as("alice"));
+  const { chunks } = await readUiStream(await chat());
+  assert.match(chunks.find((c) => c.type === "error").errorText, /your data is being erased/);
+  assert.equal((await chat({ stream: false })).status, 409);
+  assert.deepEqual(await rowsOf("key:alice"), before, "nothing of alice's was stored");
+  // The erasure over, she starts again.
+  await d1Query(persistDir, "DELETE FROM erasures WHERE owner = 'key:alice'");
+  assert.equal((await api(worker.url, "POST", "/v1/conversations", {}, as("alice"))).status, 201);
+});

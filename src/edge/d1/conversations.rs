@@ -46,7 +46,7 @@ impl Conversation {
 }
 
 /// The 429 of a user who keeps `max` conversations.
-pub(crate) fn too_many_conversations(max: u32) -> ApiError {
+fn too_many_conversations(max: u32) -> ApiError {
     ApiError::TooManyRequests {
         message: format!(
             "you keep {max} conversations, the most this deployment allows; delete one to start \
@@ -57,14 +57,41 @@ pub(crate) fn too_many_conversations(max: u32) -> ApiError {
 }
 
 impl Store {
-    /// Creates `c` unless its owner keeps `max` conversations already (a 429 saying so).
+    /// Creates `c` unless its owner keeps `max` conversations already or is being erased
+    /// ([`Self::refused_conversation`] says which).
     pub async fn create_conversation(&self, c: &Conversation, max: u32) -> Result<(), ApiError> {
         self.tick(1);
         let statement = self.insert_conversation_within(c, max, "RETURNING id")?;
         if rows::all::<Created>(&statement).await?.is_empty() {
-            return Err(too_many_conversations(max));
+            return Err(self.refused_conversation(&c.owner, max).await);
         }
         Ok(())
+    }
+
+    /// Why a new conversation of `owner`'s was not made: they are being erased (a 409: whatever
+    /// started now would outlive the erasure), or they keep `max` already (a 429). One more
+    /// read, on the refusal's path only.
+    pub async fn refused_conversation(&self, owner: &str, max: u32) -> ApiError {
+        self.tick(1);
+        let erasing = match self
+            .db
+            .prepare("SELECT 1 AS found FROM erasures WHERE owner = ?1")
+            .bind(&[owner.into()])
+        {
+            Ok(statement) => rows::all::<Created>(&statement)
+                .await
+                .map(|r| !r.is_empty()),
+            Err(e) => Err(e.into()),
+        };
+        match erasing {
+            Ok(true) => ApiError::Conflict(
+                "your data is being erased (`DELETE /v1/me`); new conversations can start once \
+                 the erasure has finished"
+                    .into(),
+            ),
+            Ok(false) => too_many_conversations(max),
+            Err(e) => e,
+        }
     }
 
     /// The conversation a `/v1/chat` id names for its caller: `raw_id` when that is one of the
@@ -90,6 +117,7 @@ impl Store {
                          WHERE NOT EXISTS
                            (SELECT 1 FROM conversations WHERE id = ?5 AND owner = ?2)
                            AND (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?6
+                           AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                          ON CONFLICT (id) DO NOTHING",
                     )
                     .bind(&[
@@ -110,17 +138,21 @@ impl Store {
             ],
         )
         .await?;
-        results
+        let found = results
             .get(1)
             .map(rows::results::<Conversation>)
             .transpose()?
-            .and_then(|rows| rows.into_iter().next())
-            // Neither found nor made: the owner keeps as many as they may.
-            .ok_or_else(|| too_many_conversations(max))
+            .and_then(|rows| rows.into_iter().next());
+        // Neither found nor made: the owner keeps as many as they may, or is being erased.
+        match found {
+            Some(conversation) => Ok(conversation),
+            None => Err(self.refused_conversation(&c.owner, max).await),
+        }
     }
 
-    /// Inserts `c` unless its owner keeps `max` conversations already; `tail` ends the
-    /// statement (`RETURNING id`, or `ON CONFLICT (id) DO NOTHING` for a row that may exist).
+    /// Inserts `c` unless its owner keeps `max` conversations already or is being erased (an
+    /// erasure deletes what it finds: a conversation begun after that would outlive it); `tail`
+    /// ends the statement (`RETURNING id`, or `ON CONFLICT (id) DO NOTHING` for a row that may exist).
     pub(super) fn insert_conversation_within(
         &self,
         c: &Conversation,
@@ -136,6 +168,7 @@ impl Store {
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
                  SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8
                  WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?9
+                   AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                  {tail}"
             ))
             .bind(&values)?)

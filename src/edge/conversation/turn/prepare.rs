@@ -6,7 +6,6 @@ use super::{remote_tools, Kickoff, Prepared, Ready, Start, TurnEnv};
 use crate::agent::{pending_calls, AgentMessage, Approval, ToolAnswers, MOVED_ON};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::Recovery;
-use crate::edge::d1::conversations::too_many_conversations;
 use crate::edge::d1::history::CreateRow;
 use crate::edge::d1::{BudgetRead, Conversation, TurnHistory};
 use crate::edge::error::ApiError;
@@ -127,7 +126,7 @@ pub async fn prepare(
             }
         }
         turn_env.storage.forget_conversation()?;
-        return Err(too_many_conversations(max));
+        return Err(store.refused_conversation(&conversation.owner, max).await);
     }
     if together {
         for (_, _, queue_seq) in incoming.drain(..) {
