@@ -72,18 +72,7 @@ impl Store {
     /// started now would outlive the erasure), or they keep `max` already (a 429). One more
     /// read, on the refusal's path only.
     pub async fn refused_conversation(&self, owner: &str, max: u32) -> ApiError {
-        self.tick(1);
-        let erasing = match self
-            .db
-            .prepare("SELECT 1 AS found FROM erasures WHERE owner = ?1")
-            .bind(&[owner.into()])
-        {
-            Ok(statement) => rows::all::<Created>(&statement)
-                .await
-                .map(|r| !r.is_empty()),
-            Err(e) => Err(e.into()),
-        };
-        match erasing {
+        match self.erasing(owner).await {
             Ok(true) => ApiError::Conflict(
                 "your data is being erased (`DELETE /v1/me`); new conversations can start once \
                  the erasure has finished"
@@ -152,7 +141,8 @@ impl Store {
 
     /// Inserts `c` unless its owner keeps `max` conversations already or is being erased (an
     /// erasure deletes what it finds: a conversation begun after that would outlive it); `tail`
-    /// ends the statement (`RETURNING id`, or `ON CONFLICT (id) DO NOTHING` for a row that may exist).
+    /// ends the statement (`RETURNING id`, or `ON CONFLICT (id) DO NOTHING` for a row that may
+    /// exist).
     pub(super) fn insert_conversation_within(
         &self,
         c: &Conversation,

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::rows;
-use super::Store;
+use super::{Created, Store};
 use crate::edge::error::ApiError;
 
 impl Store {
@@ -67,6 +67,16 @@ impl Store {
             .run()
             .await?;
         Ok(())
+    }
+
+    /// Whether `owner`'s erasure is recorded and not finished.
+    pub async fn erasing(&self, owner: &str) -> Result<bool, ApiError> {
+        self.tick(1);
+        let statement = self
+            .db
+            .prepare("SELECT 1 AS found FROM erasures WHERE owner = ?1")
+            .bind(&[owner.into()])?;
+        Ok(rows::first::<Created>(&statement).await?.is_some())
     }
 
     /// Up to `limit` users whose erasure has not finished.
