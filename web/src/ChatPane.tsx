@@ -164,15 +164,15 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
     }
   }
 
+  const busyRef = useRef(busy);
+  busyRef.current = busy;
+  /** A schedule came due while this page's own turn ran: follow it when that turn ends. */
+  const dueWaiting = useRef(false);
   /**
    * A schedule came due: its turn starts now, or when the running one ends (then this waits for
    * that end). Follow it from its start as a reload would; if it has already ended (or was
    * refused), show what is stored.
    */
-  const busyRef = useRef(busy);
-  busyRef.current = busy;
-  /** A schedule came due while this page's own turn ran: follow it when that turn ends. */
-  const dueWaiting = useRef(false);
   const followScheduled = useCallback(async () => {
     if (busyRef.current) {
       dueWaiting.current = true;
