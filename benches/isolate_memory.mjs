@@ -8,40 +8,20 @@
 // shrinks. `read()` gives both, in bytes, after a garbage collection; `sampleHeap()` follows the
 // heap's highest use while work runs.
 
-/** Connects to the user Worker (the script Miniflare names `core:user:`) at `inspectorPort`. */
+import { connectInspector } from "./inspector.mjs";
+
+/** Reads the memory of the user Worker whose workerd's inspector is at `inspectorPort`. */
 export async function isolateMemory(inspectorPort) {
-  const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
-  const target = targets.find((t) => t.title.endsWith("core:user:"));
-  if (!target) throw new Error(`no user Worker among the inspector's targets: ${targets.map((t) => t.title).join(", ")}`);
-  const ws = new WebSocket(target.webSocketDebuggerUrl);
-  await new Promise((resolve, reject) => {
-    ws.onopen = resolve;
-    ws.onerror = reject;
-  });
-  let seq = 0;
-  const pending = new Map();
+  const { send, onEvent, close } = await connectInspector(inspectorPort);
   let context;
-  const contextSeen = new Promise((resolve) => {
-    ws.onmessage = (m) => {
-      const msg = JSON.parse(m.data);
+  const contextSeen = new Promise((resolve) =>
+    onEvent((msg) => {
       if (msg.method === "Runtime.executionContextCreated") {
         context ??= msg.params.context.id;
         resolve();
       }
-      if (msg.id && pending.has(msg.id)) {
-        const { resolve: done, reject } = pending.get(msg.id);
-        pending.delete(msg.id);
-        if (msg.error) reject(new Error(`${msg.error.message} (inspector)`));
-        else done(msg.result);
-      }
-    };
-  });
-  const send = (method, params = {}) =>
-    new Promise((resolve, reject) => {
-      const id = ++seq;
-      pending.set(id, { resolve, reject });
-      ws.send(JSON.stringify({ id, method, params }));
-    });
+    }),
+  );
   await send("Runtime.enable");
   await contextSeen;
 
@@ -87,6 +67,6 @@ export async function isolateMemory(inspectorPort) {
         },
       };
     },
-    close: () => ws.close(),
+    close,
   };
 }

@@ -20,6 +20,7 @@ import path from "node:path";
 import { LONG_ANSWER, fillConversation } from "./answers.mjs";
 import { execFileSync, spawn } from "node:child_process";
 import { ROOT, anthropicLoopback, chatMessage, chatSession, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
+import { connectInspector } from "./inspector.mjs";
 import { startMiniflare } from "./miniflare.mjs";
 import { cpuMs } from "./workerd.mjs";
 
@@ -96,29 +97,19 @@ if (PERF) await withPerf();
 else await withInspector();
 
 async function withInspector() {
-  const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
-  const target = targets.find((t) => t.webSocketDebuggerUrl) ?? targets[0];
-  const ws = new WebSocket(target.webSocketDebuggerUrl);
-  await new Promise((r, e) => { ws.onopen = r; ws.onerror = e; });
-  let seq = 0;
-  const pending = new Map();
-  ws.onmessage = (m) => {
-    const msg = JSON.parse(m.data);
-    if (msg.id && pending.has(msg.id)) { pending.get(msg.id)(msg); pending.delete(msg.id); }
-  };
-  const send = (method, params = {}) => new Promise((r) => { const id = ++seq; pending.set(id, r); ws.send(JSON.stringify({ id, method, params })); });
+  const inspector = await connectInspector(inspectorPort);
+  const send = inspector.send;
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 100 });
   await send("Profiler.start");
   const before = cpuMs(worker.pid);
   for (let i = 0; i < TURNS; i++) await turn(i);
   const perTurn = (cpuMs(worker.pid) - before) / TURNS;
-  const { result } = await send("Profiler.stop");
-  ws.close();
+  const { profile } = await send("Profiler.stop");
+  inspector.close();
   await worker.stop();
   await anthropic.close();
 
-  const profile = result.profile;
   const out = path.join(ROOT, "target", "worker.cpuprofile");
   fs.writeFileSync(out, JSON.stringify(profile));
   const dt = new Map();
