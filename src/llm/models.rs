@@ -453,7 +453,7 @@ impl Registry {
 }
 
 /// The registry entry `model` is, or is a dated snapshot of (`claude-sonnet-4-5-20250929`), else
-/// [`UNKNOWN`]. Local Ollama models cost nothing.
+/// `UNKNOWN`. Local Ollama models cost nothing.
 pub fn lookup(model: &ModelRef) -> ModelInfo {
     let full = model.to_string();
     let found = MODELS

@@ -74,7 +74,7 @@ impl Cron {
     }
 
     /// The first occurrence strictly after `after_ms`, or `None` if none comes within
-    /// [`SEARCH_YEARS`].
+    /// `SEARCH_YEARS` years.
     pub fn next_after(&self, after_ms: i64) -> Option<i64> {
         let mut t = after_ms.div_euclid(MS_PER_SECOND) + 1;
         let limit = fields(t).year + SEARCH_YEARS;

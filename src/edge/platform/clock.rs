@@ -4,8 +4,8 @@
 //! I/O completes, between the runs of tasks. So every reading taken during one poll of a task
 //! gives the same time, and each is a call out of wasm. A streamed turn handles hundreds of
 //! events in one poll (a read's worth of tokens) and wants the time for each (the turn's
-//! figures, the chunk log's batching): [`PollClock`] reads it for the first and hands the
-//! same reading to the rest, and [`PollClock::ticking`] forgets it whenever the task is polled
+//! figures, the chunk log's batching): `PollClock` reads it for the first and hands the
+//! same reading to the rest, and `PollClock::ticking` forgets it whenever the task is polled
 //! again, when the time may have moved.
 
 use std::cell::Cell;

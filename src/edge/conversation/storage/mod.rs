@@ -8,12 +8,12 @@
 //! - `inbox`: messages waiting for a turn, with the ids their D1 rows will have
 //! - `paused`: what the last turn waits for, and the client tools it offered
 //! - `chunks`: the running turn's UI stream, in batches, for readers that re-attach
-//! - `schedules`: the conversation's scheduled turns ([`schedules`])
+//! - `schedules`: the conversation's scheduled turns (its `schedules` module)
 //! - `marks`: rare facts by name: the conversation is being deleted ([`DELETED`]), its queue
 //!   failed to start ([`FAILED_STARTS`])
 //!
 //! The object is its storage's only writer, so what it has read or written stays true until it
-//! writes again: [`Known`] remembers it, and a read of something known costs no SQL. Opening an
+//! writes again: `Known` remembers it, and a read of something known costs no SQL. Opening an
 //! object with tables reads it all in the statement that makes what is missing of them, so a
 //! turn of an idle conversation makes only its writes (recording and ending the turn, saving
 //! the conversation's row).

@@ -22,7 +22,7 @@ use crate::llm::{AssistantMessage, LlmError, Provider};
 pub trait BudgetStore {
     /// The user's budget now, as the ledger has it, or `None` when they have none.
     async fn budget(&self) -> Result<Option<Budget>, ApiError>;
-    /// Reserves a call's worst case against the user's spend (see [`super::spend`]).
+    /// Reserves a call's worst case against the user's spend (see [`crate::edge::spend`]).
     async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError>;
     /// Settles a call that ended.
     async fn settle(&self, settle: &Settle);
