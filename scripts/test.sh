@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Everything: formatting, lints, the layer rule, the playground's types, native tests, the wasm
-# build (and the playground's), end-to-end tests (the playground's in Chromium).
+# Everything: formatting, lints, the docs' links, the layer rule, the playground's types, native
+# tests, the wasm build (and the playground's), end-to-end tests (the playground's in Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*" >&2; }
@@ -13,6 +13,9 @@ cargo fmt --check
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --quiet --all-targets -- -D warnings
+
+step "cargo doc: no broken links, none to private items"
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps
 
 step "layers: llm and agent never import the platform"
 if grep -rnE '(^|[^_a-z])worker::|use worker\b|extern crate worker' src/llm src/agent; then
