@@ -3,6 +3,7 @@
 
 use serde::Deserialize;
 
+use super::params::BindParams;
 use super::rows;
 use super::{Created, Store};
 use crate::agent::artifacts::{first_line, Artifact, ArtifactKind, ArtifactSummary, Author};
@@ -65,14 +66,14 @@ impl Store {
                 .prepare(
                     "SELECT * FROM artifacts WHERE conversation_id = ?1 AND id = ?2 AND version = ?3",
                 )
-                .bind(&[conversation_id.into(), id.into(), f64::from(v).into()])?,
+                .bind_params(&[conversation_id.into(), id.into(), f64::from(v).into()])?,
             None => self
                 .db
                 .prepare(
                     "SELECT * FROM artifacts WHERE conversation_id = ?1 AND id = ?2
                      ORDER BY version DESC LIMIT 1",
                 )
-                .bind(&[conversation_id.into(), id.into()])?,
+                .bind_params(&[conversation_id.into(), id.into()])?,
         };
         let Some(row) = rows::first::<ArtifactRow>(&statement).await? else {
             return Ok(None);
@@ -103,8 +104,7 @@ impl Store {
         &self,
         conversation_id: &str,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
-        Ok(self
-            .db
+        self.db
             .prepare(
                 "SELECT a.id, a.title, a.kind, a.version, a.updated_at,
                         substr(a.content, 1, 400) AS content
@@ -114,7 +114,7 @@ impl Store {
                    WHERE b.conversation_id = a.conversation_id AND b.id = a.id)
                  ORDER BY a.created_at, a.id",
             )
-            .bind(&[conversation_id.into()])?)
+            .bind_params(&[conversation_id.into()])
     }
 
     /// Stores a new version. Someone else having written that version first is a conflict; an
@@ -143,7 +143,7 @@ impl Store {
                                   WHERE conversation_id = ?1) < ?10
                  RETURNING version",
             )
-            .bind(&[
+            .bind_params(&[
                 conversation_id.into(),
                 artifact.id.as_str().into(),
                 f64::from(artifact.version).into(),

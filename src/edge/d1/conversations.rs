@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use worker::wasm_bindgen::JsValue;
 
+use super::params::{BindParams, Param};
 use super::rows;
-use super::{opt, Created, Store};
+use super::{Created, Store};
 use crate::edge::error::ApiError;
 
 /// A conversation row as the API returns it.
@@ -109,10 +109,10 @@ impl Store {
                            AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                          ON CONFLICT (id) DO NOTHING",
                     )
-                    .bind(&[
+                    .bind_params(&[
                         c.id.as_str().into(),
                         c.owner.as_str().into(),
-                        opt(&c.title),
+                        c.title.as_deref().into(),
                         (c.created_at as f64).into(),
                         raw_id.into(),
                         f64::from(max).into(),
@@ -123,7 +123,7 @@ impl Store {
                          WHERE owner = ?2 AND (id = ?1 OR id = ?3)
                          ORDER BY id = ?1 DESC LIMIT 1",
                     )
-                    .bind(&[raw_id.into(), c.owner.as_str().into(), c.id.as_str().into()])?,
+                    .bind_params(&[raw_id.into(), c.owner.as_str().into(), c.id.as_str().into()])?,
             ],
         )
         .await?;
@@ -151,8 +151,7 @@ impl Store {
     ) -> Result<worker::D1PreparedStatement, ApiError> {
         let mut values = conversation_values(c);
         values.push(f64::from(max).into());
-        Ok(self
-            .db
+        self.db
             .prepare(format!(
                 "INSERT INTO conversations
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
@@ -161,7 +160,7 @@ impl Store {
                    AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                  {tail}"
             ))
-            .bind(&values)?)
+            .bind_params(&values)
     }
 
     pub(super) fn insert_conversation(
@@ -169,14 +168,13 @@ impl Store {
         c: &Conversation,
         on_conflict: &str,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
-        Ok(self
-            .db
+        self.db
             .prepare(format!(
                 "INSERT INTO conversations
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) {on_conflict}"
             ))
-            .bind(&conversation_values(c))?)
+            .bind_params(&conversation_values(c))
     }
 
     pub async fn conversation(
@@ -192,7 +190,7 @@ impl Store {
                     "SELECT * FROM conversations WHERE owner = ?2 AND (id = ?1 OR id = ?3)
                      ORDER BY id = ?1 DESC LIMIT 1",
                 )
-                .bind(&[id.into(), owner.into(), scoped_id(owner, id).into()])?,
+                .bind_params(&[id.into(), owner.into(), scoped_id(owner, id).into()])?,
         )
         .await
     }
@@ -215,7 +213,7 @@ impl Store {
                    AND (created_at < ?2 OR (created_at = ?2 AND id < ?3))
                  ORDER BY created_at DESC, id DESC LIMIT ?4",
                 )
-                .bind(&[
+                .bind_params(&[
                     owner.into(),
                     (created.min(1 << 52) as f64).into(),
                     id.into(),
@@ -246,16 +244,16 @@ impl Store {
         let statements = vec![
             self.db
                 .prepare("DELETE FROM messages WHERE conversation_id = ?1")
-                .bind(&[id.into()])?,
+                .bind_params(&[id.into()])?,
             self.db
                 .prepare("DELETE FROM artifacts WHERE conversation_id = ?1")
-                .bind(&[id.into()])?,
+                .bind_params(&[id.into()])?,
             self.db
                 .prepare("DELETE FROM files WHERE conversation_id = ?1")
-                .bind(&[id.into()])?,
+                .bind_params(&[id.into()])?,
             self.db
                 .prepare("DELETE FROM conversations WHERE id = ?1 AND owner = ?2")
-                .bind(&[id.into(), owner.into()])?,
+                .bind_params(&[id.into(), owner.into()])?,
         ];
         Ok(Some(super::changes(&self.db.batch(statements).await?)))
     }
@@ -278,7 +276,7 @@ impl Store {
                 "SELECT id, owner FROM conversations WHERE updated_at < ?1
                  ORDER BY updated_at LIMIT ?2",
             )
-            .bind(&[(before_ms as f64).into(), f64::from(limit).into()])?;
+            .bind_params(&[(before_ms as f64).into(), f64::from(limit).into()])?;
         Ok(super::rows::all::<Idle>(&statement)
             .await?
             .into_iter()
@@ -324,7 +322,7 @@ fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::E
 
 /// A conversation row's values, bound as `?1` to `?8` (id, owner, title, system, model,
 /// metadata, created, toolsets).
-fn conversation_values(c: &Conversation) -> Vec<JsValue> {
+fn conversation_values(c: &Conversation) -> Vec<Param<'_>> {
     let metadata = c.metadata.as_ref().map(Value::to_string);
     let toolsets = c
         .toolsets
@@ -333,12 +331,12 @@ fn conversation_values(c: &Conversation) -> Vec<JsValue> {
     vec![
         c.id.as_str().into(),
         c.owner.as_str().into(),
-        opt(&c.title),
-        opt(&c.system),
-        opt(&c.model),
-        opt(&metadata),
+        c.title.as_deref().into(),
+        c.system.as_deref().into(),
+        c.model.as_deref().into(),
+        metadata.into(),
         (c.created_at as f64).into(),
-        opt(&toolsets),
+        toolsets.into(),
     ]
 }
 

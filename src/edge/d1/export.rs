@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::params::BindParams;
 use super::rows;
 use super::{Created, Store};
 use crate::edge::error::ApiError;
@@ -15,7 +16,7 @@ impl Store {
         let statement = self
             .db
             .prepare("SELECT * FROM artifacts WHERE conversation_id = ?1 ORDER BY id, version")
-            .bind(&[conversation_id.into()])?;
+            .bind_params(&[conversation_id.into()])?;
         rows::all(&statement).await
     }
 
@@ -28,7 +29,7 @@ impl Store {
                 "SELECT id, media_type, size, name, created_at FROM files
                  WHERE conversation_id = ?1 ORDER BY created_at, id",
             )
-            .bind(&[conversation_id.into()])?;
+            .bind_params(&[conversation_id.into()])?;
         rows::all(&statement).await
     }
 
@@ -47,7 +48,7 @@ impl Store {
                         cache_read_tokens, cache_write_tokens, cost_usd, created_at
                  FROM usage_ledger WHERE owner = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
             )
-            .bind(&[owner.into(), (after as f64).into(), f64::from(limit).into()])?;
+            .bind_params(&[owner.into(), (after as f64).into(), f64::from(limit).into()])?;
         rows::all(&statement).await
     }
 }
@@ -63,7 +64,7 @@ impl Store {
         self.tick(1);
         self.db
             .prepare("INSERT OR IGNORE INTO erasures (owner, requested_by, requested_at) VALUES (?1, ?2, ?3)")
-            .bind(&[owner.into(), by.into(), (now_ms as f64).into()])?
+            .bind_params(&[owner.into(), by.into(), (now_ms as f64).into()])?
             .run()
             .await?;
         Ok(())
@@ -75,7 +76,7 @@ impl Store {
         let statement = self
             .db
             .prepare("SELECT 1 AS found FROM erasures WHERE owner = ?1")
-            .bind(&[owner.into()])?;
+            .bind_params(&[owner.into()])?;
         Ok(rows::first::<Created>(&statement).await?.is_some())
     }
 
@@ -89,7 +90,7 @@ impl Store {
         let statement = self
             .db
             .prepare("SELECT owner FROM erasures ORDER BY requested_at LIMIT ?1")
-            .bind(&[f64::from(limit).into()])?;
+            .bind_params(&[f64::from(limit).into()])?;
         Ok(rows::all::<Pending>(&statement)
             .await?
             .into_iter()
@@ -110,7 +111,7 @@ impl Store {
         .map(|table| {
             self.db
                 .prepare(format!("DELETE FROM {table} = ?1"))
-                .bind(&[owner.into()])
+                .bind_params(&[owner.into()])
         })
         .collect::<Result<Vec<_>, _>>()?;
         Ok(super::changes(&self.db.batch(statements).await?))

@@ -3,6 +3,7 @@
 
 use serde::Deserialize;
 
+use super::params::BindParams;
 use super::rows;
 use super::Store;
 use crate::edge::error::ApiError;
@@ -30,7 +31,7 @@ impl Store {
             .prepare(
                 "SELECT media_type, size, name FROM files WHERE conversation_id = ?1 AND id = ?2",
             )
-            .bind(&[conversation_id.into(), id.into()])?;
+            .bind_params(&[conversation_id.into(), id.into()])?;
         rows::first(&statement).await
     }
 
@@ -40,7 +41,7 @@ impl Store {
         let statement = self
             .db
             .prepare("SELECT id FROM files WHERE conversation_id = ?1")
-            .bind(&[conversation_id.into()])?;
+            .bind_params(&[conversation_id.into()])?;
         Ok(rows::all::<Id>(&statement)
             .await?
             .into_iter()

@@ -3,9 +3,9 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-use worker::wasm_bindgen::JsValue;
 
 use super::artifacts::{summaries, ArtifactRow};
+use super::params::{BindParams, Param};
 use super::rows;
 use super::usage::{budget_from, BudgetRead, UsageRow};
 use super::{Conversation, Created, Store};
@@ -100,7 +100,7 @@ impl Store {
                     "SELECT MAX(seq) AS seq FROM messages
                  WHERE conversation_id = ?1 AND kind = 'user' AND superseded = 0",
                 )
-                .bind(&[conversation_id.into()])?,
+                .bind_params(&[conversation_id.into()])?,
         )
         .await?
         .and_then(|l| l.seq);
@@ -109,7 +109,7 @@ impl Store {
         };
         self.db
             .prepare("UPDATE messages SET superseded = 1 WHERE conversation_id = ?1 AND seq > ?2")
-            .bind(&[conversation_id.into(), (seq as f64).into()])?
+            .bind_params(&[conversation_id.into(), (seq as f64).into()])?
             .run()
             .await?;
         Ok(true)
@@ -172,7 +172,7 @@ impl Store {
         batch.push(
             self.db
                 .prepare("SELECT seq FROM messages WHERE id = ?1")
-                .bind(&[message_id.into()])?,
+                .bind_params(&[message_id.into()])?,
         );
         let results = rows::batch(&self.db, &batch).await?;
         let seq = results
@@ -211,7 +211,7 @@ impl Store {
                     "SELECT id, seq FROM messages
                      WHERE conversation_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
                 )
-                .bind(&[conversation_id.into(), serde_json::to_string(&ids)?.into()])?,
+                .bind_params(&[conversation_id.into(), serde_json::to_string(&ids)?.into()])?,
         );
         let results = rows::batch(&self.db, &batch).await?;
         #[derive(Deserialize)]
@@ -240,7 +240,7 @@ impl Store {
             &self
                 .db
                 .prepare("SELECT seq FROM messages WHERE conversation_id = ?1 AND id = ?2")
-                .bind(&[conversation_id.into(), message_id.into()])?,
+                .bind_params(&[conversation_id.into(), message_id.into()])?,
         )
         .await?;
         Ok(found.map(|row| row.seq))
@@ -278,15 +278,15 @@ impl Store {
             AgentMessage::Assistant(a) => (Some(a.model.as_str()), Some(a.provider.as_str())),
             _ => (None, None),
         };
-        Ok(self.db.prepare(sql).bind(&[
+        self.db.prepare(sql).bind_params(&[
             conversation_id.into(),
             message_id.into(),
             message.kind().into(),
             body.into(),
-            model.map(Into::into).unwrap_or(JsValue::NULL),
-            provider.map(Into::into).unwrap_or(JsValue::NULL),
+            model.map(Into::into).unwrap_or(Param::Null),
+            provider.map(Into::into).unwrap_or(Param::Null),
             (now_ms as f64).into(),
-        ])?)
+        ])
     }
 
     fn touch(
@@ -294,10 +294,9 @@ impl Store {
         conversation_id: &str,
         now_ms: i64,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
-        Ok(self
-            .db
+        self.db
             .prepare("UPDATE conversations SET updated_at = ?2 WHERE id = ?1")
-            .bind(&[conversation_id.into(), (now_ms as f64).into()])?)
+            .bind_params(&[conversation_id.into(), (now_ms as f64).into()])
     }
 
     /// Mirrors a compaction in one batch: stores `summary` (if any) and marks the rows it
@@ -321,13 +320,13 @@ impl Store {
             .prepare(format!(
                 "UPDATE messages SET compacted = 1 WHERE conversation_id = ?1 AND seq IN ({list})"
             ))
-            .bind(&[conversation_id.into()])?];
+            .bind_params(&[conversation_id.into()])?];
         if let Some((id, message)) = summary {
             statements.push(self.insert_message(conversation_id, id, message, now_ms)?);
             statements.push(
                 self.db
                     .prepare("SELECT seq FROM messages WHERE id = ?1")
-                    .bind(&[id.into()])?,
+                    .bind_params(&[id.into()])?,
             );
         }
         let results = rows::batch(&self.db, &statements).await?;
@@ -389,7 +388,7 @@ impl Store {
             batch.push(
                 self.db
                     .prepare("SELECT 1 AS kept FROM conversations WHERE id = ?1")
-                    .bind(&[conversation_id.into()])?,
+                    .bind_params(&[conversation_id.into()])?,
             );
         }
         let stored = batch.len();
@@ -397,7 +396,7 @@ impl Store {
         batch.push(
             self.db
                 .prepare(HISTORY)
-                .bind(&[conversation_id.into(), alongside.into()])?,
+                .bind_params(&[conversation_id.into(), alongside.into()])?,
         );
         batch.push(self.artifacts_statement(conversation_id)?);
         if let Some(read) = &budget {
@@ -490,7 +489,7 @@ impl Store {
                     "SELECT seq, id, body, created_at, superseded, compacted FROM messages
                  WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
                 )
-                .bind(&[
+                .bind_params(&[
                     conversation_id.into(),
                     (after as f64).into(),
                     (limit.min(1 << 40) as f64).into(),

@@ -6,10 +6,9 @@
 //! - [`usage`]: the usage ledger and budgets
 //! - [`artifacts`]: artifacts and their versions
 //! - [`files`]: the files attached to messages; [`export`]: a user's data whole (export, erasure)
-//! - [`rows`]: reading D1's results into Rust types
+//! - [`rows`]: reading D1's results into Rust types; [`params`]: binding a statement's parameters
 //! - [`shards`]: which D1 database holds an owner's data
 
-use worker::wasm_bindgen::JsValue;
 use worker::D1Database;
 
 pub mod artifacts;
@@ -17,6 +16,7 @@ pub mod conversations;
 pub mod export;
 pub mod files;
 pub mod history;
+pub mod params;
 pub mod rows;
 pub mod shards;
 pub mod usage;
@@ -72,13 +72,6 @@ fn changes(results: &[worker::D1Result]) -> u64 {
         .iter()
         .filter_map(|r| r.meta().ok().flatten()?.changes)
         .sum::<usize>() as u64
-}
-
-fn opt(v: &Option<String>) -> JsValue {
-    match v {
-        Some(s) => s.as_str().into(),
-        None => JsValue::NULL,
-    }
 }
 
 /// A row whose presence is the answer: one an `INSERT ... RETURNING` wrote (none when its

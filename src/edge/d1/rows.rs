@@ -139,7 +139,7 @@ fn stringify(value: &JsValue) -> Result<String, ApiError> {
 }
 
 /// D1's error, with its cause (where D1 puts the SQLite message).
-fn d1_error(e: JsValue) -> ApiError {
+pub(super) fn d1_error(e: JsValue) -> ApiError {
     let message = |v: &JsValue| {
         Reflect::get(v, &"message".into())
             .ok()

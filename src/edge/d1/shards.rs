@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use super::params::BindParams;
 use super::rows;
 use crate::edge::error::ApiError;
 
@@ -65,9 +66,9 @@ pub async fn binding_of(
                  WHERE true
                  ON CONFLICT (owner) DO NOTHING",
             )
-            .bind(&[owner.into(), home.as_str().into(), new.into()])?,
+            .bind_params(&[owner.into(), home.as_str().into(), new.into()])?,
             db.prepare("SELECT shard FROM owner_shards WHERE owner = ?1")
-                .bind(&[owner.into()])?,
+                .bind_params(&[owner.into()])?,
         ],
     )
     .await?;

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use worker::wasm_bindgen::JsValue;
 
+use super::params::BindParams;
 use super::rows;
 use super::Store;
 use crate::edge::budget::{Budget, Period};
@@ -60,15 +61,14 @@ impl Store {
         now_ms: i64,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
         let usage = row.usage;
-        Ok(self
-            .db
+        self.db
             .prepare(
                 "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
                    output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at,
                    estimated)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )
-            .bind(&[
+            .bind_params(&[
                 row.owner.into(),
                 conversation_id.into(),
                 row.model.into(),
@@ -77,10 +77,10 @@ impl Store {
                 (usage.output_tokens as f64).into(),
                 (usage.cache_read_tokens as f64).into(),
                 (usage.cache_write_tokens as f64).into(),
-                row.cost_usd.map(JsValue::from_f64).unwrap_or(JsValue::NULL),
+                row.cost_usd.into(),
                 (now_ms as f64).into(),
                 f64::from(u8::from(usage.estimated)).into(),
-            ])?)
+            ])
     }
 
     /// `owner`'s budget now: their own row, else `default` (limit, period); `None` when neither
@@ -108,14 +108,14 @@ impl Store {
         Ok([
             self.db
                 .prepare("SELECT limit_usd, period, warned_period FROM budgets WHERE user = ?1")
-                .bind(&[owner.into()])?,
+                .bind_params(&[owner.into()])?,
             self.db
                 .prepare(
                     "SELECT SUM(CASE WHEN created_at >= ?2 THEN cost_usd ELSE 0 END) AS day_usd,
                             SUM(cost_usd) AS month_usd
                      FROM usage_ledger WHERE owner = ?1 AND created_at >= ?3",
                 )
-                .bind(&[
+                .bind_params(&[
                     owner.into(),
                     (day_start as f64).into(),
                     (month_start as f64).into(),
@@ -136,7 +136,7 @@ impl Store {
                 "INSERT INTO budgets (user, warned_period, updated_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (user) DO UPDATE SET warned_period = excluded.warned_period",
             )
-            .bind(&[
+            .bind_params(&[
                 owner.into(),
                 (period_start as f64).into(),
                 (now_ms as f64).into(),
@@ -161,7 +161,7 @@ impl Store {
                  ON CONFLICT (user) DO UPDATE SET limit_usd = excluded.limit_usd,
                    period = excluded.period, updated_at = excluded.updated_at",
             )
-            .bind(&[
+            .bind_params(&[
                 owner.into(),
                 limit_usd.into(),
                 period.as_str().into(),
@@ -188,7 +188,7 @@ impl Store {
                      FROM usage_ledger WHERE owner = ?1 AND created_at >= ?2
                      GROUP BY provider, model ORDER BY SUM(cost_usd) DESC, model",
                 )
-                .bind(&[owner.into(), (since_ms as f64).into()])?,
+                .bind_params(&[owner.into(), (since_ms as f64).into()])?,
         )
         .await
     }
