@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::artifacts::{summaries, ArtifactRow};
-use super::params::{BindParams, Param};
+use super::params::BindParams;
 use super::rows;
 use super::usage::{budget_from, BudgetRead, UsageRow};
 use super::{Conversation, Created, Store};
@@ -283,8 +283,8 @@ impl Store {
             message_id.into(),
             message.kind().into(),
             body.into(),
-            model.map(Into::into).unwrap_or(Param::Null),
-            provider.map(Into::into).unwrap_or(Param::Null),
+            model.into(),
+            provider.into(),
             (now_ms as f64).into(),
         ])
     }

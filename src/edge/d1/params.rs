@@ -25,12 +25,6 @@ impl<'a> From<&'a str> for Param<'a> {
     }
 }
 
-impl<'a> From<&'a String> for Param<'a> {
-    fn from(text: &'a String) -> Self {
-        Param::Text(Cow::Borrowed(text))
-    }
-}
-
 impl From<String> for Param<'_> {
     fn from(text: String) -> Self {
         Param::Text(Cow::Owned(text))
