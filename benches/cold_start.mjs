@@ -4,8 +4,9 @@
 // pass-through and the platform floor (benches/contenders.mjs), BENCH_COLD_STARTS (10) times
 // each, a new workerd is started (one Worker in it, served by Miniflare) and sent one "hi";
 // printed are the medians of the workerd's CPU at startup (the runtime's own start, the same
-// for all, and the script's evaluation), the first "hi"'s CPU, and its time to first byte and
-// to the end. The starts are taken in rounds, one of each Worker per round. Also started each
+// for all, and the script's evaluation), the first "hi"'s CPU, and its time to first byte, to
+// the answer's first text and to the end (this Worker's first byte is its stream's `start`,
+// sent before the model is asked; the first text is what a user sees first). The starts are taken in rounds, one of each Worker per round. Also started each
 // round: a do-nothing script with this Worker's wrangler.toml (benches/workers/bindings.js), since
 // under Miniflare a workerd starts a local simulator for each binding (D1, R2, the rate limiter,
 // the Durable Object classes), which a deployment does not: this Worker's script costs its
@@ -34,6 +35,7 @@ for (let round = 0; round < STARTS; round++) {
       const response = await worker.turn();
       const reader = response.body.getReader();
       let ttfb;
+      let firstText;
       let body = "";
       const decoder = new TextDecoder();
       for (;;) {
@@ -41,11 +43,12 @@ for (let round = 0; round < STARTS; round++) {
         ttfb ??= performance.now() - started;
         if (done) break;
         body += decoder.decode(value, { stream: true });
+        if (firstText === undefined && worker.answering(body)) firstText = performance.now() - started;
       }
       const total = performance.now() - started;
       if (response.status !== 200 || !worker.complete(body)) throw new Error(`${name}: the first "hi" failed: ${response.status} ${body.slice(-300)}`);
       await new Promise((r) => setTimeout(r, 20));
-      samples[i].push({ startup: worker.startupCpuMs, cpu: cpuMs(worker.pid) - before, ttfb, total });
+      samples[i].push({ startup: worker.startupCpuMs, cpu: cpuMs(worker.pid) - before, ttfb, firstText, total });
     } finally {
       await worker.stop();
     }
@@ -59,10 +62,10 @@ await anthropic.close();
 
 const fmt = (n, w = 7) => n.toFixed(1).padStart(w);
 console.log(`\nCold start: a new workerd per sample, its first "hi" (medians of ${STARTS}):`);
-console.log("                         startup CPU ms   first hi CPU ms   both   TTFB ms   total ms");
+console.log("                         startup CPU ms   first hi CPU ms   both   TTFB ms   first text ms   total ms");
 for (const [i, [name]] of kinds.entries()) {
   const of = (key) => median(samples[i].map((s) => s[key]));
-  console.log(`  ${name.padEnd(20)} ${fmt(of("startup"), 12)}   ${fmt(of("cpu"), 14)}   ${fmt(of("startup") + of("cpu"), 5)}   ${fmt(of("ttfb"))}   ${fmt(of("total"), 8)}`);
+  console.log(`  ${name.padEnd(20)} ${fmt(of("startup"), 12)}   ${fmt(of("cpu"), 14)}   ${fmt(of("startup") + of("cpu"), 5)}   ${fmt(of("ttfb"))}   ${fmt(of("firstText"), 13)}   ${fmt(of("total"), 8)}`);
 }
 const startupOf = (i) => median(samples[i].map((s) => s.startup));
 const bare = median(bindingsStartup);

@@ -3,7 +3,8 @@
 // pass-through that only pipes the provider's bytes, the AI SDK's `streamText`, and the
 // platform floor (this design's storage and streaming in plain JavaScript). Each started Worker
 // has `turn()` (a "Say something long." message, as its client sends it) and `complete(body)`
-// (whether a response body is a whole answer).
+// (whether a response body is a whole answer) and `answering(body)` (whether it holds some of the
+// answer's text yet).
 
 import path from "node:path";
 import { bundle, startMiniflare } from "./miniflare.mjs";
@@ -11,6 +12,8 @@ import { ROOT, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 
 /** A UI message stream that ended as `useChat` expects: a `finish` chunk, then `[DONE]`. */
 export const uiStreamComplete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
+/** A UI message stream that has shown some of the answer's text. */
+const uiStreamAnswering = (body) => body.includes('"type":"text-delta"');
 
 export function contenders(vars) {
   const start = ({ config = path.join(ROOT, "wrangler.toml"), vars: own = {}, ...options }) =>
@@ -22,6 +25,7 @@ export function contenders(vars) {
     const worker = await start({ main, v8Flags, inspectorPort, migrations: path.join(ROOT, "migrations"), vars: { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
     let n = 0;
     worker.complete = uiStreamComplete;
+    worker.answering = uiStreamAnswering;
     worker.turn = () => chatMessage(`${worker.url}/v1/chat`, `bench-${Date.now()}-${n++}`, "Say something long.");
     return worker;
   }
@@ -29,6 +33,7 @@ export function contenders(vars) {
   async function passThrough() {
     const worker = await start({ config: path.join(ROOT, "benches/workers/passthrough.toml") });
     worker.complete = (body) => body.includes("event: message_stop");
+    worker.answering = (body) => body.includes('"text_delta"');
     worker.turn = () => fetch(worker.url, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -42,6 +47,7 @@ export function contenders(vars) {
     const worker = await start({ config: path.join(ROOT, "benches/workers/floor.toml"), migrations: path.join(ROOT, "migrations"), vars: floorVars, inspectorPort });
     let n = 0;
     worker.complete = uiStreamComplete;
+    worker.answering = uiStreamAnswering;
     worker.turn = () => chatMessage(worker.url, `floor-${Date.now()}-${n++}`, "Say something long.");
     return worker;
   }
@@ -50,6 +56,7 @@ export function contenders(vars) {
     const main = await bundle(path.join(ROOT, "benches/workers/aisdk.js"), path.join(ROOT, "target/bench/aisdk.js"));
     const worker = await start({ config: path.join(ROOT, "benches/workers/aisdk.toml"), main });
     worker.complete = uiStreamComplete;
+    worker.answering = uiStreamAnswering;
     worker.turn = () => chatMessage(worker.url, "bench", "Say something long.");
     return worker;
   }
