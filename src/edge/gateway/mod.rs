@@ -112,76 +112,70 @@ async fn route(
     if sends {
         budget_check(env, config, user).await?;
     }
-    match (method, segments.as_slice()) {
+    // One await for every handler (each behind the same boxed type), not one per route: the
+    // route table is compiled by every cold request, and each await point is code of its own.
+    let handler = match (method, segments.as_slice()) {
         (Method::Post, ["v1", "chat"]) => {
-            own(routes::chat::post(req, env, config, user, request_id)).await
+            own(routes::chat::post(req, env, config, user, request_id))
         }
         (Method::Get, ["v1", "chat", id, "stream"] | ["v1", "conversations", id, "stream"]) => {
-            own(routes::conversations::stream(env, user, id)).await
+            own(routes::conversations::stream(env, user, id))
         }
         (Method::Post, ["v1", "conversations"]) => {
-            own(routes::conversations::create(req, env, config, user)).await
+            own(routes::conversations::create(req, env, config, user))
         }
-        (Method::Get, ["v1", "conversations"]) => {
-            own(routes::conversations::list(&req, env, user)).await
-        }
+        (Method::Get, ["v1", "conversations"]) => own(routes::conversations::list(&req, env, user)),
         (Method::Get, ["v1", "conversations", id]) => {
-            own(routes::conversations::get(env, user, id)).await
+            own(routes::conversations::get(env, user, id))
         }
-        (Method::Post, ["v1", "conversations", id, "retry"]) => {
-            own(routes::messages::retry(
-                req, env, config, user, id, request_id,
-            ))
-            .await
-        }
+        (Method::Post, ["v1", "conversations", id, "retry"]) => own(routes::messages::retry(
+            req, env, config, user, id, request_id,
+        )),
         (Method::Post, ["v1", "conversations", id, "cancel"]) => {
-            own(routes::conversations::cancel(env, user, id)).await
+            own(routes::conversations::cancel(env, user, id))
         }
         (Method::Delete, ["v1", "conversations", id]) => {
-            own(routes::conversations::delete(env, user, id)).await
+            own(routes::conversations::delete(env, user, id))
         }
-        (Method::Get, ["v1", "models"]) => routes::models::list(config),
-        (Method::Get, ["v1", "usage"]) => own(routes::usage::get(env, config, user)).await,
-        (Method::Get, ["v1", "me", "export"]) => own(routes::me::export(env, user)).await,
-        (Method::Delete, ["v1", "me"]) => own(routes::me::erase(env, ctx, &caller, None)).await,
+        (Method::Get, ["v1", "models"]) => return routes::models::list(config),
+        (Method::Get, ["v1", "usage"]) => own(routes::usage::get(env, config, user)),
+        (Method::Get, ["v1", "me", "export"]) => own(routes::me::export(env, user)),
+        (Method::Delete, ["v1", "me"]) => own(routes::me::erase(env, ctx, &caller, None)),
         (Method::Delete, ["v1", "admin", "users", target]) => {
             let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
-            own(routes::me::erase(env, ctx, &caller, Some(&target))).await
+            return own(routes::me::erase(env, ctx, &caller, Some(&target))).await;
         }
         (Method::Put, ["v1", "admin", "budgets", target]) => {
             let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
-            own(routes::usage::put(req, env, config, &caller, &target)).await
+            return own(routes::usage::put(req, env, config, &caller, &target)).await;
         }
         (Method::Get, ["v1", "conversations", id, "artifacts"]) => {
-            own(routes::artifacts::list(env, user, id)).await
+            own(routes::artifacts::list(env, user, id))
         }
         (Method::Get, ["v1", "conversations", id, "artifacts", artifact]) => {
-            own(routes::artifacts::get(&req, env, user, id, artifact)).await
+            own(routes::artifacts::get(&req, env, user, id, artifact))
         }
         (Method::Put, ["v1", "conversations", id, "artifacts", artifact]) => {
-            own(routes::artifacts::put(req, env, config, user, id, artifact)).await
+            own(routes::artifacts::put(req, env, config, user, id, artifact))
         }
         (Method::Get, ["v1", "conversations", id, "files", file]) => {
-            own(routes::files::get(env, user, id, file)).await
+            own(routes::files::get(env, user, id, file))
         }
         (Method::Post, ["v1", "conversations", id, "schedules"]) => {
-            own(routes::schedules::create(req, env, user, id)).await
+            own(routes::schedules::create(req, env, user, id))
         }
         (Method::Get, ["v1", "conversations", id, "schedules"]) => {
-            own(routes::schedules::list(env, user, id)).await
+            own(routes::schedules::list(env, user, id))
         }
         (Method::Delete, ["v1", "conversations", id, "schedules", schedule]) => {
-            own(routes::schedules::cancel(env, user, id, schedule)).await
+            own(routes::schedules::cancel(env, user, id, schedule))
         }
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
-            own(routes::messages::list(&req, env, user, id)).await
+            own(routes::messages::list(&req, env, user, id))
         }
-        (Method::Post, ["v1", "conversations", id, "messages"]) => {
-            own(routes::messages::send(
-                req, env, config, user, id, request_id,
-            ))
-            .await
-        }
+        (Method::Post, ["v1", "conversations", id, "messages"]) => own(routes::messages::send(
+            req, env, config, user, id, request_id,
+        )),
         (
             _,
             ["healthz"]
@@ -196,11 +190,15 @@ async fn route(
         )
         | (_, ["v1", "conversations", _, "messages" | "stream" | "artifacts" | "schedules"])
         | (_, ["v1", "conversations", _, "artifacts" | "files" | "schedules", _])
-        | (_, ["v1", "chat"] | ["v1", "chat", _, "stream"]) => Err(ApiError::MethodNotAllowed(
-            format!("{:?} is not supported on {path}", req.method()),
-        )),
-        _ => Err(ApiError::NotFound(format!("no route for {path}"))),
-    }
+        | (_, ["v1", "chat"] | ["v1", "chat", _, "stream"]) => {
+            return Err(ApiError::MethodNotAllowed(format!(
+                "{:?} is not supported on {path}",
+                req.method()
+            )))
+        }
+        _ => return Err(ApiError::NotFound(format!("no route for {path}"))),
+    };
+    handler.await
 }
 
 /// A message that would start work for a user whose budget is spent, when no cheaper model
