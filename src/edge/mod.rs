@@ -35,10 +35,10 @@ use worker::Response;
 
 use error::ApiError;
 
-/// A handler's future behind a `dyn Future`, so that its state machine stays a function of its
-/// own instead of being inlined into its caller's: V8 compiles a wasm function whole on its
-/// first call and again, optimised, once it is hot, and a route table with every handler inlined
-/// would be one huge function compiled by every request.
+/// A future (a route's handler, a rarely taken path) behind a `dyn Future`, so that its state
+/// machine stays a function of its own instead of being inlined into its caller's: V8 compiles a
+/// wasm function whole on its first call and again, optimised, once it is hot, and a route table
+/// with every handler inlined would be one huge function compiled by every request.
 pub(crate) fn own<'a, T>(
     handler: impl Future<Output = T> + 'a,
 ) -> Pin<Box<dyn Future<Output = T> + 'a>> {

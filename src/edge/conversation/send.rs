@@ -10,7 +10,6 @@ use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
 use crate::edge::conversation::turn::{choose_model, prepare, Kickoff, Start};
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
 use crate::edge::error::ApiError;
-use crate::edge::json_response;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::files::Files;
 use crate::edge::platform::ids::new_id;
@@ -18,6 +17,7 @@ use crate::edge::platform::push_body::PushBody;
 use crate::edge::protocol::{
     ChatStart, Delivery, Handover, TurnConversation, TurnRequest, ELSEWHERE, UNKNOWN_CONVERSATION,
 };
+use crate::edge::{json_response, own};
 use crate::llm::{Attachment, ContentBlock, FileKind};
 use futures::channel::oneshot;
 use futures::StreamExt;
@@ -126,7 +126,9 @@ impl Object {
                     // The caller's own chat: their database is the conversation's.
                     self.know_shard(&caller).await?;
                     resolving = 1;
-                    match self.resolve_chat(&caller, chat).await? {
+                    // Behind `own` (as the keyed repeat and its files' removal below): rare,
+                    // so kept out of `send`'s own code, which every message compiles and runs.
+                    match own(self.resolve_chat(&caller, chat)).await? {
                         Ok(conversation) => (conversation, false),
                         Err(elsewhere) => return json_response(ELSEWHERE, &elsewhere),
                     }
@@ -155,8 +157,8 @@ impl Object {
             ..
         } = &request
         {
-            if let Some(repeat) = self.repeated(&conversation.id, id).await? {
-                self.discard_files(message).await;
+            if let Some(repeat) = own(self.repeated(&conversation.id, id)).await? {
+                own(self.discard_files(message)).await;
                 return Ok(repeat);
             }
         }
