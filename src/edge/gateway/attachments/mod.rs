@@ -15,6 +15,7 @@ use crate::agent::remote::redirects;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::error::ApiError;
+use crate::edge::own;
 use crate::edge::platform::fetch::FetchTransport;
 use crate::edge::platform::files::Files;
 use crate::edge::platform::ids::new_id;
@@ -92,16 +93,20 @@ pub async fn user_message(
         match (piece, &bucket) {
             (Piece::Text(text), _) if text.is_empty() => {}
             (Piece::Text(text), _) => content.push(ContentBlock::Text { text }),
-            (Piece::File(file), Some(bucket)) => match store_one(bucket, config, file, n).await {
-                Ok(attachment) => {
-                    stored.push(attachment.clone());
-                    content.push(ContentBlock::File(attachment));
+            // Behind `own`, as the removals below: storing files stays out of `user_message`'s
+            // own code, so a message without files (most of them) does not compile it.
+            (Piece::File(file), Some(bucket)) => {
+                match own(store_one(bucket, config, file, n)).await {
+                    Ok(attachment) => {
+                        stored.push(attachment.clone());
+                        content.push(ContentBlock::File(attachment));
+                    }
+                    Err(refused) => {
+                        own(discard_from(bucket, &stored)).await;
+                        return Err(refused);
+                    }
                 }
-                Err(refused) => {
-                    discard_from(bucket, &stored).await;
-                    return Err(refused);
-                }
-            },
+            }
             (Piece::File(_), None) => {}
         }
     }
@@ -118,7 +123,7 @@ pub async fn kept_if_taken(
 ) -> Result<Response, ApiError> {
     let taken = answer.as_ref().is_ok_and(|a| a.status_code() < 300);
     if let (false, false, Some(bucket)) = (taken, stored.is_empty(), Files::from_env(env)) {
-        discard_from(&bucket, stored).await;
+        own(discard_from(&bucket, stored)).await;
     }
     answer
 }
