@@ -112,6 +112,8 @@ async fn route(
     if sends {
         budget_check(env, config, user).await?;
     }
+    // An admin route's target, percent-decoded; it lives as long as the handler borrowing it.
+    let target;
     // One await for every handler (each behind the same boxed type), not one per route: the
     // route table is compiled by every cold request, and each await point is code of its own.
     let handler = match (method, segments.as_slice()) {
@@ -141,13 +143,13 @@ async fn route(
         (Method::Get, ["v1", "usage"]) => own(routes::usage::get(env, config, user)),
         (Method::Get, ["v1", "me", "export"]) => own(routes::me::export(env, user)),
         (Method::Delete, ["v1", "me"]) => own(routes::me::erase(env, ctx, &caller, None)),
-        (Method::Delete, ["v1", "admin", "users", target]) => {
-            let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
-            return own(routes::me::erase(env, ctx, &caller, Some(&target))).await;
+        (Method::Delete, ["v1", "admin", "users", raw]) => {
+            target = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
+            own(routes::me::erase(env, ctx, &caller, Some(&target)))
         }
-        (Method::Put, ["v1", "admin", "budgets", target]) => {
-            let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
-            return own(routes::usage::put(req, env, config, &caller, &target)).await;
+        (Method::Put, ["v1", "admin", "budgets", raw]) => {
+            target = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
+            own(routes::usage::put(req, env, config, &caller, &target))
         }
         (Method::Get, ["v1", "conversations", id, "artifacts"]) => {
             own(routes::artifacts::list(env, user, id))
