@@ -1,17 +1,17 @@
-// `make bench`: a cold start. A low-traffic deployment meets a fresh isolate on most requests:
-// the Worker's script is evaluated (for this Worker: its wasm compiled and instantiated) and
-// its first request runs with nothing warm. For this Worker, the AI SDK's `streamText`, the
-// pass-through and the platform floor (benches/contenders.mjs), BENCH_COLD_STARTS (10) times
-// each, a new workerd is started (one Worker in it, served by Miniflare) and sent one "hi";
-// printed are the medians of the workerd's CPU at startup (the runtime's own start, the same
-// for all, and the script's evaluation), the first "hi"'s CPU, and its time to first byte, to
-// the answer's first text and to the end (this Worker's first byte is its stream's `start`,
-// sent before the model is asked; the first text is what a user sees first). The starts are taken in rounds, one of each Worker per round. Also started each
-// round: a do-nothing script with this Worker's wrangler.toml (benches/workers/bindings.js), since
-// under Miniflare a workerd starts a local simulator for each binding (D1, R2, the rate limiter,
-// the Durable Object classes), which a deployment does not: this Worker's script costs its
-// startup less that one's, the others' theirs less the pass-through's (they have no bindings
-// beyond the floor's D1 and object). Printed, never asserted.
+// `make bench`: a cold start. A low-traffic deployment meets a fresh isolate on most requests: the
+// Worker's script is evaluated (for this Worker: its wasm compiled and instantiated) and its first
+// request runs with nothing warm. For this Worker, the AI SDK's `streamText`, the pass-through and
+// the platform floor (benches/contenders.mjs), BENCH_COLD_STARTS (10) times each, a new workerd is
+// started (one Worker in it, served by Miniflare) and sent one "hi"; printed are the medians of the
+// workerd's CPU at startup (the runtime's own start, the same for all, and the script's
+// evaluation), the first "hi"'s CPU, and its time to first byte, to the answer's first text and to
+// the end (this Worker's first byte is its stream's `start`, sent before the model is asked; the
+// first text is what a user sees first). The starts are taken in rounds, one of each Worker per
+// round. Also started each round: a do-nothing script with this Worker's wrangler.toml
+// (benches/workers/bindings.js), since under Miniflare a workerd starts a local simulator for each
+// binding (D1, R2, the rate limiter, the Durable Object classes), which a deployment does not: this
+// Worker's script costs its startup less that one's, the others' theirs less the pass-through's
+// (they have no bindings beyond the floor's D1 and object). Printed, never asserted.
 
 import { contenders } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
