@@ -9,12 +9,14 @@
 //! - [`rate_limit`]: the per-user limit on messages (and scheduled turns)
 //! - [`providers`]: the provider factory (a model id to a configured provider, with fallbacks)
 //! - [`clock`], [`timers`], [`ids`]: time, waits and randomness, ids
+//! - [`microtasks`]: how the isolate wakes Rust futures (`microtasks.js`)
 
 pub mod ai;
 pub mod clock;
 pub mod fetch;
 pub mod files;
 pub mod ids;
+pub mod microtasks;
 pub mod providers;
 pub mod push_body;
 pub mod rate_limit;
