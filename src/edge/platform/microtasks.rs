@@ -1,8 +1,9 @@
 //! How the isolate wakes Rust futures (`microtasks.js`): as promise reactions instead of
 //! workerd's `queueMicrotask`, which costs more than the rest of a woken task's scheduling.
 //!
-//! wasm-bindgen's task queue reads `queueMicrotask` once, when it first queues a task, so the
-//! change is made when the wasm starts, before any request's future exists.
+//! wasm-bindgen's glue calls the global `queueMicrotask` by name at every wake (its task queue
+//! only checks once that there is one), so replacing the global reroutes every wake after it.
+//! It is replaced when the wasm starts, once, before any request's future is woken.
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::event;
