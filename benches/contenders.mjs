@@ -10,6 +10,11 @@ import path from "node:path";
 import { bundle, startMiniflare } from "./miniflare.mjs";
 import { ROOT, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 
+/** This Worker's settings for the benches' caller: anonymous, no per-minute message limit, and
+ * no practical limit on its conversations (every turn starts a new one; past the default 1,000
+ * a new chat is refused, and a refusal costs less than an answer). */
+export const BENCH_CALLER_VARS = { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0", MAX_CONVERSATIONS_PER_USER: "1000000" };
+
 /** A UI message stream that ended as `useChat` expects: a `finish` chunk, then `[DONE]`. */
 export const uiStreamComplete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
 /** A UI message stream that has shown some of the answer's text. */
@@ -22,7 +27,7 @@ export function contenders(vars) {
   /** This Worker (`main`: another build's entry), as the e2e harness runs it: anonymous callers,
    * no per-user message limit. */
   async function edgeAgent(main, v8Flags, inspectorPort) {
-    const worker = await start({ main, v8Flags, inspectorPort, migrations: path.join(ROOT, "migrations"), vars: { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" } });
+    const worker = await start({ main, v8Flags, inspectorPort, migrations: path.join(ROOT, "migrations"), vars: BENCH_CALLER_VARS });
     let n = 0;
     worker.complete = uiStreamComplete;
     worker.answering = uiStreamAnswering;

@@ -14,6 +14,7 @@ import path from "node:path";
 import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS } from "./answers.mjs";
 import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
+import { BENCH_CALLER_VARS } from "./contenders.mjs";
 
 const TURNS = Number(process.env.BENCH_CROSSINGS_TURNS ?? 20);
 const WARMUP = 3;
@@ -65,7 +66,7 @@ const worker = await startMiniflare({
   main: path.join(dir, "index.js"),
   persistDir: freshPersistDir(),
   migrations: path.join(ROOT, "migrations"),
-  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
+  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
 });
 
 let chats = 0;

@@ -12,6 +12,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { startMiniflare } from "./miniflare.mjs";
+import { BENCH_CALLER_VARS } from "./contenders.mjs";
 import { ROOT, anthropicLoopback, api, chatMessage, chatSession, freshPersistDir } from "../tests/e2e/harness.mjs";
 
 const DELAYS = (process.env.BENCH_D1_DELAYS ?? "0,25,100").split(",").map(Number);
@@ -59,7 +60,7 @@ for (const delay of DELAYS) {
     migrations: path.join(ROOT, "migrations"),
     vars: {
       ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
-      ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0", BENCH_D1_DELAY_MS: String(delay),
+      ...BENCH_CALLER_VARS, BENCH_D1_DELAY_MS: String(delay),
     },
   });
   try {

@@ -22,6 +22,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { ROOT, anthropicLoopback, chatMessage, chatSession, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
 import { connectInspector } from "./inspector.mjs";
 import { startMiniflare } from "./miniflare.mjs";
+import { BENCH_CALLER_VARS, uiStreamComplete } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 // Node 22 has a global WebSocket; Node 20 (the system's on some machines) has not, and the `ws`
@@ -74,7 +75,7 @@ const worker = await startMiniflare({
   inspectorPort,
   // V8 writes /tmp/perf-<pid>.map, naming its JIT code (wasm functions by the name section).
   v8Flags: PERF ? "--perf-basic-prof" : undefined,
-  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
+  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
 });
 
 // A later message is sent as `useChat` sends it, with every message before it.
@@ -84,7 +85,9 @@ const chat = chatSession(url, "profile-later");
 async function turn(i) {
   anthropic.script({ text: ANSWER, writes: WRITES, ...(GAP_MS ? { burst: 1, gapMs: GAP_MS } : {}) });
   const r = await (LATER ? chat("Say something long.") : chatMessage(url, `profile-${i}`, "Say something long."));
-  await r.text();
+  // A refused turn (say, past a limit) costs less than an answered one: profile only answers.
+  const body = await r.text();
+  if (r.status !== 200 || !uiStreamComplete(body)) throw new Error(`turn ${i} was not answered: ${r.status} ${body.slice(-300)}`);
   // What the turn does after its stream ends (the last D1 writes) belongs to it too.
   await new Promise((resolve) => setTimeout(resolve, 20));
 }

@@ -7,6 +7,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ROOT, anthropicLoopback, api, freshPersistDir, readUiStream } from "../tests/e2e/harness.mjs";
 import { startMiniflare } from "./miniflare.mjs";
+import { BENCH_CALLER_VARS } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
@@ -15,7 +16,7 @@ const worker = await startMiniflare({
   config: path.join(ROOT, "wrangler.toml"),
   persistDir: freshPersistDir(),
   migrations: path.join(ROOT, "migrations"),
-  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0" },
+  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
 });
 try {
   const workerd = worker.pid;
