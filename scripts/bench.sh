@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: the decoders natively, then what a turn costs the Worker in requests and CPU,
-# a cold start, the first token with D1 far away, and many turns at once.
+# a cold start, a warm request after V8 drops the baseline wasm code, the first token with D1
+# far away, and many turns at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench --quiet --bench decode
@@ -16,5 +17,6 @@ echo "Worker size: $(size build/index_bg.wasm), $(size build/index.js)"
 echo
 "$NODE" benches/cpu.mjs
 "$NODE" benches/cold_start.mjs
+"$NODE" benches/flush.mjs
 "$NODE" benches/d1_far.mjs
 "$NODE" benches/many_turns.mjs

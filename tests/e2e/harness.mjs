@@ -438,11 +438,11 @@ export async function api(base, method, path, body, headers = {}) {
 }
 
 /** One user message in chat `id`, posted to `url` as the AI SDK's `useChat` sends it. */
-export const chatMessage = (url, id, text) => api(url, "POST", "", {
+export const chatMessage = (url, id, text, headers = {}) => api(url, "POST", "", {
   id,
   trigger: "submit-message",
   messages: [{ id: "m1", role: "user", parts: [{ type: "text", text }] }],
-});
+}, headers);
 
 /** A chat as `useChat` keeps it, for posting to `url` (`/v1/chat`): each call sends the whole
  * conversation's UI messages, as `DefaultChatTransport` does by default, the new user message
