@@ -9,20 +9,15 @@
 // trips' worth of waiting each adds over the 0 ms run (the round trips awaited before the first
 // token). Printed, never asserted.
 
-import fs from "node:fs";
-import path from "node:path";
-import { startMiniflare } from "./miniflare.mjs";
+import { startWrapped, wrappedBuild } from "./miniflare.mjs";
 import { BENCH_CALLER_VARS } from "./contenders.mjs";
-import { ROOT, anthropicLoopback, api, chatMessage, chatSession, freshPersistDir } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, api, chatMessage, chatSession } from "../tests/e2e/harness.mjs";
 
 const DELAYS = (process.env.BENCH_D1_DELAYS ?? "0,25,100").split(",").map(Number);
 const TURNS = Number(process.env.BENCH_D1_TURNS ?? 7);
 
 // A copy of the build with the wrapping entry beside it.
-const dir = path.join(ROOT, "target/bench-d1-far");
-fs.rmSync(dir, { recursive: true, force: true });
-fs.cpSync(path.join(ROOT, "build"), dir, { recursive: true });
-fs.copyFileSync(path.join(ROOT, "benches/workers/d1_far.js"), path.join(dir, "far.js"));
+const main = wrappedBuild("bench-d1-far", "benches/workers/d1_far.js", "far.js");
 
 const anthropic = await anthropicLoopback();
 const ANSWER = { text: "Hello there, from far away." };
@@ -52,12 +47,7 @@ async function firstToken(send) {
 
 const rows = [];
 for (const delay of DELAYS) {
-  const worker = await startMiniflare({
-    config: path.join(ROOT, "wrangler.toml"),
-    main: path.join(dir, "far.js"),
-    imports: ["index.js"],
-    persistDir: freshPersistDir(),
-    migrations: path.join(ROOT, "migrations"),
+  const worker = await startWrapped(main, {
     vars: {
       ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
       ...BENCH_CALLER_VARS, BENCH_D1_DELAY_MS: String(delay),

@@ -9,29 +9,19 @@
 // turns (functions V8 has optimised by then keep their code). How often a deployment's process
 // creates isolates is the platform's, not measured here. Printed, never asserted.
 
-import fs from "node:fs";
-import path from "node:path";
 import { BENCH_CALLER_VARS, uiStreamComplete } from "./contenders.mjs";
-import { startMiniflare } from "./miniflare.mjs";
+import { startWrapped, wrappedBuild } from "./miniflare.mjs";
 import { cpuMs } from "./workerd.mjs";
-import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, chatMessage } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_FLUSH_TURNS ?? 20);
 const WARMUP = Number(process.env.BENCH_FLUSH_WARMUP ?? 200);
 
 // A copy of the build with the flushing entry beside it.
-const dir = path.join(ROOT, "target/bench-flush");
-fs.rmSync(dir, { recursive: true, force: true });
-fs.cpSync(path.join(ROOT, "build"), dir, { recursive: true });
-fs.copyFileSync(path.join(ROOT, "benches/workers/flush.js"), path.join(dir, "flush.js"));
+const main = wrappedBuild("bench-flush", "benches/workers/flush.js", "flush.js");
 
 const anthropic = await anthropicLoopback();
-const worker = await startMiniflare({
-  config: path.join(ROOT, "wrangler.toml"),
-  main: path.join(dir, "flush.js"),
-  imports: ["index.js"],
-  persistDir: freshPersistDir(),
-  migrations: path.join(ROOT, "migrations"),
+const worker = await startWrapped(main, {
   v8Flags: "--allow-natives-syntax",
   vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
 });
