@@ -3,9 +3,9 @@
 // (`Worker::Isolate`'s constructor, for any Worker in the process), and V8 answers by dropping
 // the baseline (Liftoff) code of every wasm module in the process; optimised code stays. The
 // next request compiles again whatever baseline code it runs. JavaScript Workers lose nothing
-// (only the new isolate's heap is collected), so only this Worker is measured: "hi" in a new conversation,
-// alternately as it is and right after the flush (benches/workers/flush.js, which has V8 flush
-// on a request's header), BENCH_FLUSH_TURNS (20) pairs after BENCH_FLUSH_WARMUP (200) warm
+// (only the new isolate's heap is collected), so only this Worker is measured: "hi" in a new
+// conversation, alternately as it is and right after the flush (benches/workers/flush.js, which
+// has V8 flush on a request's header), BENCH_FLUSH_TURNS (20) pairs after BENCH_FLUSH_WARMUP (200) warm
 // turns (functions V8 has optimised by then keep their code). How often a deployment's process
 // creates isolates is the platform's, not measured here. Printed, never asserted.
 
