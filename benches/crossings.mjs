@@ -12,8 +12,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS } from "./answers.mjs";
-import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
-import { startMiniflare } from "./miniflare.mjs";
+import { ROOT, anthropicLoopback, chatMessage } from "../tests/e2e/harness.mjs";
+import { startThisWorker } from "./miniflare.mjs";
 import { BENCH_CALLER_VARS } from "./contenders.mjs";
 
 const TURNS = Number(process.env.BENCH_CROSSINGS_TURNS ?? 20);
@@ -61,11 +61,8 @@ fs.writeFileSync(path.join(dir, "index.js"), COUNTING + fs.readFileSync(path.joi
 fs.copyFileSync(path.join(ROOT, "build", "index_bg.wasm"), path.join(dir, "index_bg.wasm"));
 
 const anthropic = await anthropicLoopback();
-const worker = await startMiniflare({
-  config: path.join(ROOT, "wrangler.toml"),
+const worker = await startThisWorker({
   main: path.join(dir, "index.js"),
-  persistDir: freshPersistDir(),
-  migrations: path.join(ROOT, "migrations"),
   vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
 });
 

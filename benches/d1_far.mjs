@@ -9,7 +9,7 @@
 // trips' worth of waiting each adds over the 0 ms run (the round trips awaited before the first
 // token). Printed, never asserted.
 
-import { startWrapped, wrappedBuild } from "./miniflare.mjs";
+import { startThisWorker, wrappedBuild } from "./miniflare.mjs";
 import { BENCH_CALLER_VARS } from "./contenders.mjs";
 import { anthropicLoopback, api, chatMessage, chatSession } from "../tests/e2e/harness.mjs";
 
@@ -17,7 +17,7 @@ const DELAYS = (process.env.BENCH_D1_DELAYS ?? "0,25,100").split(",").map(Number
 const TURNS = Number(process.env.BENCH_D1_TURNS ?? 7);
 
 // A copy of the build with the wrapping entry beside it.
-const main = wrappedBuild("bench-d1-far", "benches/workers/d1_far.js", "far.js");
+const entry = wrappedBuild("bench-d1-far", "benches/workers/d1_far.js", "far.js");
 
 const anthropic = await anthropicLoopback();
 const ANSWER = { text: "Hello there, from far away." };
@@ -47,7 +47,8 @@ async function firstToken(send) {
 
 const rows = [];
 for (const delay of DELAYS) {
-  const worker = await startWrapped(main, {
+  const worker = await startThisWorker({
+    ...entry,
     vars: {
       ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
       ...BENCH_CALLER_VARS, BENCH_D1_DELAY_MS: String(delay),

@@ -5,12 +5,13 @@
 // next request compiles again whatever baseline code it runs. JavaScript Workers lose nothing
 // (only the new isolate's heap is collected), so only this Worker is measured: "hi" in a new
 // conversation, alternately as it is and right after the flush (benches/workers/flush.js, which
-// has V8 flush on a request's header), BENCH_FLUSH_TURNS (20) pairs after BENCH_FLUSH_WARMUP (200) warm
-// turns (functions V8 has optimised by then keep their code). How often a deployment's process
-// creates isolates is the platform's, not measured here. Printed, never asserted.
+// has V8 flush on a request's header), BENCH_FLUSH_TURNS (20) pairs after BENCH_FLUSH_WARMUP
+// (200) warm turns (functions V8 has optimised by then keep their code). How often a
+// deployment's process creates isolates is the platform's, not measured here. Printed, never
+// asserted.
 
 import { BENCH_CALLER_VARS, uiStreamComplete } from "./contenders.mjs";
-import { startWrapped, wrappedBuild } from "./miniflare.mjs";
+import { startThisWorker, wrappedBuild } from "./miniflare.mjs";
 import { cpuMs } from "./workerd.mjs";
 import { anthropicLoopback, chatMessage } from "../tests/e2e/harness.mjs";
 
@@ -18,10 +19,11 @@ const TURNS = Number(process.env.BENCH_FLUSH_TURNS ?? 20);
 const WARMUP = Number(process.env.BENCH_FLUSH_WARMUP ?? 200);
 
 // A copy of the build with the flushing entry beside it.
-const main = wrappedBuild("bench-flush", "benches/workers/flush.js", "flush.js");
+const entry = wrappedBuild("bench-flush", "benches/workers/flush.js", "flush.js");
 
 const anthropic = await anthropicLoopback();
-const worker = await startWrapped(main, {
+const worker = await startThisWorker({
+  ...entry,
   v8Flags: "--allow-natives-syntax",
   vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
 });

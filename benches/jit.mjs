@@ -8,19 +8,15 @@
 // the list costs some).
 
 import fs from "node:fs";
-import path from "node:path";
-import { ROOT, anthropicLoopback, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
-import { startMiniflare } from "./miniflare.mjs";
+import { anthropicLoopback, chatMessage } from "../tests/e2e/harness.mjs";
+import { startThisWorker } from "./miniflare.mjs";
 import { BENCH_CALLER_VARS } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 const TURNS = Number(process.env.BENCH_JIT_TURNS ?? 100);
 const anthropic = await anthropicLoopback();
 
-const start = (v8Flags) => startMiniflare({
-  config: path.join(ROOT, "wrangler.toml"),
-  persistDir: freshPersistDir(),
-  migrations: path.join(ROOT, "migrations"),
+const start = (v8Flags) => startThisWorker({
   vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
   v8Flags,
 });

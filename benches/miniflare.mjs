@@ -68,27 +68,25 @@ export async function startMiniflare({ config, vars = {}, persistDir, migrations
   return { url: url.origin, pid, startupCpuMs, log: () => log, stop: () => mf.dispose() };
 }
 
+/** This Worker (its wrangler.toml, a fresh persistence folder, the migrations applied);
+ * `options` (`main`, `imports`, `vars`, `v8Flags`, ...) as for `startMiniflare`. */
+export const startThisWorker = (options) =>
+  startMiniflare({
+    config: path.join(ROOT, "wrangler.toml"),
+    persistDir: freshPersistDir(),
+    migrations: path.join(ROOT, "migrations"),
+    ...options,
+  });
+
 /** A copy of build/ in target/`name` with `wrapper` (a bench-only entry that imports the glue,
- * "./index.js", and wraps it) beside it as `as`: the path of that entry, for `main`. */
+ * "./index.js", and wraps it) beside it as `as`: the `main` and `imports` that serve it. */
 export function wrappedBuild(name, wrapper, as) {
   const dir = path.join(ROOT, "target", name);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.cpSync(path.join(ROOT, "build"), dir, { recursive: true });
   fs.copyFileSync(path.join(ROOT, wrapper), path.join(dir, as));
-  return path.join(dir, as);
+  return { main: path.join(dir, as), imports: ["index.js"] };
 }
-
-/** This Worker (its wrangler.toml, a fresh persistence folder, the migrations applied) served
- * through `main`, an entry made by `wrappedBuild`; `options` (`vars`, `v8Flags`) as above. */
-export const startWrapped = (main, options) =>
-  startMiniflare({
-    config: path.join(ROOT, "wrangler.toml"),
-    main,
-    imports: ["index.js"],
-    persistDir: freshPersistDir(),
-    migrations: path.join(ROOT, "migrations"),
-    ...options,
-  });
 
 /** Bundles a JavaScript Worker and its npm imports into one module, as wrangler would. */
 export async function bundle(entry, outfile) {

@@ -3,19 +3,15 @@
 // object's per-turn log line, with the real wasm served by Miniflare (one workerd) and a
 // loopback provider.
 
-import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ROOT, anthropicLoopback, api, freshPersistDir, readUiStream } from "../tests/e2e/harness.mjs";
-import { startMiniflare } from "./miniflare.mjs";
+import { anthropicLoopback, api, readUiStream } from "../tests/e2e/harness.mjs";
+import { startThisWorker } from "./miniflare.mjs";
 import { BENCH_CALLER_VARS } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const anthropic = await anthropicLoopback();
-const worker = await startMiniflare({
-  config: path.join(ROOT, "wrangler.toml"),
-  persistDir: freshPersistDir(),
-  migrations: path.join(ROOT, "migrations"),
+const worker = await startThisWorker({
   vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
 });
 try {
