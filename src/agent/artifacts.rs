@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::tools::{ServerTool, ToolRegistry};
@@ -23,7 +23,7 @@ pub const CHANGING_TOOLS: [&str; 3] = ["create_artifact", "update_artifact", "pa
 pub const MAX_ARTIFACT_BYTES: usize = 256 * 1024;
 const MAX_TITLE_CHARS: usize = 200;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ArtifactKind {
     Markdown,
@@ -32,6 +32,8 @@ pub enum ArtifactKind {
     Text,
     Code,
 }
+
+crate::json_enum!(ArtifactKind { "markdown" => Markdown, "json" => Json, "html" => Html, "text" => Text, "code" => Code });
 
 impl ArtifactKind {
     pub const NAMES: [&'static str; 5] = ["markdown", "json", "html", "text", "code"];
@@ -58,12 +60,14 @@ impl ArtifactKind {
 }
 
 /// Who wrote a version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Author {
     Model,
     User,
 }
+
+crate::json_enum!(Author { "model" => Model, "user" => User });
 
 impl Author {
     pub fn as_str(self) -> &'static str {

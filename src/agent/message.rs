@@ -1,8 +1,8 @@
 //! `AgentMessage`: the application's superset of LLM messages, and the filter to the LLM's view.
 
-use serde::de::{Error as _, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 
+use crate::llm::json::{self, FromJson, Reader};
 use crate::llm::{AssistantMessage, ContentBlock, Message, StopReason, ToolResult, Usage};
 
 /// One entry of a conversation's history. Its serde form is the stored form.
@@ -32,7 +32,7 @@ pub enum AgentMessage {
     /// the schedule that started the turn, which the model reads as the turn's reason.
     SystemEvent {
         text: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip_serializing_if = "Option::is_none")]
         schedule: Option<String>,
     },
     /// A server tool's execution log.
@@ -41,12 +41,9 @@ pub enum AgentMessage {
     },
 }
 
-/// Read through one flat struct (every field of every kind) rather than serde's derive for a
-/// tagged enum, which buffers the fields before it reads `kind` and so compiles every nested
-/// type's reader twice.
-impl<'de> Deserialize<'de> for AgentMessage {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
+/// Read through one flat struct (every field of every kind); `kind` picks the fields it needs.
+impl<'a> FromJson<'a> for AgentMessage {
+    fn read(r: &mut Reader<'a>) -> json::Result<Self> {
         struct Flat {
             kind: String,
             content: Option<Content>,
@@ -56,18 +53,31 @@ impl<'de> Deserialize<'de> for AgentMessage {
             usage: Option<Usage>,
             tool_call_id: Option<String>,
             tool_name: Option<String>,
-            #[serde(default)]
             is_error: bool,
             text: Option<String>,
             schedule: Option<String>,
         }
-        let flat = Flat::deserialize(deserializer)?;
-        fn need<T, E: serde::de::Error>(value: Option<T>, field: &'static str) -> Result<T, E> {
-            value.ok_or_else(|| E::missing_field(field))
+
+        crate::json_struct!(Flat {
+            "kind" => kind,
+            "content" => content,
+            "stop_reason" => stop_reason,
+            "model" => model,
+            "provider" => provider,
+            "usage" => usage,
+            "tool_call_id" => tool_call_id,
+            "tool_name" => tool_name,
+            "is_error" => is_error: default,
+            "text" => text,
+            "schedule" => schedule,
+        });
+        let flat = Flat::read(r)?;
+        fn need<T>(r: &Reader<'_>, value: Option<T>, field: &str) -> json::Result<T> {
+            value.ok_or_else(|| r.missing(field))
         }
-        let blocks = |content: Option<Content>| match need(content, "content")? {
+        let blocks = |content: Option<Content>| match need(r, content, "content")? {
             Content::Blocks(blocks) => Ok(blocks),
-            Content::Text(_) => Err(D::Error::custom("`content` must be a list of blocks")),
+            Content::Text(_) => Err(r.error("`content` must be a list of blocks")),
         };
         Ok(match flat.kind.as_str() {
             "user" => AgentMessage::User {
@@ -75,36 +85,34 @@ impl<'de> Deserialize<'de> for AgentMessage {
             },
             "assistant" => AgentMessage::Assistant(AssistantMessage {
                 content: blocks(flat.content)?,
-                stop_reason: need(flat.stop_reason, "stop_reason")?,
-                model: need(flat.model, "model")?,
-                provider: need(flat.provider, "provider")?,
-                usage: need(flat.usage, "usage")?,
+                stop_reason: need(r, flat.stop_reason, "stop_reason")?,
+                model: need(r, flat.model, "model")?,
+                provider: need(r, flat.provider, "provider")?,
+                usage: need(r, flat.usage, "usage")?,
             }),
             "tool_result" => AgentMessage::ToolResult(ToolResult {
-                tool_call_id: need(flat.tool_call_id, "tool_call_id")?,
-                tool_name: need(flat.tool_name, "tool_name")?,
-                content: match need(flat.content, "content")? {
+                tool_call_id: need(r, flat.tool_call_id, "tool_call_id")?,
+                tool_name: need(r, flat.tool_name, "tool_name")?,
+                content: match need(r, flat.content, "content")? {
                     Content::Text(text) => text,
-                    Content::Blocks(_) => {
-                        return Err(D::Error::custom("a tool result's `content` is text"))
-                    }
+                    Content::Blocks(_) => return Err(r.error("a tool result's `content` is text")),
                 },
                 is_error: flat.is_error,
             }),
             "summary" => AgentMessage::Summary {
-                text: need(flat.text, "text")?,
+                text: need(r, flat.text, "text")?,
             },
             "context_note" => AgentMessage::ContextNote {
-                text: need(flat.text, "text")?,
+                text: need(r, flat.text, "text")?,
             },
             "system_event" => AgentMessage::SystemEvent {
-                text: need(flat.text, "text")?,
+                text: need(r, flat.text, "text")?,
                 schedule: flat.schedule,
             },
             "tool_log" => AgentMessage::ToolLog {
-                text: need(flat.text, "text")?,
+                text: need(r, flat.text, "text")?,
             },
-            other => return Err(D::Error::unknown_variant(other, KINDS)),
+            other => return Err(r.unknown_name("variant", other, KINDS)),
         })
     }
 }
@@ -125,29 +133,13 @@ enum Content {
     Blocks(Vec<ContentBlock>),
 }
 
-impl<'de> Deserialize<'de> for Content {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Content;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("text or a list of content blocks")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Content, E> {
-                Ok(Content::Text(text.to_string()))
-            }
-            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Content, E> {
-                Ok(Content::Text(text))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
-                let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(64));
-                while let Some(block) = seq.next_element()? {
-                    blocks.push(block);
-                }
-                Ok(Content::Blocks(blocks))
-            }
+impl<'a> FromJson<'a> for Content {
+    fn read(r: &mut Reader<'a>) -> json::Result<Self> {
+        match r.peek_kind()? {
+            b'"' => String::read(r).map(Content::Text),
+            b'[' => Vec::read(r).map(Content::Blocks),
+            _ => Err(r.invalid_type("text or a list of content blocks")),
         }
-        deserializer.deserialize_any(Visit)
     }
 }
 

@@ -4,7 +4,7 @@
 //! (`conversation/turn/resolver.rs`) spends it call by call through the user's spend object
 //! (`spend/`), and the Worker refuses new messages with 402 once it is spent.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::agent::calendar::{civil_from_days, days_from_civil, format_utc};
 use crate::edge::spend::Seed;
@@ -12,12 +12,14 @@ use crate::edge::spend::Seed;
 /// A share of the budget past which the user is warned, once per period.
 pub const WARN_AT: f64 = 0.8;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Period {
     Day,
     Month,
 }
+
+crate::json_enum!(Period { "day" => Day, "month" => Month });
 
 impl Period {
     pub fn parse(s: &str) -> Option<Self> {

@@ -4,9 +4,10 @@
 //! with the turn's stream (or 202, or a JSON error), which the Worker relays as it is. This
 //! module imports neither side.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::agent::AgentMessage;
+use crate::llm::json::{self, FromJson, Reader};
 use crate::llm::ToolDef;
 
 /// The binding of the conversation objects.
@@ -16,7 +17,7 @@ pub const BINDING: &str = "CONVERSATIONS";
 pub const REQUEST_ID: &str = "x-request-id";
 
 /// When a message sent during a turn joins it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Delivery {
     /// Before the next tool call (the remaining calls are skipped).
@@ -24,6 +25,8 @@ pub enum Delivery {
     /// When the turn would end.
     Followup,
 }
+
+crate::json_enum!(Delivery { "steering" => Steering, "followup" => Followup });
 
 impl Delivery {
     pub fn as_str(self) -> &'static str {
@@ -35,27 +38,37 @@ impl Delivery {
 }
 
 /// A client tool's result for a call a paused turn waits on.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize)]
+
 pub struct ToolResultIn {
     pub tool_call_id: String,
     pub output: serde_json::Value,
-    #[serde(default)]
     pub is_error: bool,
 }
 
+crate::json_struct!(#[deny_unknown_fields] ToolResultIn {
+    "tool_call_id" => tool_call_id,
+    "output" => output,
+    "is_error" => is_error: default,
+});
+
 /// A person's decision on a call a paused turn waits to have approved.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize)]
+
 pub struct ApprovalIn {
     pub tool_call_id: String,
     pub approved: bool,
     pub reason: Option<String>,
 }
 
-/// What a request asks of the conversation. Externally tagged (serde's default): an internal
-/// tag would make serde buffer every field before reading it.
-#[derive(Serialize, Deserialize)]
+crate::json_struct!(#[deny_unknown_fields] ApprovalIn {
+    "tool_call_id" => tool_call_id,
+    "approved" => approved,
+    "reason" => reason,
+});
+
+/// What a request asks of the conversation. Externally tagged (serde's default form).
+#[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnRequest {
     /// A user message: starts a turn, or waits for the running one.
@@ -66,7 +79,6 @@ pub enum TurnRequest {
         delivery: Delivery,
         /// `id` comes from the client's idempotency key ([`keyed_id`]): a send with a key
         /// already accepted runs nothing again.
-        #[serde(default)]
         keyed: bool,
     },
     /// Answers for a paused turn.
@@ -79,6 +91,57 @@ pub enum TurnRequest {
     },
     /// Runs the last user message again.
     Retry,
+}
+
+impl<'a> FromJson<'a> for TurnRequest {
+    fn read(r: &mut Reader<'a>) -> json::Result<Self> {
+        struct Message {
+            id: String,
+            message: AgentMessage,
+            delivery: Delivery,
+            keyed: bool,
+        }
+        crate::json_struct!(Message {
+            "id" => id,
+            "message" => message,
+            "delivery" => delivery,
+            "keyed" => keyed: default,
+        });
+        struct Resume {
+            results: Vec<ToolResultIn>,
+            approvals: Vec<ApprovalIn>,
+            only_pending: bool,
+        }
+        crate::json_struct!(Resume {
+            "results" => results,
+            "approvals" => approvals,
+            "only_pending" => only_pending,
+        });
+        const NAMES: &[&str] = &["message", "resume", "retry"];
+        let request = match r.variant("enum TurnRequest")? {
+            (name, false) if name == "retry" => return Ok(TurnRequest::Retry),
+            (name, true) if name == "message" => {
+                let m = Message::read(r)?;
+                TurnRequest::Message {
+                    id: m.id,
+                    message: m.message,
+                    delivery: m.delivery,
+                    keyed: m.keyed,
+                }
+            }
+            (name, true) if name == "resume" => {
+                let m = Resume::read(r)?;
+                TurnRequest::Resume {
+                    results: m.results,
+                    approvals: m.approvals,
+                    only_pending: m.only_pending,
+                }
+            }
+            (name, _) => return Err(r.unknown_name("variant", &name, NAMES)),
+        };
+        r.end_variant()?;
+        Ok(request)
+    }
 }
 
 /// The message id a client's idempotency key stands for: the same key sent again by the same
@@ -106,16 +169,23 @@ pub fn check_key(key: &str, name: &str) -> Result<(), crate::edge::error::ApiErr
 }
 
 /// What a turn needs of the conversation's row (checked against the caller by the Worker).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct TurnConversation {
     pub id: String,
     pub owner: String,
     pub system: Option<String>,
     pub model: Option<String>,
     /// The toolsets its turns may use; `None`: every configured one.
-    #[serde(default)]
     pub toolsets: Option<Vec<String>>,
 }
+
+crate::json_struct!(TurnConversation {
+    "id" => id,
+    "owner" => owner,
+    "system" => system,
+    "model" => model,
+    "toolsets" => toolsets: default,
+});
 
 impl TurnConversation {
     /// The model its turns call: its own, else the deployment's default.
@@ -144,11 +214,16 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
 }
 
 /// A schedule to create, with the conversation (read from D1 by the Worker) whose turns it runs.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 pub struct ScheduleHandover {
     pub conversation: TurnConversation,
     pub request: crate::agent::schedules::ScheduleRequest,
 }
+
+crate::json_struct!(ScheduleHandover {
+    "conversation" => conversation,
+    "request" => request,
+});
 
 /// The object's answer to a [`Handover`] without a conversation when it keeps none: the Worker
 /// reads the conversation from D1 and sends again.
@@ -162,7 +237,7 @@ pub const ELSEWHERE: u16 = 421;
 /// its conversation (every message after the first) needs no D1 read; one that keeps none
 /// resolves the id in D1 (the caller's conversation `raw_id`, else the
 /// caller's own scoped one, created on first use) and runs the turn when that is itself.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 pub struct ChatStart {
     pub raw_id: String,
     /// The name the Worker addressed this object by.
@@ -171,7 +246,13 @@ pub struct ChatStart {
     pub title: Option<String>,
 }
 
-#[derive(Serialize, Deserialize)]
+crate::json_struct!(ChatStart {
+    "raw_id" => raw_id,
+    "target" => target,
+    "title" => title,
+});
+
+#[derive(Serialize)]
 /// A request handed over to the conversation's object.
 pub struct Handover {
     /// The conversation as D1 has it (the object keeps it); `None` asks the object to use the
@@ -185,14 +266,22 @@ pub struct Handover {
     /// `false`: answer with the whole turn as JSON once it ends.
     pub stream: bool,
     /// Toolsets this message narrows its turn to (within the conversation's).
-    #[serde(default)]
     pub toolsets: Option<Vec<String>>,
     /// Set by `/v1/chat` (with `conversation: None`).
-    #[serde(default)]
     pub chat: Option<ChatStart>,
 }
 
-#[derive(Serialize, Deserialize)]
+crate::json_struct!(Handover {
+    "conversation" => conversation,
+    "caller" => caller,
+    "request" => request,
+    "client_tools" => client_tools,
+    "stream" => stream,
+    "toolsets" => toolsets: default,
+    "chat" => chat: default,
+});
+
+#[derive(Serialize)]
 pub struct Status {
     pub running: bool,
     pub steering: i64,
@@ -200,3 +289,10 @@ pub struct Status {
     /// `tool_results` or `approval` when the last turn paused.
     pub paused: Option<String>,
 }
+
+crate::json_struct!(Status {
+    "running" => running,
+    "steering" => steering,
+    "followup" => followup,
+    "paused" => paused,
+});

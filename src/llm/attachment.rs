@@ -8,31 +8,66 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::models::Capabilities;
 
 /// A file the user attached.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Attachment {
     pub id: String,
     /// Decided from the file's bytes, never taken from what the client declared.
     pub media_type: String,
     /// In bytes.
     pub size: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// An image's pixels, read from its header: what its tokens are estimated from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub width: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub height: Option<u32>,
     /// A PDF's page count, as far as a scan of the file could tell.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pages: Option<u32>,
     /// The contents, for the call being made only: never stored.
     #[serde(skip)]
     pub data: Option<FileData>,
+}
+
+/// Read without `data`: a `data` key is skipped, as serde's `skip` does.
+impl<'a> crate::llm::json::FromJson<'a> for Attachment {
+    fn read(r: &mut crate::llm::json::Reader<'a>) -> crate::llm::json::Result<Self> {
+        struct Stored {
+            id: String,
+            media_type: String,
+            size: u64,
+            name: Option<String>,
+            width: Option<u32>,
+            height: Option<u32>,
+            pages: Option<u32>,
+        }
+        crate::json_struct!(Stored {
+            "id" => id,
+            "media_type" => media_type,
+            "size" => size,
+            "name" => name,
+            "width" => width,
+            "height" => height,
+            "pages" => pages,
+        });
+        let s = Stored::read(r)?;
+        Ok(Attachment {
+            id: s.id,
+            media_type: s.media_type,
+            size: s.size,
+            name: s.name,
+            width: s.width,
+            height: s.height,
+            pages: s.pages,
+            data: None,
+        })
+    }
 }
 
 /// A file's contents as a provider request carries them.
@@ -263,7 +298,7 @@ mod tests {
             json,
             r#"{"id":"f1","media_type":"image/png","size":123456,"name":"cat.png","width":640,"height":480}"#
         );
-        let back: Attachment = serde_json::from_str(&json).unwrap();
+        let back: Attachment = crate::llm::json::from_str(&json).unwrap();
         assert_eq!(back, Attachment { data: None, ..file });
     }
 }

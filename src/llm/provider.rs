@@ -151,7 +151,7 @@ pub(crate) const MAX_CONTENT_BLOCKS: usize = 1024;
 
 /// One event (an SSE frame's data or an NDJSON line) read into a decoder's wire type. What
 /// cannot be read is a [`LlmError::Decode`] quoting the event's first 200 characters.
-pub(crate) fn read_event<'a, T: serde::Deserialize<'a>>(
+pub(crate) fn read_event<'a, T: super::json::FromJson<'a>>(
     provider: &str,
     data: &'a str,
 ) -> Result<T, LlmError> {
@@ -285,10 +285,13 @@ async fn http_error(provider: &str, mut response: super::HttpResponse) -> LlmErr
 /// The human part of a provider error body: `{"error": {"message": ...}}` (Anthropic, OpenAI,
 /// Gemini), `{"error": "..."}` (Ollama, llama.cpp), else the raw text.
 pub(crate) fn error_message(body: &str) -> String {
-    #[derive(serde::Deserialize)]
     struct Body {
         error: serde_json::Value,
     }
+
+    crate::json_struct!(Body {
+        "error" => error,
+    });
     if let Ok(Body { error }) = crate::llm::json::from_str::<Body>(body) {
         if let Some(m) = error.get("message").and_then(|m| m.as_str()) {
             return m.to_string();

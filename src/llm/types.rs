@@ -3,14 +3,14 @@
 //! Their serde form is also the stored form (D1 keeps content blocks as this JSON), so renaming a
 //! field here is a data migration.
 
-use serde::de::Error as _;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
+use super::json::{self, FromJson, Reader};
 use super::{Attachment, FileData};
 
 /// One piece of a message's content. Serialized with a `type` tag; read back through a flat
-/// struct (see the `Deserialize` impl).
+/// struct (see its `FromJson`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
@@ -21,7 +21,7 @@ pub enum ContentBlock {
     /// to send the block back to the same provider.
     Thinking {
         thinking: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
     },
     ToolUse(ToolCall),
@@ -62,13 +62,10 @@ impl ContentBlock {
     }
 }
 
-/// Read through one flat struct rather than serde's derive for a tagged enum, which buffers the
-/// fields before it reads the tag and, through nested types, doubles their code in the Worker.
-impl<'de> Deserialize<'de> for ContentBlock {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
+/// Read through one flat struct: the fields of every kind, then the kind picks its own.
+impl<'a> FromJson<'a> for ContentBlock {
+    fn read(r: &mut Reader<'a>) -> json::Result<Self> {
         struct Flat {
-            #[serde(rename = "type")]
             kind: String,
             text: Option<String>,
             thinking: Option<String>,
@@ -83,10 +80,14 @@ impl<'de> Deserialize<'de> for ContentBlock {
             height: Option<u32>,
             pages: Option<u32>,
         }
-        let flat = Flat::deserialize(deserializer)?;
-        let need = |value: Option<String>, field: &'static str| {
-            value.ok_or_else(|| D::Error::missing_field(field))
-        };
+        crate::json_struct!(Flat {
+            "type" => kind, "text" => text, "thinking" => thinking, "signature" => signature,
+            "id" => id, "name" => name, "input" => input, "data" => data,
+            "media_type" => media_type, "size" => size, "width" => width, "height" => height,
+            "pages" => pages,
+        });
+        let flat = Flat::read(r)?;
+        let need = |value: Option<String>, field: &str| value.ok_or_else(|| r.missing(field));
         Ok(match flat.kind.as_str() {
             "text" => ContentBlock::Text {
                 text: need(flat.text, "text")?,
@@ -107,7 +108,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
             "file" => ContentBlock::File(Attachment {
                 id: need(flat.id, "id")?,
                 media_type: need(flat.media_type, "media_type")?,
-                size: flat.size.ok_or_else(|| D::Error::missing_field("size"))?,
+                size: flat.size.ok_or_else(|| r.missing("size"))?,
                 name: flat.name,
                 width: flat.width,
                 height: flat.height,
@@ -115,7 +116,8 @@ impl<'de> Deserialize<'de> for ContentBlock {
                 data: None,
             }),
             other => {
-                return Err(D::Error::unknown_variant(
+                return Err(r.unknown_name(
+                    "variant",
                     other,
                     &["text", "thinking", "tool_use", "redacted_thinking", "file"],
                 ))
@@ -125,7 +127,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
 }
 
 /// A tool call made by the model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -134,9 +136,16 @@ pub struct ToolCall {
     pub input: Value,
     /// The provider's opaque signature for this call (Gemini's `thoughtSignature`), which must be
     /// sent back with it to the same provider.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
 }
+
+crate::json_struct!(ToolCall {
+    "id" => id,
+    "name" => name,
+    "input" => input,
+    "signature" => signature: default,
+});
 
 impl ToolCall {
     /// The arguments as a JSON object, or an explanation of why they are not one.
@@ -156,17 +165,23 @@ impl ToolCall {
 }
 
 /// The result of one tool call, sent back to the model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolResult {
     pub tool_call_id: String,
     pub tool_name: String,
     pub content: String,
-    #[serde(default)]
     pub is_error: bool,
 }
 
+crate::json_struct!(ToolResult {
+    "tool_call_id" => tool_call_id,
+    "tool_name" => tool_name,
+    "content" => content,
+    "is_error" => is_error: default,
+});
+
 /// Why the model stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     EndTurn,
@@ -187,20 +202,66 @@ pub enum StopReason {
     Other(String),
 }
 
+/// A known reason is a string; `Other` is `{"other": "…"}`, as serde writes it.
+impl<'a> FromJson<'a> for StopReason {
+    fn read(r: &mut Reader<'a>) -> json::Result<Self> {
+        const NAMES: &[&str] = &[
+            "end_turn",
+            "max_tokens",
+            "stop_sequence",
+            "tool_use",
+            "pause_turn",
+            "refusal",
+            "content_filter",
+            "error",
+            "aborted",
+            "interrupted",
+            "other",
+        ];
+        if r.peek_kind()? == b'{' {
+            struct Other {
+                other: String,
+            }
+            crate::json_struct!(#[deny_unknown_fields] Other { "other" => other });
+            return Other::read(r).map(|o| StopReason::Other(o.other));
+        }
+        let name = r.string()?;
+        Ok(match &*name {
+            "end_turn" => StopReason::EndTurn,
+            "max_tokens" => StopReason::MaxTokens,
+            "stop_sequence" => StopReason::StopSequence,
+            "tool_use" => StopReason::ToolUse,
+            "pause_turn" => StopReason::PauseTurn,
+            "refusal" => StopReason::Refusal,
+            "content_filter" => StopReason::ContentFilter,
+            "error" => StopReason::Error,
+            "aborted" => StopReason::Aborted,
+            "interrupted" => StopReason::Interrupted,
+            other => return Err(r.unknown_name("variant", other, NAMES)),
+        })
+    }
+}
+
 /// Token counts for one LLM call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
-    #[serde(default)]
     pub cache_read_tokens: u64,
-    #[serde(default)]
     pub cache_write_tokens: u64,
     /// The provider never said (an answer cancelled or failed before its usage came): the
     /// counts are estimated from what was sent and what streamed, so the ledger still charges.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
 }
+
+crate::json_struct!(Usage {
+    "input_tokens" => input_tokens,
+    "output_tokens" => output_tokens,
+    "cache_read_tokens" => cache_read_tokens: default,
+    "cache_write_tokens" => cache_write_tokens: default,
+    "estimated" => estimated: default,
+});
 
 impl Usage {
     pub fn add(&mut self, other: &Usage) {
@@ -214,7 +275,7 @@ impl Usage {
 
 /// What the model answered, with where it came from (needed to replay history to another
 /// provider).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AssistantMessage {
     pub content: Vec<ContentBlock>,
     pub stop_reason: StopReason,
@@ -222,6 +283,14 @@ pub struct AssistantMessage {
     pub provider: String,
     pub usage: Usage,
 }
+
+crate::json_struct!(AssistantMessage {
+    "content" => content,
+    "stop_reason" => stop_reason,
+    "model" => model,
+    "provider" => provider,
+    "usage" => usage,
+});
 
 impl AssistantMessage {
     /// The model that wrote the answer (after a fallback, the one that answered).
@@ -268,13 +337,19 @@ impl Message {
 }
 
 /// A tool the model may call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolDef {
     pub name: String,
     pub description: String,
     /// JSON Schema of the arguments object.
     pub input_schema: Value,
 }
+
+crate::json_struct!(ToolDef {
+    "name" => name,
+    "description" => description,
+    "input_schema" => input_schema,
+});
 
 /// One LLM call. Borrows the history so nothing is copied per call.
 #[derive(Debug, Clone, Copy)]

@@ -13,12 +13,13 @@ pub mod cron;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use self::cron::Cron;
 use super::calendar::{format_utc, parse_utc, MS_PER_SECOND, SECONDS_PER_DAY};
 use super::{ServerTool, ToolRegistry};
+use crate::llm::json::{self, FromJson, Reader};
 use crate::llm::ToolDef;
 
 /// The toolset the schedule tools belong to.
@@ -43,7 +44,7 @@ pub struct Limits {
     pub min_interval_s: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Waiting for its next run (or running it).
@@ -54,26 +55,27 @@ pub enum Status {
     Done,
 }
 
+crate::json_enum!(Status { "active" => Active, "paused" => Paused, "done" => Done });
+
 /// One schedule, as stored and as the API shows it. Times are milliseconds since the epoch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Schedule {
     pub id: String,
     pub instruction: String,
     /// A one-time schedule's time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub at: Option<i64>,
     /// A recurring schedule's expression.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
     pub status: Status,
     /// Its turn runs now.
-    #[serde(default)]
     pub running: bool,
     pub next_run_at: Option<i64>,
     pub last_run_at: Option<i64>,
     /// How the last run ended: `completed`, `failed`, `cancelled`, `limit_reached`.
     pub last_outcome: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     pub runs: u32,
     /// Failed runs in a row.
@@ -81,40 +83,49 @@ pub struct Schedule {
     pub created_at: i64,
 }
 
+crate::json_struct!(Schedule {
+    "id" => id,
+    "instruction" => instruction,
+    "at" => at: default,
+    "cron" => cron: default,
+    "status" => status,
+    "running" => running: default,
+    "next_run_at" => next_run_at,
+    "last_run_at" => last_run_at,
+    "last_outcome" => last_outcome,
+    "last_error" => last_error: default,
+    "runs" => runs,
+    "failures" => failures,
+    "created_at" => created_at,
+});
+
 /// What a caller (the model, or a person through the API) asks for: the instruction and one
 /// of `at` (RFC 3339), `delay_seconds` or `cron`.
 ///
 /// A field given as `null` is refused rather than read as absent: the API's schema says each
 /// is a string or a number when present.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, Serialize)]
+
 pub struct ScheduleRequest {
     pub instruction: String,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_seconds: Option<f64>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
 }
 
+crate::json_struct!(#[deny_unknown_fields] ScheduleRequest {
+    "instruction" => instruction,
+    "at" => at: default_with(present),
+    "delay_seconds" => delay_seconds: default_with(present),
+    "cron" => cron: default_with(present),
+});
+
 /// A field that is there must hold a value (`null` is an error, not `None`).
-fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
-    deserializer: D,
-) -> Result<Option<T>, D::Error> {
-    T::deserialize(deserializer).map(Some)
+fn present<'a, T: FromJson<'a>>(r: &mut Reader<'a>) -> json::Result<Option<T>> {
+    T::read(r).map(Some)
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -91,10 +91,13 @@ impl ConversationClient {
 
     /// The conversation's schedules, as its object lists them (for the export).
     pub async fn list_schedules(&self) -> Result<Vec<Schedule>, ApiError> {
-        #[derive(serde::Deserialize)]
         struct Listed {
             schedules: Vec<Schedule>,
         }
+
+        crate::json_struct!(Listed {
+            "schedules" => schedules,
+        });
         let listed: Listed = self.json(Method::Get, "schedules").await?;
         Ok(listed.schedules)
     }
@@ -103,7 +106,7 @@ impl ConversationClient {
         self.json(Method::Get, "status").await
     }
 
-    async fn json<R: serde::de::DeserializeOwned>(
+    async fn json<R: crate::llm::json::FromJsonOwned>(
         &self,
         method: Method,
         route: &str,

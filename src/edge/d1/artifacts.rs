@@ -1,8 +1,6 @@
 //! The `artifacts` table: versioned artifacts, each version a row, held to the deployment's
 //! counts inside the statement that writes them.
 
-use serde::Deserialize;
-
 use super::params::BindParams;
 use super::rows;
 use super::{Created, Store};
@@ -11,20 +9,27 @@ use crate::edge::config::ArtifactLimits;
 use crate::edge::error::ApiError;
 
 /// An artifact version as D1 returns it.
-#[derive(Deserialize)]
 pub(super) struct ArtifactRow {
     id: String,
     title: String,
     kind: String,
-    #[serde(default)]
     content: String,
     version: i64,
-    #[serde(default)]
     author: String,
-    #[serde(default)]
     created_at: i64,
     updated_at: i64,
 }
+
+crate::json_struct!(ArtifactRow {
+    "id" => id,
+    "title" => title,
+    "kind" => kind,
+    "content" => content: default,
+    "version" => version,
+    "author" => author: default,
+    "created_at" => created_at: default,
+    "updated_at" => updated_at,
+});
 
 impl ArtifactRow {
     fn kind(&self) -> Result<ArtifactKind, ApiError> {

@@ -1,16 +1,19 @@
 //! The `conversations` table: creating one within a user's count, reading, listing and deleting
 //! them, and the ids a `/v1/chat` id stands for.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::params::{BindParams, Param};
 use super::rows;
 use super::{Created, Store};
 use crate::edge::error::ApiError;
+use std::borrow::Cow;
+
+use crate::llm::json::{self, FromJson, FromJsonOwned, Reader};
 
 /// A conversation row as the API returns it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Conversation {
     pub id: String,
     #[serde(skip_serializing)]
@@ -18,14 +21,25 @@ pub struct Conversation {
     pub title: Option<String>,
     pub system: Option<String>,
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "json_text", serialize_with = "raw_json")]
+    #[serde(serialize_with = "raw_json")]
     pub metadata: Option<Value>,
     /// The toolsets its turns may use; `None`: every configured one.
-    #[serde(default, deserialize_with = "json_list")]
     pub toolsets: Option<Vec<String>>,
     pub created_at: i64,
     pub updated_at: i64,
 }
+
+crate::json_struct!(Conversation {
+    "id" => id,
+    "owner" => owner,
+    "title" => title,
+    "system" => system,
+    "model" => model,
+    "metadata" => metadata: default_with(json_column),
+    "toolsets" => toolsets: default_with(json_column),
+    "created_at" => created_at,
+    "updated_at" => updated_at,
+});
 
 impl Conversation {
     /// A conversation as a `/v1/chat` id starts it: the caller's, titled by its first message,
@@ -264,11 +278,15 @@ impl Store {
         before_ms: i64,
         limit: u32,
     ) -> Result<Vec<(String, String)>, ApiError> {
-        #[derive(serde::Deserialize)]
         struct Idle {
             id: String,
             owner: String,
         }
+
+        crate::json_struct!(Idle {
+            "id" => id,
+            "owner" => owner,
+        });
         self.tick(1);
         let statement = self
             .db
@@ -306,14 +324,11 @@ pub fn scoped_id(owner: &str, id: &str) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    let text: Option<String> = Option::deserialize(d)?;
-    Ok(text.and_then(|t| crate::llm::json::from_str(&t).ok()))
-}
-
-fn json_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-    let text: Option<String> = Option::deserialize(d)?;
-    Ok(text.and_then(|t| crate::llm::json::from_str(&t).ok()))
+/// A column holding JSON as text (or null), read as what the text holds; text that does not
+/// read is `None`.
+fn json_column<'a, T: FromJsonOwned>(r: &mut Reader<'a>) -> json::Result<Option<T>> {
+    let text: Option<Cow<'a, str>> = FromJson::read(r)?;
+    Ok(text.and_then(|t| json::from_str(&t).ok()))
 }
 
 fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {

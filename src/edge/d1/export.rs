@@ -82,10 +82,13 @@ impl Store {
 
     /// Up to `limit` users whose erasure has not finished.
     pub async fn pending_erasures(&self, limit: u32) -> Result<Vec<String>, ApiError> {
-        #[derive(serde::Deserialize)]
         struct Pending {
             owner: String,
         }
+
+        crate::json_struct!(Pending {
+            "owner" => owner,
+        });
         self.tick(1);
         let statement = self
             .db

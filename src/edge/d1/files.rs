@@ -1,26 +1,31 @@
 //! The `files` table: which conversation each attached file belongs to (a trigger fills it as
 //! the messages that carry files are stored; the bytes are in R2).
 
-use serde::Deserialize;
-
 use super::params::BindParams;
 use super::rows;
 use super::Store;
 use crate::edge::error::ApiError;
 
 /// A file as the files route serves it.
-#[derive(Deserialize)]
 pub struct FileRow {
     pub media_type: String,
     pub size: i64,
-    #[serde(default)]
     pub name: Option<String>,
 }
 
-#[derive(Deserialize)]
+crate::json_struct!(FileRow {
+    "media_type" => media_type,
+    "size" => size,
+    "name" => name: default,
+});
+
 struct Id {
     id: String,
 }
+
+crate::json_struct!(Id {
+    "id" => id,
+});
 
 impl Store {
     /// File `id` of conversation `conversation_id`, if it is one of its files.

@@ -1,7 +1,6 @@
 //! The `messages` table: a turn's history in one round trip (with what the turn stores first),
 //! messages appended as they are produced, pages of history for the API, retry and compaction.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::artifacts::{summaries, ArtifactRow};
@@ -16,14 +15,16 @@ use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
 
-#[derive(Deserialize)]
 struct Seq {
     seq: i64,
 }
 
+crate::json_struct!(Seq {
+    "seq" => seq,
+});
+
 /// One live row of a turn's history, as [`rows::embedding`] writes it into the history's
 /// document: the stored message embedded as it is.
-#[derive(Deserialize)]
 struct HistoryEntry {
     seq: i64,
     id: String,
@@ -32,15 +33,28 @@ struct HistoryEntry {
     message: Option<AgentMessage>,
 }
 
+crate::json_struct!(HistoryEntry {
+    "seq" => seq,
+    "id" => id,
+    "summary" => summary,
+    "message" => message,
+});
+
 /// The same row with its message as text, read only to name a stored message that does not
 /// read ([`history_of_rows`]).
-#[derive(Deserialize)]
 struct HistoryRow {
     seq: i64,
     id: String,
     summary: i64,
     message: String,
 }
+
+crate::json_struct!(HistoryRow {
+    "seq" => seq,
+    "id" => id,
+    "summary" => summary,
+    "message" => message,
+});
 
 /// A conversation's live rows (neither superseded nor compacted). Their order is set after
 /// reading, summary first, so SQLite sorts nothing.
@@ -73,26 +87,37 @@ pub struct CreateRow<'a> {
 }
 
 /// A stored message: the `AgentMessage` plus where it sits.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 struct MessageRow {
     seq: i64,
     id: String,
     body: String,
     created_at: i64,
     superseded: i64,
-    #[serde(default)]
     compacted: i64,
 }
+
+crate::json_struct!(MessageRow {
+    "seq" => seq,
+    "id" => id,
+    "body" => body,
+    "created_at" => created_at,
+    "superseded" => superseded,
+    "compacted" => compacted: default,
+});
 
 impl Store {
     /// Marks everything after the last (live) user message superseded, for a retry. `false`
     /// when there is no user message to retry.
     pub async fn supersede_after_last_user(&self, conversation_id: &str) -> Result<bool, ApiError> {
         self.tick(2);
-        #[derive(Deserialize)]
         struct Last {
             seq: Option<i64>,
         }
+
+        crate::json_struct!(Last {
+            "seq" => seq,
+        });
         let last = rows::first::<Last>(
             &self
                 .db
@@ -214,11 +239,15 @@ impl Store {
                 .bind_params(&[conversation_id.into(), serde_json::to_string(&ids)?.into()])?,
         );
         let results = rows::batch(&self.db, &batch).await?;
-        #[derive(Deserialize)]
         struct Stored {
             id: String,
             seq: i64,
         }
+
+        crate::json_struct!(Stored {
+            "id" => id,
+            "seq" => seq,
+        });
         let stored = match results.last() {
             Some(last) => rows::results::<Stored>(last)?,
             None => return Err(ApiError::Internal("a D1 batch answered short".into())),

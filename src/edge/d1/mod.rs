@@ -76,5 +76,6 @@ fn changes(results: &[worker::D1Result]) -> u64 {
 
 /// A row whose presence is the answer: one an `INSERT ... RETURNING` wrote (none when its
 /// condition held it back), or one a check found.
-#[derive(serde::Deserialize)]
 struct Created {}
+
+crate::json_struct!(Created {});

@@ -3,7 +3,6 @@
 //! reads them field by field through serde_wasm_bindgen instead, which crosses into JS for
 //! every value and compiles a second reader for every row type.
 
-use serde::de::DeserializeOwned;
 use worker::js_sys::{Array, Function, Reflect, Uint8Array, JSON};
 use worker::wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -11,17 +10,18 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{D1Database, D1PreparedStatement, SqlCursor};
 
 use crate::edge::error::ApiError;
+use crate::llm::json::FromJsonOwned;
 
 // The waiting is done by functions that are not generic, so that one copy of it serves every
 // row type; only the reading of the rows is compiled per type.
 
 /// The rows of a statement.
-pub async fn all<T: DeserializeOwned>(statement: &D1PreparedStatement) -> Result<Vec<T>, ApiError> {
+pub async fn all<T: FromJsonOwned>(statement: &D1PreparedStatement) -> Result<Vec<T>, ApiError> {
     results(&run(statement, false).await?)
 }
 
 /// The first row of a statement, if any.
-pub async fn first<T: DeserializeOwned>(
+pub async fn first<T: FromJsonOwned>(
     statement: &D1PreparedStatement,
 ) -> Result<Option<T>, ApiError> {
     let row = run(statement, true).await?;
@@ -67,7 +67,7 @@ pub async fn batch(
 }
 
 /// The rows of one D1 result object (`{results, meta, success}`).
-pub fn results<T: DeserializeOwned>(result: &JsValue) -> Result<Vec<T>, ApiError> {
+pub fn results<T: FromJsonOwned>(result: &JsValue) -> Result<Vec<T>, ApiError> {
     parse(&rows_of(result)?)
 }
 
@@ -113,7 +113,7 @@ fn rows_of(result: &JsValue) -> Result<JsValue, ApiError> {
 }
 
 /// The rows a cursor of the object's SQLite storage yields.
-pub fn cursor<T: DeserializeOwned>(cursor: SqlCursor) -> worker::Result<Vec<T>> {
+pub fn cursor<T: FromJsonOwned>(cursor: SqlCursor) -> worker::Result<Vec<T>> {
     parse(&gather(cursor)?).map_err(|e| worker::Error::RustError(e.to_string()))
 }
 
@@ -126,7 +126,7 @@ fn gather(cursor: SqlCursor) -> worker::Result<JsValue> {
     Ok(rows.into())
 }
 
-fn parse<T: DeserializeOwned>(value: &JsValue) -> Result<T, ApiError> {
+fn parse<T: FromJsonOwned>(value: &JsValue) -> Result<T, ApiError> {
     crate::llm::json::from_str(&stringify(value)?)
         .map_err(|e| ApiError::Internal(format!("an unexpected row from storage: {e}")))
 }

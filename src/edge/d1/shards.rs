@@ -10,8 +10,6 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use serde::Deserialize;
-
 use super::params::BindParams;
 use super::rows;
 use crate::edge::error::ApiError;
@@ -50,10 +48,13 @@ pub async fn binding_of(
         return Ok(known);
     }
     let db = env.d1(home)?;
-    #[derive(Deserialize)]
     struct Recorded {
         shard: String,
     }
+
+    crate::json_struct!(Recorded {
+        "shard" => shard,
+    });
     let results = rows::batch(
         &db,
         &[

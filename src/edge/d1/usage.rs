@@ -1,7 +1,7 @@
 //! The usage ledger and budgets: each call's row, a user's budget and spend for the period,
 //! what they spent per model.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use worker::wasm_bindgen::JsValue;
 
 use super::params::BindParams;
@@ -27,7 +27,7 @@ pub struct BudgetRead<'a> {
 }
 
 /// What a user spent on one model in a period (`GET /v1/usage`).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize)]
 pub struct ModelSpend {
     pub provider: String,
     pub model: String,
@@ -37,6 +37,15 @@ pub struct ModelSpend {
     /// `None` when no call's price was known.
     pub cost_usd: Option<f64>,
 }
+
+crate::json_struct!(ModelSpend {
+    "provider" => provider,
+    "model" => model,
+    "calls" => calls,
+    "input_tokens" => input_tokens,
+    "output_tokens" => output_tokens,
+    "cost_usd" => cost_usd,
+});
 
 impl Store {
     /// A ledger row for a call that stores no message (compaction's summary requests).
@@ -200,17 +209,26 @@ pub(super) fn budget_from(
     default: Option<(f64, Period)>,
     now_ms: i64,
 ) -> Result<Option<Budget>, ApiError> {
-    #[derive(Deserialize)]
     struct Row {
         limit_usd: Option<f64>,
         period: Option<String>,
         warned_period: Option<i64>,
     }
-    #[derive(Deserialize)]
+
+    crate::json_struct!(Row {
+        "limit_usd" => limit_usd,
+        "period" => period,
+        "warned_period" => warned_period,
+    });
     struct Spent {
         day_usd: Option<f64>,
         month_usd: Option<f64>,
     }
+
+    crate::json_struct!(Spent {
+        "day_usd" => day_usd,
+        "month_usd" => month_usd,
+    });
     let (Some(row), Some(spent)) = (results.first(), results.get(1)) else {
         return Err(ApiError::Internal("a D1 batch answered short".into()));
     };

@@ -7,10 +7,10 @@
 //! The two kinds of user never meet: a server key's user is `key:<name>`, and a JWT whose `sub`
 //! starts with `key:` or is `anonymous` is refused, so no token can act as another kind's user.
 
+use crate::llm::json::{self, FromJson, Reader};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
-use serde::Deserialize;
 use sha2::Sha256;
 
 use crate::edge::config::access::{AuthConfig, ANONYMOUS, KEY_USER_PREFIX};
@@ -96,28 +96,37 @@ fn mac(key: &[u8]) -> Option<Hmac<Sha256>> {
     Hmac::<Sha256>::new_from_slice(key).ok()
 }
 
-#[derive(Deserialize)]
 struct Header {
     alg: String,
 }
 
-#[derive(Deserialize)]
+crate::json_struct!(Header {
+    "alg" => alg,
+});
+
 struct Claims {
     sub: Option<String>,
     exp: Option<f64>,
     nbf: Option<f64>,
     iss: Option<String>,
-    #[serde(default)]
     aud: Audience,
 }
+
+crate::json_struct!(Claims {
+    "sub" => sub,
+    "exp" => exp,
+    "nbf" => nbf,
+    "iss" => iss,
+    "aud" => aud: default,
+});
 
 /// `aud`: one string or a list of them.
 #[derive(Default)]
 struct Audience(Vec<String>);
 
-impl<'de> Deserialize<'de> for Audience {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = serde_json::Value::deserialize(deserializer)?;
+impl<'a> FromJson<'a> for Audience {
+    fn read(r: &mut Reader<'a>) -> json::Result<Self> {
+        let value = serde_json::Value::read(r)?;
         Ok(Audience(match value {
             serde_json::Value::String(one) => vec![one],
             serde_json::Value::Array(many) => many

@@ -13,12 +13,12 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// Reads a JSON body, with the size limit and a message that says what is wrong. A body past
 /// the limit is refused as soon as it is (by its `content-length`, or while it streams in), not
 /// after it has all been read.
-pub async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, ApiError> {
+pub async fn json_body<T: crate::llm::json::FromJsonOwned>(req: Request) -> Result<T, ApiError> {
     json_body_within(req, MAX_BODY_BYTES).await
 }
 
 /// [`json_body`] with another limit: a message's body, where files may come base64.
-pub async fn json_body_within<T: serde::de::DeserializeOwned>(
+pub async fn json_body_within<T: crate::llm::json::FromJsonOwned>(
     req: Request,
     limit: usize,
 ) -> Result<T, ApiError> {
@@ -28,7 +28,7 @@ pub async fn json_body_within<T: serde::de::DeserializeOwned>(
 }
 
 /// Reads a body's text as `T`, saying what is wrong when it does not read.
-pub fn json_text<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, ApiError> {
+pub fn json_text<'a, T: crate::llm::json::FromJson<'a>>(text: &'a str) -> Result<T, ApiError> {
     crate::llm::json::from_str(text).map_err(not_json)
 }
 

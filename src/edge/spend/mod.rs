@@ -10,9 +10,10 @@
 //! - [`object`]: the `UserSpend` Durable Object, which keeps a [`Spend`] in its SQLite
 //! - [`client`]: the resolver's way to it
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::edge::budget::Period;
+use crate::llm::json::{self, FromJson, Reader};
 
 pub mod client;
 pub mod object;
@@ -29,7 +30,7 @@ pub const RESERVATION_MS: i64 = 10 * 60_000;
 pub const MAX_OPEN: usize = 256;
 
 /// What a call asks to reserve.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Ask {
     pub limit_usd: f64,
     pub period: Period,
@@ -43,16 +44,31 @@ pub struct Ask {
     pub min_tokens: u32,
 }
 
+crate::json_struct!(Ask {
+    "limit_usd" => limit_usd,
+    "period" => period,
+    "ledger" => ledger,
+    "input_usd" => input_usd,
+    "usd_per_output_token" => usd_per_output_token,
+    "max_tokens" => max_tokens,
+    "min_tokens" => min_tokens,
+});
+
 /// A period's ledger total, as read at some time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Seed {
     /// The start of the period the total is of (ms since the epoch).
     pub period_start: i64,
     pub spent_usd: f64,
 }
 
+crate::json_struct!(Seed {
+    "period_start" => period_start,
+    "spent_usd" => spent_usd,
+});
+
 /// The object's answer to an [`Ask`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
     /// The call may write up to `max_tokens` (lowered when the rest of the budget covers less
@@ -70,22 +86,70 @@ pub enum Reply {
     Reseed,
 }
 
+impl<'a> FromJson<'a> for Reply {
+    fn read(r: &mut Reader<'a>) -> json::Result<Self> {
+        struct Granted {
+            call: String,
+            max_tokens: u32,
+            committed_usd: f64,
+        }
+        crate::json_struct!(Granted {
+            "call" => call,
+            "max_tokens" => max_tokens,
+            "committed_usd" => committed_usd,
+        });
+        struct Short {
+            committed_usd: f64,
+        }
+        crate::json_struct!(Short { "committed_usd" => committed_usd });
+        const NAMES: &[&str] = &["granted", "short", "reseed"];
+        let reply = match r.variant("enum Reply")? {
+            (name, false) if name == "reseed" => return Ok(Reply::Reseed),
+            (name, true) if name == "granted" => {
+                let g = Granted::read(r)?;
+                Reply::Granted {
+                    call: g.call,
+                    max_tokens: g.max_tokens,
+                    committed_usd: g.committed_usd,
+                }
+            }
+            (name, true) if name == "short" => Reply::Short {
+                committed_usd: Short::read(r)?.committed_usd,
+            },
+            (name, _) => return Err(r.unknown_name("variant", &name, NAMES)),
+        };
+        r.end_variant()?;
+        Ok(reply)
+    }
+}
+
 /// What a call that ended cost (`call`: its reservation, if it held one).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Settle {
     pub call: Option<String>,
     pub cost_usd: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+crate::json_struct!(Settle {
+    "call" => call,
+    "cost_usd" => cost_usd,
+});
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 struct Open {
     call: String,
     usd: f64,
     expires_at: i64,
 }
 
+crate::json_struct!(Open {
+    "call" => call,
+    "usd" => usd,
+    "expires_at" => expires_at,
+});
+
 /// A user's spend in the current period and the calls holding part of the rest.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Spend {
     period: Period,
     period_start: i64,
@@ -94,6 +158,14 @@ pub struct Spend {
     /// Numbers reservations.
     next: u64,
 }
+
+crate::json_struct!(Spend {
+    "period" => period,
+    "period_start" => period_start,
+    "spent_usd" => spent_usd,
+    "open" => open,
+    "next" => next,
+});
 
 /// How many output tokens `available` dollars cover for a call of `ask`'s size (its full
 /// `max_tokens` when they all fit), or `None` when not even `min_tokens`.

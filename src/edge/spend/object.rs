@@ -2,7 +2,6 @@
 
 use std::cell::RefCell;
 
-use serde::Deserialize;
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
 use super::{Ask, Settle, Spend};
@@ -67,18 +66,20 @@ impl DurableObject for UserSpend {
 
 impl UserSpend {
     fn load(&self) -> Result<Option<Spend>> {
-        #[derive(Deserialize)]
         struct Row {
             state: String,
         }
+
+        crate::json_struct!(Row {
+            "state" => state,
+        });
         let sql = self.state.storage().sql();
         sql.exec(
             "CREATE TABLE IF NOT EXISTS spend (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)",
             None,
         )?;
-        let rows: Vec<Row> = sql
-            .exec("SELECT state FROM spend WHERE id = 1", None)?
-            .to_array()?;
+        let rows: Vec<Row> =
+            crate::edge::d1::rows::cursor(sql.exec("SELECT state FROM spend WHERE id = 1", None)?)?;
         Ok(rows
             .first()
             .and_then(|row| crate::llm::json::from_str(&row.state).ok()))

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::join_url;
@@ -433,65 +433,79 @@ mod wire {
         pub input_schema: &'a Value,
     }
 
-    /// One stream event, by its `type`. A flat struct rather than a `#[serde(tag = "type")]`
-    /// enum: serde buffers a tagged enum's fields before it looks at the tag, which costs CPU
-    /// per event and code size per type.
-    #[derive(Deserialize)]
+    /// One stream event, by its `type`: a flat struct with the fields of every type, which the
+    /// decoder reads by `kind`.
     pub struct Event<'a> {
-        #[serde(rename = "type", borrow)]
         pub kind: Cow<'a, str>,
         pub index: Option<usize>,
         /// `message_start`.
         pub message: Option<MessageStart>,
         /// `content_block_start`.
-        #[serde(borrow)]
         pub content_block: Option<Part<'a>>,
         /// `content_block_delta` (a block's delta) and `message_delta` (the stop reason).
-        #[serde(borrow)]
         pub delta: Option<Part<'a>>,
         /// `message_delta`.
         pub usage: Option<WireUsage>,
-        #[serde(borrow)]
         pub error: Option<ErrorBody<'a>>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(Event<'a> {
+        "type" => kind,
+        "index" => index,
+        "message" => message,
+        "content_block" => content_block,
+        "delta" => delta,
+        "usage" => usage,
+        "error" => error,
+    });
+
     pub struct MessageStart {
-        #[serde(default)]
         pub usage: WireUsage,
     }
 
+    crate::json_struct!(MessageStart { "usage" => usage: default });
+
     /// A content block's start or a delta: the fields of every `type` there is.
-    #[derive(Deserialize)]
     pub struct Part<'a> {
-        #[serde(rename = "type", borrow, default)]
         pub kind: Cow<'a, str>,
-        #[serde(borrow)]
         pub text: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub thinking: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub signature: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub partial_json: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub id: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub name: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub data: Option<Cow<'a, str>>,
         pub stop_reason: Option<String>,
     }
 
+    crate::json_struct!(Part<'a> {
+        "type" => kind: default,
+        "text" => text,
+        "thinking" => thinking,
+        "signature" => signature,
+        "partial_json" => partial_json,
+        "id" => id,
+        "name" => name,
+        "data" => data,
+        "stop_reason" => stop_reason,
+    });
+
     /// Counts as sent; absent fields leave the running total alone (`message_delta` repeats
     /// some and omits others).
-    #[derive(Deserialize, Default)]
+    #[derive(Default)]
     pub struct WireUsage {
         pub input_tokens: Option<u64>,
         pub output_tokens: Option<u64>,
         pub cache_read_input_tokens: Option<u64>,
         pub cache_creation_input_tokens: Option<u64>,
     }
+
+    crate::json_struct!(WireUsage {
+        "input_tokens" => input_tokens,
+        "output_tokens" => output_tokens,
+        "cache_read_input_tokens" => cache_read_input_tokens,
+        "cache_creation_input_tokens" => cache_creation_input_tokens,
+    });
 
     impl WireUsage {
         pub fn apply(&self, usage: &mut Usage) {
@@ -510,13 +524,12 @@ mod wire {
         }
     }
 
-    #[derive(Deserialize)]
     pub struct ErrorBody<'a> {
-        #[serde(rename = "type", borrow)]
         pub kind: Cow<'a, str>,
-        #[serde(borrow)]
         pub message: Cow<'a, str>,
     }
+
+    crate::json_struct!(ErrorBody<'a> { "type" => kind, "message" => message });
 }
 
 #[cfg(test)]

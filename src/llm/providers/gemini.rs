@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::join_url;
@@ -455,48 +455,62 @@ mod wire {
         pub temperature: Option<f32>,
     }
 
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
     pub struct Chunk<'a> {
-        #[serde(default, borrow)]
         pub candidates: Vec<Candidate<'a>>,
         pub usage_metadata: Option<UsageMetadata>,
         pub error: Option<ErrorBody>,
     }
 
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
+    crate::json_struct!(Chunk<'a> {
+        "candidates" => candidates: default,
+        "usageMetadata" => usage_metadata,
+        "error" => error,
+    });
+
     pub struct Candidate<'a> {
-        #[serde(borrow)]
         pub content: Option<ContentIn<'a>>,
         pub finish_reason: Option<String>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(Candidate<'a> {
+        "content" => content,
+        "finishReason" => finish_reason,
+    });
+
     pub struct ContentIn<'a> {
-        #[serde(default, borrow)]
         pub parts: Vec<PartIn<'a>>,
     }
 
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
+    crate::json_struct!(ContentIn<'a> {
+        "parts" => parts: default,
+    });
+
     pub struct PartIn<'a> {
-        #[serde(borrow)]
         pub text: Option<Cow<'a, str>>,
         pub thought: Option<bool>,
         pub thought_signature: Option<String>,
         pub function_call: Option<FunctionCallIn>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(PartIn<'a> {
+        "text" => text,
+        "thought" => thought,
+        "thoughtSignature" => thought_signature,
+        "functionCall" => function_call,
+    });
+
     pub struct FunctionCallIn {
         pub id: Option<String>,
         pub name: Option<String>,
         pub args: Option<Value>,
     }
 
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
+    crate::json_struct!(FunctionCallIn {
+        "id" => id,
+        "name" => name,
+        "args" => args,
+    });
+
     pub struct UsageMetadata {
         pub prompt_token_count: Option<u64>,
         pub candidates_token_count: Option<u64>,
@@ -504,11 +518,22 @@ mod wire {
         pub cached_content_token_count: Option<u64>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(UsageMetadata {
+        "promptTokenCount" => prompt_token_count,
+        "candidatesTokenCount" => candidates_token_count,
+        "thoughtsTokenCount" => thoughts_token_count,
+        "cachedContentTokenCount" => cached_content_token_count,
+    });
+
     pub struct ErrorBody {
         pub message: Option<String>,
         pub status: Option<String>,
     }
+
+    crate::json_struct!(ErrorBody {
+        "message" => message,
+        "status" => status,
+    });
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::join_url;
@@ -324,11 +324,8 @@ mod wire {
         pub parameters: &'a Value,
     }
 
-    #[derive(Deserialize)]
     pub struct Chunk<'a> {
-        #[serde(borrow)]
         pub message: Option<ChunkMessage<'a>>,
-        #[serde(default)]
         pub done: bool,
         pub done_reason: Option<String>,
         pub prompt_eval_count: Option<u64>,
@@ -336,26 +333,46 @@ mod wire {
         pub error: Option<String>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(Chunk<'a> {
+        "message" => message,
+        "done" => done: default,
+        "done_reason" => done_reason,
+        "prompt_eval_count" => prompt_eval_count,
+        "eval_count" => eval_count,
+        "error" => error,
+    });
+
     pub struct ChunkMessage<'a> {
-        #[serde(borrow)]
         pub content: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub thinking: Option<Cow<'a, str>>,
         pub tool_calls: Option<Vec<ToolCallIn>>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(ChunkMessage<'a> {
+        "content" => content,
+        "thinking" => thinking,
+        "tool_calls" => tool_calls,
+    });
+
     pub struct ToolCallIn {
         pub id: Option<String>,
         pub function: FunctionCallIn,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(ToolCallIn {
+        "id" => id,
+        "function" => function,
+    });
+
     pub struct FunctionCallIn {
         pub name: String,
         pub arguments: Option<Value>,
     }
+
+    crate::json_struct!(FunctionCallIn {
+        "name" => name,
+        "arguments" => arguments,
+    });
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::join_url;
@@ -456,63 +456,86 @@ pub(crate) mod wire {
         pub parameters: &'a Value,
     }
 
-    #[derive(Deserialize)]
     pub struct Chunk<'a> {
-        #[serde(default, borrow)]
         pub choices: Vec<Choice<'a>>,
         pub usage: Option<WireUsage>,
         pub error: Option<ErrorBody>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(Chunk<'a> {
+        "choices" => choices: default,
+        "usage" => usage,
+        "error" => error,
+    });
+
     pub struct Choice<'a> {
-        #[serde(default)]
         pub index: u32,
-        #[serde(default, borrow)]
         pub delta: Delta<'a>,
         pub finish_reason: Option<String>,
     }
 
-    #[derive(Deserialize, Default)]
+    crate::json_struct!(Choice<'a> {
+        "index" => index: default,
+        "delta" => delta: default,
+        "finish_reason" => finish_reason,
+    });
+
+    #[derive(Default)]
     pub struct Delta<'a> {
-        #[serde(borrow)]
         pub content: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub reasoning_content: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub refusal: Option<Cow<'a, str>>,
-        #[serde(borrow)]
         pub tool_calls: Option<Vec<ToolCallDelta<'a>>>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(Delta<'a> {
+        "content" => content,
+        "reasoning_content" => reasoning_content,
+        "refusal" => refusal,
+        "tool_calls" => tool_calls,
+    });
+
     pub struct ToolCallDelta<'a> {
         pub index: Option<u32>,
         pub id: Option<String>,
-        #[serde(borrow)]
         pub function: Option<FunctionDelta<'a>>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(ToolCallDelta<'a> {
+        "index" => index,
+        "id" => id,
+        "function" => function,
+    });
+
     pub struct FunctionDelta<'a> {
         pub name: Option<String>,
-        #[serde(borrow)]
         pub arguments: Option<Cow<'a, str>>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(FunctionDelta<'a> {
+        "name" => name,
+        "arguments" => arguments,
+    });
+
     pub struct WireUsage {
-        #[serde(default)]
         pub prompt_tokens: u64,
-        #[serde(default)]
         pub completion_tokens: u64,
         pub prompt_tokens_details: Option<PromptDetails>,
     }
 
-    #[derive(Deserialize)]
+    crate::json_struct!(WireUsage {
+        "prompt_tokens" => prompt_tokens: default,
+        "completion_tokens" => completion_tokens: default,
+        "prompt_tokens_details" => prompt_tokens_details,
+    });
+
     pub struct PromptDetails {
         pub cached_tokens: Option<u64>,
     }
+
+    crate::json_struct!(PromptDetails {
+        "cached_tokens" => cached_tokens,
+    });
 
     impl From<WireUsage> for Usage {
         fn from(u: WireUsage) -> Self {
@@ -531,13 +554,17 @@ pub(crate) mod wire {
         }
     }
 
-    #[derive(Deserialize)]
     pub struct ErrorBody {
         pub message: Option<String>,
-        #[serde(rename = "type")]
         pub kind: Option<String>,
         pub code: Option<Value>,
     }
+
+    crate::json_struct!(ErrorBody {
+        "message" => message,
+        "type" => kind,
+        "code" => code,
+    });
 }
 
 #[cfg(test)]

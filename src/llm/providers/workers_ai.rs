@@ -11,7 +11,7 @@
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::openai;
@@ -111,14 +111,18 @@ struct Decoder {
     openai: Option<openai::Decoder>,
 }
 
-#[derive(Deserialize)]
 struct NativeChunk {
     response: Option<String>,
     tool_calls: Option<Vec<NativeCall>>,
     usage: Option<NativeUsage>,
 }
 
-#[derive(Deserialize)]
+crate::json_struct!(NativeChunk {
+    "response" => response,
+    "tool_calls" => tool_calls,
+    "usage" => usage,
+});
+
 struct NativeCall {
     id: Option<String>,
     name: Option<String>,
@@ -126,19 +130,32 @@ struct NativeCall {
     function: Option<NativeFunction>,
 }
 
-#[derive(Deserialize)]
+crate::json_struct!(NativeCall {
+    "id" => id,
+    "name" => name,
+    "arguments" => arguments,
+    "function" => function,
+});
+
 struct NativeFunction {
     name: String,
     arguments: Option<Value>,
 }
 
-#[derive(Deserialize)]
+crate::json_struct!(NativeFunction {
+    "name" => name,
+    "arguments" => arguments,
+});
+
 struct NativeUsage {
-    #[serde(default)]
     prompt_tokens: u64,
-    #[serde(default)]
     completion_tokens: u64,
 }
+
+crate::json_struct!(NativeUsage {
+    "prompt_tokens" => prompt_tokens: default,
+    "completion_tokens" => completion_tokens: default,
+});
 
 impl Decode for Decoder {
     fn frame(

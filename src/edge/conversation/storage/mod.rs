@@ -25,7 +25,6 @@
 
 use std::cell::{Cell, RefCell};
 
-use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
 
 use crate::agent::AgentMessage;
@@ -106,13 +105,18 @@ pub const FAILED_STARTS: &str = "failed_starts";
 pub const SHARD: &str = "shard";
 
 /// Whose conversation is being deleted, for the alarm that finishes it.
-#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Deleted {
     pub conversation: String,
     pub owner: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+crate::json_struct!(Deleted {
+    "conversation" => conversation,
+    "owner" => owner,
+});
+
+#[derive(Debug, Clone)]
 pub struct TurnRow {
     pub turn_id: String,
     pub recoveries: i64,
@@ -121,13 +125,20 @@ pub struct TurnRow {
     pub partial: Option<String>,
 }
 
+crate::json_struct!(TurnRow {
+    "turn_id" => turn_id,
+    "recoveries" => recoveries,
+    "client_tools" => client_tools,
+    "partial" => partial,
+});
+
 impl TurnRow {
     pub fn client_tools(&self) -> Vec<ToolDef> {
         crate::llm::json::from_str(&self.client_tools).unwrap_or_default()
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct QueuedRow {
     pub seq: i64,
     pub id: String,
@@ -135,8 +146,14 @@ pub struct QueuedRow {
     pub message: String,
 }
 
+crate::json_struct!(QueuedRow {
+    "seq" => seq,
+    "id" => id,
+    "delivery" => delivery,
+    "message" => message,
+});
+
 /// What opening reads: whether a legacy queue is there, and what [`Known`] starts from.
-#[derive(Deserialize)]
 struct Opened {
     legacy: i64,
     conversation: Option<String>,
@@ -148,29 +165,53 @@ struct Opened {
     schedules: i64,
 }
 
-#[derive(Deserialize)]
+crate::json_struct!(Opened {
+    "legacy" => legacy,
+    "conversation" => conversation,
+    "turns" => turns,
+    "paused" => paused,
+    "queued" => queued,
+    "chunks" => chunks,
+    "marks" => marks,
+    "schedules" => schedules,
+});
+
 struct Count {
     n: i64,
 }
 
+crate::json_struct!(Count {
+    "n" => n,
+});
+
 /// The delivery of a message kept while the turn it starts stores it.
 pub const STARTING: &str = "starting";
 
-#[derive(Deserialize)]
 struct Seq {
     seq: i64,
 }
 
-#[derive(Deserialize)]
+crate::json_struct!(Seq {
+    "seq" => seq,
+});
+
 struct Text {
     t: String,
 }
 
-#[derive(Deserialize)]
+crate::json_struct!(Text {
+    "t" => t,
+});
+
 struct PausedRow {
     kind: String,
     client_tools: String,
 }
+
+crate::json_struct!(PausedRow {
+    "kind" => kind,
+    "client_tools" => client_tools,
+});
 
 impl ObjectStorage {
     pub fn open(sql: SqlStorage) -> Self {
@@ -505,16 +546,14 @@ impl ObjectStorage {
     /// `None` when a message with its id is kept already. Its delivery is [`STARTING`]: no
     /// drain takes it and no queue position counts it; recovery and the alarm do see it.
     pub fn hold(&self, id: &str, message: &str, now: i64) -> Result<Option<i64>> {
-        let seq = self
-            .write(
-                "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
-                 RETURNING seq",
-                vec![id.into(), STARTING.into(), message.into(), now.into()],
-            )?
-            .to_array::<Seq>()?
-            .into_iter()
-            .next()
-            .map(|row| row.seq);
+        let seq = rows::cursor::<Seq>(self.write(
+            "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
+             RETURNING seq",
+            vec![id.into(), STARTING.into(), message.into(), now.into()],
+        )?)?
+        .into_iter()
+        .next()
+        .map(|row| row.seq);
         let known = self.known.queued.get();
         self.known
             .queued

@@ -2,16 +2,18 @@
 //! turn runs, once paused or done) and whether its turn runs, so the alarm's question "what is
 //! due first" is one read. A conversation keeps a few dozen at most, so no index is needed.
 
-use serde::Deserialize;
 use worker::Result;
 
 use super::{rows, ObjectStorage, Text};
 use crate::agent::schedules::{Schedule, Status};
 
-#[derive(Deserialize)]
 struct Due {
     due: Option<i64>,
 }
+
+crate::json_struct!(Due {
+    "due" => due,
+});
 
 impl ObjectStorage {
     /// Every schedule, oldest first (no SQL while none is known to be kept).

@@ -105,7 +105,8 @@ mod tests {
         for event in &events {
             assert!(!partial.track(&AgentEvent::Llm(event)));
         }
-        let saved: AssistantMessage = serde_json::from_str(&partial.snapshot().unwrap()).unwrap();
+        let saved: AssistantMessage =
+            crate::llm::json::from_str(&partial.snapshot().unwrap()).unwrap();
         assert_eq!(saved.stop_reason, StopReason::Interrupted);
         assert_eq!(saved.model, "claude-sonnet-4-5");
         assert_eq!(

@@ -2,7 +2,6 @@
 //! a conversation's artifacts over HTTP. A user's `PUT` is a new version the model sees (in the
 //! system prompt's index) at its next call.
 
-use serde::Deserialize;
 use worker::{Env, Request, Response};
 
 use super::owned;
@@ -53,8 +52,6 @@ pub async fn get(
     json_response(200, &artifact)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Put {
     content: String,
     title: Option<String>,
@@ -62,6 +59,13 @@ struct Put {
     /// The version this one follows; when given, a different latest version is a conflict.
     base_version: Option<u32>,
 }
+
+crate::json_struct!(#[deny_unknown_fields] Put {
+    "content" => content,
+    "title" => title,
+    "kind" => kind,
+    "base_version" => base_version,
+});
 
 /// A new version by the user; creates the artifact (with `title` and `kind`) if it is new.
 pub async fn put(

@@ -9,7 +9,6 @@
 //! read here as the body arrives, so the body may grow past the usual 1 MiB limit.
 //! Client tool definitions may come along as `tools` (the transport's `body` option).
 
-use serde::Deserialize;
 use serde_json::Value;
 use worker::{Env, Request, Response};
 
@@ -28,29 +27,35 @@ use crate::edge::protocol::{
     TurnRequest, ELSEWHERE,
 };
 
-#[derive(Deserialize)]
 struct ChatRequest {
     id: String,
-    #[serde(default)]
     messages: Vec<UiMessage>,
-    #[serde(default)]
     trigger: Option<String>,
-    #[serde(default)]
     tools: Vec<ClientTool>,
-    #[serde(default = "yes")]
     stream: bool,
     /// The client's id for this send: one already accepted runs nothing again.
-    #[serde(default, rename = "messageId")]
     message_id: Option<String>,
 }
 
+crate::json_struct!(ChatRequest {
+    "id" => id,
+    "messages" => messages: default,
+    "trigger" => trigger: default,
+    "tools" => tools: default,
+    "stream" => stream: default_to(yes),
+    "messageId" => message_id: default,
+});
+
 /// The part of a `UIMessage` we read.
-#[derive(Deserialize)]
 struct UiMessage {
     role: String,
-    #[serde(default)]
     parts: Vec<Value>,
 }
+
+crate::json_struct!(UiMessage {
+    "role" => role,
+    "parts" => parts: default,
+});
 
 pub async fn post(
     req: Request,

@@ -15,8 +15,8 @@
 use std::borrow::Cow;
 use std::mem;
 
+use crate::llm::json::FromJson;
 use memchr::memchr2;
-use serde::Deserialize;
 
 use crate::edge::error::ApiError;
 use crate::edge::gateway::body::{body_too_large, not_json, utf8};
@@ -325,8 +325,8 @@ impl ChatBody {
 
 impl KeptBody {
     /// The kept document read as `T`. An error names where it is in the body as sent.
-    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> Result<T, ApiError> {
-        crate::llm::json::from_str(&self.text).map_err(|e| {
+    pub fn parse<'a, T: FromJson<'a>>(&'a self) -> Result<T, ApiError> {
+        crate::llm::json::read(&self.text).map_err(|e| {
             let why = e.to_string();
             let suffix = format!(" at line {} column {}", e.line(), e.column());
             match (
@@ -358,11 +358,13 @@ impl KeptBody {
 /// Whether a message is the user's. One that does not read is not: if it is the last, the
 /// request's reader says what is wrong with it.
 fn is_user(message: &[u8]) -> bool {
-    #[derive(Deserialize)]
     struct Role<'a> {
-        #[serde(borrow, default)]
         role: Option<Cow<'a, str>>,
     }
+
+    crate::json_struct!(Role<'a> {
+        "role" => role: default,
+    });
     std::str::from_utf8(message)
         .ok()
         .and_then(|text| crate::llm::json::from_str::<Role>(text).ok())
@@ -485,7 +487,7 @@ mod tests {
     }
 
     /// The error a body's kept document gives when read as `T`, in chunks of `size` bytes.
-    fn parse_error<T: for<'a> Deserialize<'a>>(text: &str, size: usize) -> String {
+    fn parse_error<T: crate::llm::json::FromJsonOwned>(text: &str, size: usize) -> String {
         let chunks: Vec<&[u8]> = text.as_bytes().chunks(size).collect();
         let kept = kept(&chunks).unwrap_or_else(|e| panic!("{e}"));
         match kept.parse::<T>() {
@@ -497,13 +499,18 @@ mod tests {
 
     #[test]
     fn an_error_names_its_place_in_the_body_as_sent() {
-        #[derive(Deserialize)]
         #[allow(dead_code)]
         struct Chat {
             id: String,
             messages: Vec<Value>,
             trigger: String,
         }
+
+        crate::json_struct!(Chat {
+            "id" => id,
+            "messages" => messages,
+            "trigger" => trigger,
+        });
         // Three messages before the last are not kept; the errors come after them.
         let earlier = r#"{"role": "assistant", "parts": [{"type": "text", "text": "earlier"}]}"#;
         let head = format!(r#"{{"id": "x", "messages": [{earlier}, {earlier}, {earlier}, "#);

@@ -1,8 +1,6 @@
 //! Client tools as a request offers them (the message body and `useChat`'s alike): their names,
 //! schemas and counts checked before they reach a model.
 
-use serde::Deserialize;
-
 use crate::edge::error::ApiError;
 use crate::llm::ToolDef;
 
@@ -14,15 +12,17 @@ pub(crate) fn yes() -> bool {
 const MAX_TOOLS: usize = 64;
 const MAX_SCHEMA_BYTES: usize = 16 * 1024;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct ClientTool {
     name: String,
-    #[serde(default)]
     description: String,
-    #[serde(alias = "parameters", alias = "inputSchema")]
     input_schema: serde_json::Value,
 }
+
+crate::json_struct!(#[deny_unknown_fields] ClientTool {
+    "name" => name,
+    "description" => description: default,
+    "input_schema" | "parameters" | "inputSchema" => input_schema,
+});
 
 /// Tool names and call ids: what every provider accepts.
 pub(crate) fn valid_name(name: &str) -> bool {

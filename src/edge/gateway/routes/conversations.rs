@@ -1,6 +1,5 @@
 //! `POST /v1/conversations`, `GET /v1/conversations/{id}`.
 
-use serde::Deserialize;
 use serde_json::Value;
 use worker::{Env, Request, Response};
 
@@ -16,8 +15,6 @@ use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
 use crate::llm::ModelRef;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Create {
     system: Option<String>,
     model: Option<String>,
@@ -26,6 +23,14 @@ struct Create {
     /// The toolsets its turns may use (default: every configured one).
     toolsets: Option<Vec<String>>,
 }
+
+crate::json_struct!(#[deny_unknown_fields] Create {
+    "system" => system,
+    "model" => model,
+    "title" => title,
+    "metadata" => metadata,
+    "toolsets" => toolsets,
+});
 
 pub async fn create(
     req: Request,

@@ -1,7 +1,7 @@
 //! `POST /v1/conversations/{id}/messages` (run or queue a turn) and
 //! `GET /v1/conversations/{id}/messages` (history).
 
-use serde::Deserialize;
+use crate::llm::json::{self, FromJson, Reader};
 use worker::{Env, Request, Response};
 
 use super::client_tools::{client_tools, yes, ClientTool};
@@ -24,37 +24,42 @@ use crate::edge::protocol::{
 };
 use crate::llm::ToolDef;
 
-#[derive(Deserialize)]
 struct Send {
     message: Option<UserContent>,
     /// Tools the client runs, offered to the model for this turn.
-    #[serde(default)]
     tools: Vec<ClientTool>,
     /// Results for the client tool calls a paused turn waits on.
-    #[serde(default)]
     tool_results: Vec<ToolResultIn>,
     /// Decisions on the calls a paused turn waits to have approved.
-    #[serde(default)]
     approvals: Vec<ApprovalIn>,
-    #[serde(default)]
     delivery: DeliveryRequest,
     /// `false` returns the whole turn as JSON instead of streaming it.
-    #[serde(default = "yes")]
     stream: bool,
     /// Narrows the turn this message starts to these of the conversation's toolsets.
     toolsets: Option<Vec<String>>,
 }
 
+crate::json_struct!(Send {
+    "message" => message,
+    "tools" => tools: default,
+    "tool_results" => tool_results: default,
+    "approvals" => approvals: default,
+    "delivery" => delivery: default,
+    "stream" => stream: default_to(yes),
+    "toolsets" => toolsets,
+});
+
 /// How a message joins a running turn: `auto` and `steer` before its next tool call,
 /// `followup` when it would end. With no turn running, all three start one.
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
+#[derive(Default, Clone, Copy)]
 enum DeliveryRequest {
     #[default]
     Auto,
     Steer,
     Followup,
 }
+
+crate::json_enum!(DeliveryRequest { "auto" => Auto, "steer" => Steer, "followup" => Followup });
 
 /// `"text"` or `[{"type": "text", "text": "..."}, {"type": "file", ...}]`.
 enum UserContent {
@@ -64,9 +69,7 @@ enum UserContent {
 
 /// One part of a message: `{type: "text", text}` or `{type: "file", media_type, data (base64)
 /// or url, filename}`.
-#[derive(Deserialize)]
 struct Part {
-    #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
     media_type: Option<String>,
@@ -75,39 +78,29 @@ struct Part {
     filename: Option<String>,
 }
 
-/// By hand: serde's `untagged` would buffer the value and try each form in turn.
-impl<'de> Deserialize<'de> for UserContent {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = UserContent;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("text or a list of `text` and `file` parts")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<UserContent, E> {
-                Ok(UserContent::Text(text.to_string()))
-            }
-            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<UserContent, E> {
-                Ok(UserContent::Text(text))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<UserContent, A::Error> {
-                let mut parts = Vec::new();
-                while let Some(part) = seq.next_element::<Part>()? {
-                    if part.kind != "text" && part.kind != "file" {
-                        return Err(serde::de::Error::unknown_variant(
-                            &part.kind,
-                            &["text", "file"],
-                        ));
-                    }
-                    parts.push(part);
+crate::json_struct!(Part {
+    "type" => kind,
+    "text" => text,
+    "media_type" => media_type,
+    "data" => data,
+    "url" => url,
+    "filename" => filename,
+});
+
+/// Text, or a list of parts whose `type` is `text` or `file`.
+impl<'a> FromJson<'a> for UserContent {
+    fn read(r: &mut Reader<'a>) -> json::Result<Self> {
+        match r.peek_kind()? {
+            b'"' => String::read(r).map(UserContent::Text),
+            b'[' => {
+                let parts: Vec<Part> = Vec::read(r)?;
+                if let Some(part) = parts.iter().find(|p| p.kind != "text" && p.kind != "file") {
+                    return Err(r.unknown_name("variant", &part.kind, &["text", "file"]));
                 }
                 Ok(UserContent::Parts(parts))
             }
+            _ => Err(r.invalid_type("text or a list of `text` and `file` parts")),
         }
-        deserializer.deserialize_any(Visit)
     }
 }
 
@@ -307,12 +300,14 @@ pub(crate) async fn hand_over(
         .await
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+#[derive(Default)]
 struct Retry {
-    #[serde(default = "yes")]
     stream: bool,
 }
+
+crate::json_struct!(#[deny_unknown_fields] Retry {
+    "stream" => stream: default_to(yes),
+});
 
 /// `POST /v1/conversations/{id}/retry`: runs the last user message again. What followed it stays
 /// in the history, marked superseded, and is never sent to a model again.

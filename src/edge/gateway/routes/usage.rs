@@ -1,7 +1,6 @@
 //! `GET /v1/usage` (the caller's spend in the current budget period, per model, and the limit)
 //! and `PUT /v1/admin/budgets/{user}` (an admin sets a user's budget).
 
-use serde::Deserialize;
 use worker::{Env, Request, Response};
 
 use crate::agent::calendar::format_utc;
@@ -40,12 +39,15 @@ pub async fn get(env: &Env, config: &Config, user: &str) -> Result<Response, Api
     )
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct BudgetIn {
     limit_usd: f64,
     period: Period,
 }
+
+crate::json_struct!(#[deny_unknown_fields] BudgetIn {
+    "limit_usd" => limit_usd,
+    "period" => period,
+});
 
 pub async fn put(
     req: Request,
