@@ -2,9 +2,6 @@
 //! `Value` (tool arguments, metadata: JSON kept as JSON).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasher, Hash};
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -35,20 +32,6 @@ impl<'a> FromJson<'a> for &'a str {
                 "invalid type: string {s:?}, expected a borrowed string"
             ))),
         }
-    }
-}
-
-impl<'a> FromJson<'a> for Arc<str> {
-    #[inline(never)]
-    fn read(r: &mut Reader<'a>) -> Result<Self> {
-        r.string().map(|s| Arc::from(&*s))
-    }
-}
-
-impl<'a> FromJson<'a> for Box<str> {
-    #[inline(never)]
-    fn read(r: &mut Reader<'a>) -> Result<Self> {
-        r.string().map(|s| s.into())
     }
 }
 
@@ -108,13 +91,6 @@ impl<'a> FromJson<'a> for f64 {
     }
 }
 
-impl<'a> FromJson<'a> for f32 {
-    #[inline(never)]
-    fn read(r: &mut Reader<'a>) -> Result<Self> {
-        f64::read(r).map(|n| n as f32)
-    }
-}
-
 /// `null` is `None`; a missing field is `None` too (see `json_struct!`).
 impl<'a, T: FromJson<'a>> FromJson<'a> for Option<T> {
     #[inline(never)]
@@ -130,13 +106,6 @@ impl<'a, T: FromJson<'a>> FromJson<'a> for Option<T> {
     }
 }
 
-impl<'a, T: FromJson<'a>> FromJson<'a> for Box<T> {
-    #[inline(never)]
-    fn read(r: &mut Reader<'a>) -> Result<Self> {
-        T::read(r).map(Box::new)
-    }
-}
-
 impl<'a, T: FromJson<'a>> FromJson<'a> for Vec<T> {
     #[inline(never)]
     fn read(r: &mut Reader<'a>) -> Result<Self> {
@@ -146,35 +115,6 @@ impl<'a, T: FromJson<'a>> FromJson<'a> for Vec<T> {
             list.push(T::read(r)?);
         }
         Ok(list)
-    }
-}
-
-impl<'a, K: From<Cow<'a, str>> + Ord, T: FromJson<'a>> FromJson<'a> for BTreeMap<K, T> {
-    #[inline(never)]
-    fn read(r: &mut Reader<'a>) -> Result<Self> {
-        r.begin_object("a map")?;
-        let mut map = BTreeMap::new();
-        while let Some(key) = r.next_key()? {
-            map.insert(K::from(key), T::read(r)?);
-        }
-        Ok(map)
-    }
-}
-
-impl<'a, K, T, S> FromJson<'a> for HashMap<K, T, S>
-where
-    K: From<Cow<'a, str>> + Eq + Hash,
-    T: FromJson<'a>,
-    S: BuildHasher + Default,
-{
-    #[inline(never)]
-    fn read(r: &mut Reader<'a>) -> Result<Self> {
-        r.begin_object("a map")?;
-        let mut map = HashMap::default();
-        while let Some(key) = r.next_key()? {
-            map.insert(K::from(key), T::read(r)?);
-        }
-        Ok(map)
     }
 }
 
