@@ -1,6 +1,8 @@
 //! The `conversations` table: creating one within a user's count, reading, listing and deleting
 //! them, and the ids a `/v1/chat` id stands for.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -8,8 +10,6 @@ use super::params::{BindParams, Param};
 use super::rows;
 use super::{Created, Store};
 use crate::edge::error::ApiError;
-use std::borrow::Cow;
-
 use crate::llm::json::{self, FromJson, FromJsonOwned, Reader};
 
 /// A conversation row as the API returns it.
@@ -269,7 +269,9 @@ impl Store {
                 .prepare("DELETE FROM conversations WHERE id = ?1 AND owner = ?2")
                 .bind_params(&[id.into(), owner.into()])?,
         ];
-        Ok(Some(super::changes(&self.db.batch(statements).await?)))
+        Ok(Some(super::changes(
+            &rows::batch(&self.db, &statements).await?,
+        )))
     }
 
     /// Up to `limit` conversations (id, owner) not updated since `before_ms`, oldest first.

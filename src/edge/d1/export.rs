@@ -117,6 +117,8 @@ impl Store {
                 .bind_params(&[owner.into()])
         })
         .collect::<Result<Vec<_>, _>>()?;
-        Ok(super::changes(&self.db.batch(statements).await?))
+        Ok(super::changes(
+            &super::rows::batch(&self.db, &statements).await?,
+        ))
     }
 }

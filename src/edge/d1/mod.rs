@@ -66,12 +66,15 @@ impl Store {
     }
 }
 
-/// The rows a batch's statements changed, together.
-fn changes(results: &[worker::D1Result]) -> u64 {
+/// The rows a batch's statements changed, together (each result's `meta.changes`, read where
+/// it lies rather than through workers-rs's `meta()`, which compiles serde_wasm_bindgen in).
+fn changes(results: &[worker::wasm_bindgen::JsValue]) -> u64 {
+    use worker::js_sys::Reflect;
     results
         .iter()
-        .filter_map(|r| r.meta().ok().flatten()?.changes)
-        .sum::<usize>() as u64
+        .filter_map(|result| Reflect::get(result, &"meta".into()).ok())
+        .filter_map(|meta| Reflect::get(&meta, &"changes".into()).ok()?.as_f64())
+        .sum::<f64>() as u64
 }
 
 /// A row whose presence is the answer: one an `INSERT ... RETURNING` wrote (none when its

@@ -6,6 +6,9 @@
 //! `wrangler.toml`, `simple = { limit = 30, period = 60 }`); `RATE_LIMIT_PER_MINUTE` states the
 //! same figure for the error message and `0` turns the check off.
 
+use worker::js_sys::{Function, Object, Promise, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
 use crate::edge::config::Config;
@@ -30,8 +33,10 @@ pub async fn check(env: &Env, config: &Config, user: &str) -> Result<(), ApiErro
             ),
         )
     })?;
-    let outcome = limiter.limit(user.to_string()).await?;
-    if outcome.success {
+    if allowed(limiter.as_ref(), user)
+        .await
+        .map_err(limiter_error)?
+    {
         return Ok(());
     }
     Err(ApiError::TooManyRequests {
@@ -42,4 +47,24 @@ pub async fn check(env: &Env, config: &Config, user: &str) -> Result<(), ApiErro
         ),
         retry_after_s: PERIOD_S,
     })
+}
+
+/// The binding's `limit({key})`, called as it is: workers-rs's `limit` goes through
+/// serde_wasm_bindgen both ways, the only code that would compile it into the Worker.
+async fn allowed(limiter: &JsValue, key: &str) -> Result<bool, JsValue> {
+    let limit: Function = Reflect::get(limiter, &"limit".into())?.dyn_into()?;
+    let options = Object::new();
+    Reflect::set(&options, &"key".into(), &key.into())?;
+    let promise: Promise = limit.call1(limiter, &options)?.dyn_into()?;
+    let outcome = JsFuture::from(promise).await?;
+    Ok(Reflect::get(&outcome, &"success".into())?.as_bool() == Some(true))
+}
+
+fn limiter_error(e: JsValue) -> ApiError {
+    ApiError::Internal(format!(
+        "the rate limiter failed: {}",
+        e.as_string()
+            .or_else(|| Reflect::get(&e, &"message".into()).ok()?.as_string())
+            .unwrap_or_else(|| format!("{e:?}"))
+    ))
 }
