@@ -202,6 +202,25 @@ pub enum StopReason {
     Other(String),
 }
 
+impl StopReason {
+    /// The reason a stored name stands for (serde's snake_case of each unit variant).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "end_turn" => StopReason::EndTurn,
+            "max_tokens" => StopReason::MaxTokens,
+            "stop_sequence" => StopReason::StopSequence,
+            "tool_use" => StopReason::ToolUse,
+            "pause_turn" => StopReason::PauseTurn,
+            "refusal" => StopReason::Refusal,
+            "content_filter" => StopReason::ContentFilter,
+            "error" => StopReason::Error,
+            "aborted" => StopReason::Aborted,
+            "interrupted" => StopReason::Interrupted,
+            _ => return None,
+        })
+    }
+}
+
 /// A known reason is a string; `Other` is `{"other": "…"}`, as serde writes it.
 impl<'a> FromJson<'a> for StopReason {
     fn read(r: &mut Reader<'a>) -> json::Result<Self> {
@@ -226,19 +245,7 @@ impl<'a> FromJson<'a> for StopReason {
             return Other::read(r).map(|o| StopReason::Other(o.other));
         }
         let name = r.string()?;
-        Ok(match &*name {
-            "end_turn" => StopReason::EndTurn,
-            "max_tokens" => StopReason::MaxTokens,
-            "stop_sequence" => StopReason::StopSequence,
-            "tool_use" => StopReason::ToolUse,
-            "pause_turn" => StopReason::PauseTurn,
-            "refusal" => StopReason::Refusal,
-            "content_filter" => StopReason::ContentFilter,
-            "error" => StopReason::Error,
-            "aborted" => StopReason::Aborted,
-            "interrupted" => StopReason::Interrupted,
-            other => return Err(r.unknown_name("variant", other, NAMES)),
-        })
+        StopReason::from_name(&name).ok_or_else(|| r.unknown_name("variant", &name, NAMES))
     }
 }
 

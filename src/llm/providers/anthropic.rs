@@ -203,15 +203,19 @@ fn encode_block(block: &ContentBlock) -> Option<wire::Block<'_>> {
     }
 }
 
+/// The stored names are Anthropic's; the reasons only the runtime gives (an error, a cancel, …)
+/// are not Anthropic's to give, and stay as it sent them.
 pub(crate) fn map_stop_reason(reason: &str) -> StopReason {
-    match reason {
-        "end_turn" => StopReason::EndTurn,
-        "max_tokens" => StopReason::MaxTokens,
-        "stop_sequence" => StopReason::StopSequence,
-        "tool_use" => StopReason::ToolUse,
-        "pause_turn" => StopReason::PauseTurn,
-        "refusal" => StopReason::Refusal,
-        other => StopReason::Other(other.to_string()),
+    match StopReason::from_name(reason) {
+        Some(
+            known @ (StopReason::EndTurn
+            | StopReason::MaxTokens
+            | StopReason::StopSequence
+            | StopReason::ToolUse
+            | StopReason::PauseTurn
+            | StopReason::Refusal),
+        ) => known,
+        _ => StopReason::Other(reason.to_string()),
     }
 }
 
@@ -650,6 +654,8 @@ mod tests {
                 "model_context_window_exceeded",
                 StopReason::Other("model_context_window_exceeded".into()),
             ),
+            // A name only the runtime gives is not taken from the provider.
+            ("aborted", StopReason::Other("aborted".into())),
         ] {
             assert_eq!(map_stop_reason(wire), ours);
         }
