@@ -1,9 +1,9 @@
 //! Reading a JSON object's fields by hand, for inputs read rarely: configuration entries
 //! (`MODELS`, `HTTP_TOOLS`, `MCP_SERVERS`) and built-in tools' arguments.
 //!
-//! A derived `Deserialize` type carries its own copy of `serde_json`'s object reader (a few
-//! hundred bytes of the Worker's gzipped wasm each), and serde's errors for a value of the wrong kind do not say which field it was. These
-//! inputs are parsed once into a `serde_json::Value` (whose reader the Worker carries anyway) and
+//! A type read through `llm::json` carries its own code for its fields, and the reader's errors
+//! for a value of the wrong kind do not say which field it was. These inputs are parsed once
+//! into a `serde_json::Value` (whose reader the Worker carries anyway) and
 //! their fields taken out of it with the few functions below, compiled once for every type. The
 //! errors name the field and what it must be, for someone editing a configuration value or a
 //! model choosing arguments.

@@ -187,7 +187,7 @@ impl Object {
         let path = req.path();
         match (req.method(), path.as_str()) {
             (Method::Post, "/send") => {
-                // serde_json over the text, not `Request::json` (JS `JSON.parse` read back
+                // `llm::json` over the text, not `Request::json` (JS `JSON.parse` read back
                 // through serde_wasm_bindgen: slower, and a second copy of every reader).
                 let send: Handover = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;

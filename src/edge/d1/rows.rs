@@ -1,5 +1,5 @@
 //! Rows from the platform (D1 results, the object's SQLite cursors) read as JSON text: one
-//! `JSON.stringify` and one crossing per result (or cursor row), then serde_json. workers-rs
+//! `JSON.stringify` and one crossing per result (or cursor row), then `llm::json`. workers-rs
 //! reads them field by field through serde_wasm_bindgen instead, which crosses into JS for
 //! every value and compiles a second reader for every row type.
 
