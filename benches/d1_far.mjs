@@ -11,7 +11,7 @@
 
 import { startThisWorker, wrappedBuild } from "./miniflare.mjs";
 import { BENCH_CALLER_VARS } from "./contenders.mjs";
-import { anthropicLoopback, api, chatMessage, chatSession } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, api, chatSession } from "../tests/e2e/harness.mjs";
 
 const DELAYS = (process.env.BENCH_D1_DELAYS ?? "0,25,100").split(",").map(Number);
 const TURNS = Number(process.env.BENCH_D1_TURNS ?? 7);
