@@ -95,48 +95,28 @@ pub enum TurnRequest {
 
 impl<'a> FromJson<'a> for TurnRequest {
     fn read(r: &mut Reader<'a>) -> json::Result<Self> {
-        struct Message {
-            id: String,
-            message: AgentMessage,
-            delivery: Delivery,
-            keyed: bool,
-        }
-        crate::json_struct!(Message {
-            "id" => id,
-            "message" => message,
-            "delivery" => delivery,
-            "keyed" => keyed: default,
-        });
-        struct Resume {
-            results: Vec<ToolResultIn>,
-            approvals: Vec<ApprovalIn>,
-            only_pending: bool,
-        }
-        crate::json_struct!(Resume {
-            "results" => results,
-            "approvals" => approvals,
-            "only_pending" => only_pending,
-        });
         const NAMES: &[&str] = &["message", "resume", "retry"];
         let request = match r.variant("enum TurnRequest")? {
             (name, false) if name == "retry" => return Ok(TurnRequest::Retry),
-            (name, true) if name == "message" => {
-                let m = Message::read(r)?;
+            (name, true) if name == "message" => crate::json_fields!(
+                r,
+                "struct variant TurnRequest::Message",
                 TurnRequest::Message {
-                    id: m.id,
-                    message: m.message,
-                    delivery: m.delivery,
-                    keyed: m.keyed,
+                    "id" => id,
+                    "message" => message,
+                    "delivery" => delivery,
+                    "keyed" => keyed: default,
                 }
-            }
-            (name, true) if name == "resume" => {
-                let m = Resume::read(r)?;
+            ),
+            (name, true) if name == "resume" => crate::json_fields!(
+                r,
+                "struct variant TurnRequest::Resume",
                 TurnRequest::Resume {
-                    results: m.results,
-                    approvals: m.approvals,
-                    only_pending: m.only_pending,
+                    "results" => results,
+                    "approvals" => approvals,
+                    "only_pending" => only_pending,
                 }
-            }
+            ),
             (name, _) => return Err(r.unknown_name("variant", &name, NAMES)),
         };
         r.end_variant()?;

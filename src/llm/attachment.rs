@@ -35,39 +35,21 @@ pub struct Attachment {
     pub data: Option<FileData>,
 }
 
-/// Read without `data`: a `data` key is skipped, as serde's `skip` does.
-impl<'a> crate::llm::json::FromJson<'a> for Attachment {
-    fn read(r: &mut crate::llm::json::Reader<'a>) -> crate::llm::json::Result<Self> {
-        struct Stored {
-            id: String,
-            media_type: String,
-            size: u64,
-            name: Option<String>,
-            width: Option<u32>,
-            height: Option<u32>,
-            pages: Option<u32>,
-        }
-        crate::json_struct!(Stored {
-            "id" => id,
-            "media_type" => media_type,
-            "size" => size,
-            "name" => name,
-            "width" => width,
-            "height" => height,
-            "pages" => pages,
-        });
-        let s = Stored::read(r)?;
-        Ok(Attachment {
-            id: s.id,
-            media_type: s.media_type,
-            size: s.size,
-            name: s.name,
-            width: s.width,
-            height: s.height,
-            pages: s.pages,
-            data: None,
-        })
-    }
+crate::json_struct!(Attachment {
+    "id" => id,
+    "media_type" => media_type,
+    "size" => size,
+    "name" => name,
+    "width" => width,
+    "height" => height,
+    "pages" => pages,
+    "data" => data: default_with(never_stored),
+});
+
+/// `data` is never stored: a key of that name is read past, as serde's `skip` did.
+fn never_stored<T>(r: &mut crate::llm::json::Reader<'_>) -> crate::llm::json::Result<Option<T>> {
+    r.skip()?;
+    Ok(None)
 }
 
 /// A file's contents as a provider request carries them.

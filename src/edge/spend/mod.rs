@@ -88,34 +88,23 @@ pub enum Reply {
 
 impl<'a> FromJson<'a> for Reply {
     fn read(r: &mut Reader<'a>) -> json::Result<Self> {
-        struct Granted {
-            call: String,
-            max_tokens: u32,
-            committed_usd: f64,
-        }
-        crate::json_struct!(Granted {
-            "call" => call,
-            "max_tokens" => max_tokens,
-            "committed_usd" => committed_usd,
-        });
-        struct Short {
-            committed_usd: f64,
-        }
-        crate::json_struct!(Short { "committed_usd" => committed_usd });
         const NAMES: &[&str] = &["granted", "short", "reseed"];
         let reply = match r.variant("enum Reply")? {
             (name, false) if name == "reseed" => return Ok(Reply::Reseed),
-            (name, true) if name == "granted" => {
-                let g = Granted::read(r)?;
+            (name, true) if name == "granted" => crate::json_fields!(
+                r,
+                "struct variant Reply::Granted",
                 Reply::Granted {
-                    call: g.call,
-                    max_tokens: g.max_tokens,
-                    committed_usd: g.committed_usd,
+                    "call" => call,
+                    "max_tokens" => max_tokens,
+                    "committed_usd" => committed_usd,
                 }
-            }
-            (name, true) if name == "short" => Reply::Short {
-                committed_usd: Short::read(r)?.committed_usd,
-            },
+            ),
+            (name, true) if name == "short" => crate::json_fields!(
+                r,
+                "struct variant Reply::Short",
+                Reply::Short { "committed_usd" => committed_usd }
+            ),
             (name, _) => return Err(r.unknown_name("variant", &name, NAMES)),
         };
         r.end_variant()?;

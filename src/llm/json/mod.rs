@@ -36,12 +36,6 @@ pub trait FromJson<'a>: Sized {
     }
 }
 
-/// Whether a struct's field is missing and may not be (see [`FromJson::missing`]).
-#[doc(hidden)]
-pub fn lacks<'a, T: FromJson<'a>>(field: &Option<T>) -> bool {
-    field.is_none() && T::missing().is_none()
-}
-
 /// A type read from JSON that borrows nothing from the text.
 pub trait FromJsonOwned: for<'a> FromJson<'a> {}
 impl<T: for<'a> FromJson<'a>> FromJsonOwned for T {}
@@ -82,34 +76,14 @@ macro_rules! json_struct {
     ($(#[$strict:ident])? $ty:ident { $($body:tt)* }) => {
         $crate::json_struct!(@impl ['de] [$ty] $ty [$($strict)?] { $($body)* });
     };
-    (@impl [$lt:lifetime] [$self_ty:ty] $name:ident [$($strict:ident)?] {
-        $($key:literal $(| $alias:literal)* => $field:ident $(: $mode:ident $(($arg:expr))?)?),* $(,)?
-    }) => {
+    (@impl [$lt:lifetime] [$self_ty:ty] $name:ident [$($strict:ident)?] { $($body:tt)* }) => {
         impl<$lt> $crate::llm::json::FromJson<$lt> for $self_ty {
             fn read(r: &mut $crate::llm::json::Reader<$lt>) -> $crate::llm::json::Result<Self> {
-                // Each field's number: its place in the list.
-                #[allow(non_camel_case_types, dead_code, clippy::enum_variant_names)]
-                enum Field { $($field),* }
-                $(let mut $field = None;)*
-                // The fields are read in a closure and checked after it, so that an error on
-                // the way leaves by one path (a way out drops every field read so far).
-                r.object(
+                Ok($crate::json_fields!(
+                    r,
                     concat!("struct ", stringify!($name)),
-                    &[$(($key, Field::$field as u8) $(, ($alias, Field::$field as u8))*),*],
-                    $crate::json_struct!(@known [$($strict)?] [$($key),*]),
-                    #[allow(unused_variables, unreachable_code)]
-                    &mut |r, n| {
-                        $(if n == Field::$field as u8 {
-                            $crate::json_struct!(@read r $field $($mode $(($arg))?)?);
-                            return Ok(());
-                        })*
-                        Ok(())
-                    },
-                )?;
-                $(let Some($field) = $crate::json_struct!(@finish $field $($mode $(($arg))?)?) else {
-                    return Err(r.missing($key));
-                };)*
-                Ok(Self { $($field),* })
+                    $(#[$strict])? Self { $($body)* }
+                ))
             }
         }
     };
@@ -129,11 +103,43 @@ macro_rules! json_struct {
     (@finish $field:ident default) => { Some($field.unwrap_or_default()) };
     (@finish $field:ident default_with($f:expr)) => { Some($field.unwrap_or_default()) };
     (@finish $field:ident default_to($arg:expr)) => { Some($field.unwrap_or_else($arg)) };
-    (@lacks $field:ident) => { $crate::llm::json::lacks(&$field) };
-    (@lacks $field:ident with($f:expr)) => { $field.is_none() };
-    (@lacks $field:ident $mode:ident $(($arg:expr))?) => { false };
     (@known [] [$($key:literal),*]) => { None };
     (@known [deny_unknown_fields] [$($key:literal),*]) => { Some(&[$($key),*]) };
+}
+
+/// Reads an object's fields, as [`json_struct!`](crate::json_struct) lists them, into a braced
+/// constructor: a struct's (`Self`) or an enum variant's, whose fields are read in place rather
+/// than through a struct of their own. `expected` names it in an error. For use in a function
+/// returning [`Result`]: an error returns from it.
+#[macro_export]
+macro_rules! json_fields {
+    ($r:ident, $expected:expr, $(#[$strict:ident])? $ctor:path {
+        $($key:literal $(| $alias:literal)* => $field:ident $(: $mode:ident $(($arg:expr))?)?),* $(,)?
+    }) => {{
+        // Each field's number: its place in the list.
+        #[allow(non_camel_case_types, dead_code, clippy::enum_variant_names)]
+        enum Field { $($field),* }
+        $(let mut $field = None;)*
+        // The fields are read in a closure and checked after it, so that an error on the way
+        // leaves by one path (a way out drops every field read so far).
+        $r.object(
+            $expected,
+            &[$(($key, Field::$field as u8) $(, ($alias, Field::$field as u8))*),*],
+            $crate::json_struct!(@known [$($strict)?] [$($key),*]),
+            #[allow(unused_variables, unreachable_code)]
+            &mut |r, n| {
+                $(if n == Field::$field as u8 {
+                    $crate::json_struct!(@read r $field $($mode $(($arg))?)?);
+                    return Ok(());
+                })*
+                Ok(())
+            },
+        )?;
+        $(let Some($field) = $crate::json_struct!(@finish $field $($mode $(($arg))?)?) else {
+            return Err($r.missing($key));
+        };)*
+        $ctor { $($field),* }
+    }};
 }
 
 /// [`FromJson`] for an enum of unit variants written as strings:
