@@ -7,7 +7,6 @@
 //! The two kinds of user never meet: a server key's user is `key:<name>`, and a JWT whose `sub`
 //! starts with `key:` or is `anonymous` is refused, so no token can act as another kind's user.
 
-use crate::llm::json::{self, FromJson, Reader};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -15,6 +14,7 @@ use sha2::Sha256;
 
 use crate::edge::config::access::{AuthConfig, ANONYMOUS, KEY_USER_PREFIX};
 use crate::edge::error::ApiError;
+use crate::llm::json::{self, FromJson, Reader};
 
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_S: i64 = 30;

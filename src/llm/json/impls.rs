@@ -66,7 +66,7 @@ macro_rules! integers {
     ($($ty:ty),*) => {$(
         impl<'a> FromJson<'a> for $ty {
             #[inline(never)]
-    fn read(r: &mut Reader<'a>) -> Result<Self> {
+            fn read(r: &mut Reader<'a>) -> Result<Self> {
                 let n = integer(r, stringify!($ty), <$ty>::MIN as i128, <$ty>::MAX as i128)?;
                 // In range: checked just above.
                 Ok(n as $ty)

@@ -334,6 +334,7 @@ impl<'a> Reader<'a> {
                 end += 1;
             }
             self.pos = end;
+            let run = &self.text[run_start..end];
             match bytes.get(end) {
                 None => return Err(self.syntax("EOF while parsing a string")),
                 Some(&b) if b < 0x20 => {
@@ -343,11 +344,8 @@ impl<'a> Reader<'a> {
                 }
                 Some(_) => {}
             }
-            let len = end - run_start;
-            self.pos = run_start + len;
-            let run = &self.text[run_start..self.pos];
-            self.pos += 1;
-            if bytes[self.pos - 1] == b'"' {
+            self.pos = end + 1;
+            if bytes[end] == b'"' {
                 return Ok(match owned {
                     None => Cow::Borrowed(run),
                     Some(mut s) => {
@@ -474,6 +472,7 @@ impl<'a> Reader<'a> {
 
     /// The next key of the object entered, its `:` consumed; `None` past its `}`.
     pub fn next_key(&mut self) -> Result<Option<Cow<'a, str>>> {
+        // Right after the `{` (no value ends with one, so this is the object's first key).
         let first = self.bytes().get(self.pos.wrapping_sub(1)) == Some(&b'{');
         match self.peek() {
             Some(b'}') => {
@@ -507,6 +506,7 @@ impl<'a> Reader<'a> {
 
     /// Whether the array entered has another element (its `,` consumed); false past its `]`.
     pub fn next_element(&mut self) -> Result<bool> {
+        // Right after the `[` (no value ends with one).
         let first = self.bytes().get(self.pos.wrapping_sub(1)) == Some(&b'[');
         match self.peek() {
             Some(b']') => {

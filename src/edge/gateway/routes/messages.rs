@@ -1,7 +1,6 @@
 //! `POST /v1/conversations/{id}/messages` (run or queue a turn) and
 //! `GET /v1/conversations/{id}/messages` (history).
 
-use crate::llm::json::{self, FromJson, Reader};
 use worker::{Env, Request, Response};
 
 use super::client_tools::{client_tools, yes, ClientTool};
@@ -22,6 +21,7 @@ use crate::edge::protocol::{
     check_key, keyed_id, ApprovalIn, Delivery, Handover, ToolResultIn, TurnConversation,
     TurnRequest, UNKNOWN_CONVERSATION,
 };
+use crate::llm::json::{self, FromJson, Reader};
 use crate::llm::ToolDef;
 
 struct Send {
