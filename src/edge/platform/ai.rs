@@ -6,6 +6,7 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
+use super::js_message;
 use crate::llm::providers::AiBinding;
 use crate::llm::ByteStream;
 
@@ -52,11 +53,4 @@ impl AiBinding for WorkersAiBinding {
         // Read as a fetched body is: the chunks that arrive together in one read.
         Ok(Box::pin(super::fetch::Piped::new(&stream)?))
     }
-}
-
-fn js_message(e: JsValue) -> String {
-    Reflect::get(&e, &JsValue::from_str("message"))
-        .ok()
-        .and_then(|m| m.as_string())
-        .unwrap_or_else(|| format!("{e:?}"))
 }

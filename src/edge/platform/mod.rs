@@ -21,3 +21,14 @@ pub mod providers;
 pub mod push_body;
 pub mod rate_limit;
 pub mod timers;
+
+use worker::js_sys::Reflect;
+use worker::wasm_bindgen::JsValue;
+
+/// What a JavaScript error says: its `message`, or the value itself.
+pub(crate) fn js_message(e: JsValue) -> String {
+    Reflect::get(&e, &JsValue::from_str("message"))
+        .ok()
+        .and_then(|m| m.as_string())
+        .unwrap_or_else(|| format!("{e:?}"))
+}

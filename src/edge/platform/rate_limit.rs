@@ -61,10 +61,5 @@ async fn allowed(limiter: &JsValue, key: &str) -> Result<bool, JsValue> {
 }
 
 fn limiter_error(e: JsValue) -> ApiError {
-    ApiError::Internal(format!(
-        "the rate limiter failed: {}",
-        e.as_string()
-            .or_else(|| Reflect::get(&e, &"message".into()).ok()?.as_string())
-            .unwrap_or_else(|| format!("{e:?}"))
-    ))
+    ApiError::Internal(format!("the rate limiter failed: {}", super::js_message(e)))
 }
