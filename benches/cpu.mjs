@@ -17,7 +17,7 @@
 
 import path from "node:path";
 import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS, fillConversation } from "./answers.mjs";
-import { contenders } from "./contenders.mjs";
+import { contenders, loopbackProvider } from "./contenders.mjs";
 import { cpuMs, mainThreadCpuMs, rssMb } from "./workerd.mjs";
 import { anthropicLoopback, chatSession } from "../tests/e2e/harness.mjs";
 
@@ -29,7 +29,7 @@ const COMPARE = process.env.BENCH_COMPARE;
 const COMPARE_V8_FLAGS = process.env.BENCH_COMPARE_V8_FLAGS;
 
 const anthropic = await anthropicLoopback();
-const vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" };
+const vars = loopbackProvider(anthropic);
 
 const { edgeAgent: startEdgeAgent, passThrough, floor, aiSdk } = contenders(vars);
 

@@ -10,7 +10,7 @@
 // deployment's process creates isolates is the platform's, not measured here. Printed, never
 // asserted.
 
-import { BENCH_CALLER_VARS, uiStreamComplete } from "./contenders.mjs";
+import { BENCH_CALLER_VARS, uiStreamComplete, loopbackProvider } from "./contenders.mjs";
 import { startThisWorker, wrappedBuild } from "./miniflare.mjs";
 import { cpuMs } from "./workerd.mjs";
 import { anthropicLoopback, chatMessage } from "../tests/e2e/harness.mjs";
@@ -25,7 +25,7 @@ const anthropic = await anthropicLoopback();
 const worker = await startThisWorker({
   ...entry,
   v8Flags: "--allow-natives-syntax",
-  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
+  vars: { ...loopbackProvider(anthropic), ...BENCH_CALLER_VARS },
 });
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 let n = 0;

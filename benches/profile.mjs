@@ -22,7 +22,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { ROOT, anthropicLoopback, chatMessage, chatSession, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
 import { connectInspector } from "./inspector.mjs";
 import { startMiniflare } from "./miniflare.mjs";
-import { BENCH_CALLER_VARS, uiStreamComplete } from "./contenders.mjs";
+import { BENCH_CALLER_VARS, uiStreamComplete, loopbackProvider } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 // Node 22 has a global WebSocket; Node 20 (the system's on some machines) has not, and the `ws`
@@ -75,7 +75,7 @@ const worker = await startMiniflare({
   inspectorPort,
   // V8 writes /tmp/perf-<pid>.map, naming its JIT code (wasm functions by the name section).
   v8Flags: PERF ? "--perf-basic-prof" : undefined,
-  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
+  vars: { ...loopbackProvider(anthropic), ...BENCH_CALLER_VARS },
 });
 
 // A later message is sent as `useChat` sends it, with every message before it.

@@ -6,13 +6,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { anthropicLoopback, api, readUiStream } from "../tests/e2e/harness.mjs";
 import { startThisWorker } from "./miniflare.mjs";
-import { BENCH_CALLER_VARS } from "./contenders.mjs";
+import { BENCH_CALLER_VARS, loopbackProvider } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const anthropic = await anthropicLoopback();
 const worker = await startThisWorker({
-  vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ...BENCH_CALLER_VARS },
+  vars: { ...loopbackProvider(anthropic), ...BENCH_CALLER_VARS },
 });
 try {
   const workerd = worker.pid;
