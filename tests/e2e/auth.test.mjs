@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker, withinOneRateWindow } from "./harness.mjs";
 
 const SECRET = "jwt-secret-for-tests";
 let anthropic, worker;
@@ -114,6 +114,8 @@ test("a server key from API_KEYS acts as its named user", async () => {
 
 test("each user may send 30 messages a minute; the 31st is a 429 with Retry-After, reads and other users go on", async () => {
   const carol = as(jwt({ sub: "carol", exp: now() + 600 }));
+  // The 31 requests (about a second) must fall in one of the limiter's windows.
+  await withinOneRateWindow(10_000);
   const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, carol)).json();
   // Counted before the body is read: a refused body still counts as a message request. The
   // conversation's creation counted too.

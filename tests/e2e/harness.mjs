@@ -422,6 +422,14 @@ export async function parseUiStream(text) {
   return chunks;
 }
 
+/** Waits, if need be, until `needMs` or more remain of the wall clock's minute. Local rate
+ * limiting (Miniflare's) counts in windows aligned to the clock's minutes, so a test that fills
+ * one must not straddle two: the requests after the edge would find a fresh window. */
+export async function withinOneRateWindow(needMs) {
+  const into = Date.now() % 60_000;
+  if (into > 60_000 - needMs) await sleep(60_000 - into + 300);
+}
+
 /** Chunk types with runs of deltas collapsed, for comparing sequences. */
 export function shape(chunks) {
   const out = [];

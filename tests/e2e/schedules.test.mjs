@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, beforeEach, test } from "node:test";
-import { anthropicLoopback, api, conversationObjects, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, api, conversationObjects, freshPersistDir, readUiStream, startWorker, withinOneRateWindow } from "./harness.mjs";
 
 let anthropic, worker, persistDir, vars;
 
@@ -242,10 +242,9 @@ test("a deleted conversation's schedules go with it", async () => {
 
 test("a scheduled turn counts against its owner's rate limit: past it the run is refused and recorded, the model not called", async () => {
   const carol = as("carol");
-  // Local rate limiting counts in windows aligned to the wall clock's minutes: all of this
-  // (about 4 s) must fall in one, or the run would find a fresh window.
-  const into = Date.now() % 60_000;
-  if (into > 52_000) await sleep(60_000 - into + 300);
+  // All of this (about 4 s) must fall in one of the limiter's windows, or the run would find a
+  // fresh one.
+  await withinOneRateWindow(8_000);
   const id = await newConversation(carol);
   const created = await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Summarise the day.", delay_seconds: 3 }, carol);
   assert.equal(created.status, 201);
