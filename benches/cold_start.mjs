@@ -13,13 +13,13 @@
 // Worker's script costs its startup less that one's, the others' theirs less the pass-through's
 // (they have no bindings beyond the floor's D1 and object). Printed, never asserted.
 
-import { contenders, loopbackProvider } from "./contenders.mjs";
+import { contenders } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
-import { anthropicLoopback } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, anthropicVars } from "../tests/e2e/harness.mjs";
 
 const STARTS = Number(process.env.BENCH_COLD_STARTS ?? 10);
 const anthropic = await anthropicLoopback();
-const { edgeAgent, passThrough, floor, aiSdk, bindingsOnly } = contenders(loopbackProvider(anthropic));
+const { edgeAgent, passThrough, floor, aiSdk, bindingsOnly } = contenders(anthropicVars(anthropic));
 const kinds = [["pass-through Worker", passThrough], ["this Worker", () => edgeAgent()], ["AI SDK streamText", aiSdk], ["platform floor (JS)", () => floor()]];
 const samples = kinds.map(() => []);
 const bindingsStartup = [];

@@ -15,9 +15,6 @@ import { ROOT, chatMessage, freshPersistDir } from "../tests/e2e/harness.mjs";
  * a new chat is refused, and a refusal costs less than an answer). */
 export const BENCH_CALLER_VARS = { ALLOW_ANONYMOUS: "true", RATE_LIMIT_PER_MINUTE: "0", MAX_CONVERSATIONS_PER_USER: "1000000" };
 
-/** The settings that point a Worker at the loopback Anthropic-format provider `provider`. */
-export const loopbackProvider = (provider) => ({ ANTHROPIC_BASE_URL: provider.url, ANTHROPIC_API_KEY: "sk-ant-loopback" });
-
 /** A UI message stream that ended as `useChat` expects: a `finish` chunk, then `[DONE]`. */
 export const uiStreamComplete = (body) => body.endsWith("data: [DONE]\n\n") && body.includes('"type":"finish"');
 /** A UI message stream that has shown some of the answer's text. */

@@ -17,9 +17,9 @@
 
 import path from "node:path";
 import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS, fillConversation } from "./answers.mjs";
-import { contenders, loopbackProvider } from "./contenders.mjs";
+import { contenders } from "./contenders.mjs";
 import { cpuMs, mainThreadCpuMs, rssMb } from "./workerd.mjs";
-import { anthropicLoopback, chatSession } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, anthropicVars, chatSession } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -29,7 +29,7 @@ const COMPARE = process.env.BENCH_COMPARE;
 const COMPARE_V8_FLAGS = process.env.BENCH_COMPARE_V8_FLAGS;
 
 const anthropic = await anthropicLoopback();
-const vars = loopbackProvider(anthropic);
+const vars = anthropicVars(anthropic);
 
 const { edgeAgent: startEdgeAgent, passThrough, floor, aiSdk } = contenders(vars);
 

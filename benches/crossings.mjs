@@ -12,9 +12,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS } from "./answers.mjs";
-import { ROOT, anthropicLoopback, chatMessage } from "../tests/e2e/harness.mjs";
+import { ROOT, anthropicLoopback, anthropicVars, chatMessage } from "../tests/e2e/harness.mjs";
 import { startThisWorker } from "./miniflare.mjs";
-import { BENCH_CALLER_VARS, loopbackProvider } from "./contenders.mjs";
+import { BENCH_CALLER_VARS } from "./contenders.mjs";
 
 const TURNS = Number(process.env.BENCH_CROSSINGS_TURNS ?? 20);
 const WARMUP = 3;
@@ -63,7 +63,7 @@ fs.copyFileSync(path.join(ROOT, "build", "index_bg.wasm"), path.join(dir, "index
 const anthropic = await anthropicLoopback();
 const worker = await startThisWorker({
   main: path.join(dir, "index.js"),
-  vars: { ...loopbackProvider(anthropic), ...BENCH_CALLER_VARS },
+  vars: { ...anthropicVars(anthropic), ...BENCH_CALLER_VARS },
 });
 
 let chats = 0;

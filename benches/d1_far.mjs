@@ -10,8 +10,8 @@
 // token). Printed, never asserted.
 
 import { startThisWorker, wrappedBuild } from "./miniflare.mjs";
-import { BENCH_CALLER_VARS, loopbackProvider } from "./contenders.mjs";
-import { anthropicLoopback, api, chatSession } from "../tests/e2e/harness.mjs";
+import { BENCH_CALLER_VARS } from "./contenders.mjs";
+import { anthropicLoopback, anthropicVars, api, chatSession } from "../tests/e2e/harness.mjs";
 
 const DELAYS = (process.env.BENCH_D1_DELAYS ?? "0,25,100").split(",").map(Number);
 const TURNS = Number(process.env.BENCH_D1_TURNS ?? 7);
@@ -50,7 +50,7 @@ for (const delay of DELAYS) {
   const worker = await startThisWorker({
     ...entry,
     vars: {
-      ...loopbackProvider(anthropic),
+      ...anthropicVars(anthropic),
       ...BENCH_CALLER_VARS, BENCH_D1_DELAY_MS: String(delay),
     },
   });

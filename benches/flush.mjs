@@ -10,10 +10,10 @@
 // deployment's process creates isolates is the platform's, not measured here. Printed, never
 // asserted.
 
-import { BENCH_CALLER_VARS, uiStreamComplete, loopbackProvider } from "./contenders.mjs";
+import { BENCH_CALLER_VARS, uiStreamComplete } from "./contenders.mjs";
 import { startThisWorker, wrappedBuild } from "./miniflare.mjs";
 import { cpuMs } from "./workerd.mjs";
-import { anthropicLoopback, chatMessage } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, anthropicVars, chatMessage } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_FLUSH_TURNS ?? 20);
 const WARMUP = Number(process.env.BENCH_FLUSH_WARMUP ?? 200);
@@ -25,7 +25,7 @@ const anthropic = await anthropicLoopback();
 const worker = await startThisWorker({
   ...entry,
   v8Flags: "--allow-natives-syntax",
-  vars: { ...loopbackProvider(anthropic), ...BENCH_CALLER_VARS },
+  vars: { ...anthropicVars(anthropic), ...BENCH_CALLER_VARS },
 });
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 let n = 0;

@@ -8,16 +8,16 @@
 // the list costs some).
 
 import fs from "node:fs";
-import { anthropicLoopback, chatMessage } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, anthropicVars, chatMessage } from "../tests/e2e/harness.mjs";
 import { startThisWorker } from "./miniflare.mjs";
-import { BENCH_CALLER_VARS, loopbackProvider } from "./contenders.mjs";
+import { BENCH_CALLER_VARS } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 const TURNS = Number(process.env.BENCH_JIT_TURNS ?? 100);
 const anthropic = await anthropicLoopback();
 
 const start = (v8Flags) => startThisWorker({
-  vars: { ...loopbackProvider(anthropic), ...BENCH_CALLER_VARS },
+  vars: { ...anthropicVars(anthropic), ...BENCH_CALLER_VARS },
   v8Flags,
 });
 

@@ -15,14 +15,14 @@
 // floor's RSS per turn shows too. Printed, never asserted.
 
 import { PACED_ANSWER, PACED_TOKENS } from "./answers.mjs";
-import { contenders, loopbackProvider } from "./contenders.mjs";
+import { contenders } from "./contenders.mjs";
 import { isolateMemory } from "./isolate_memory.mjs";
 import { cpuMs, rssMb } from "./workerd.mjs";
-import { anthropicLoopback, freePort } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, anthropicVars, freePort } from "../tests/e2e/harness.mjs";
 
 const SIZES = (process.env.BENCH_MANY ?? "1,10,100").split(",").map(Number);
 const anthropic = await anthropicLoopback();
-const { edgeAgent, floor } = contenders(loopbackProvider(anthropic));
+const { edgeAgent, floor } = contenders(anthropicVars(anthropic));
 const worker = await edgeAgent();
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 

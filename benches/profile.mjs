@@ -19,10 +19,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { LONG_ANSWER, fillConversation } from "./answers.mjs";
 import { execFileSync, spawn } from "node:child_process";
-import { ROOT, anthropicLoopback, chatMessage, chatSession, freshPersistDir, freePort } from "../tests/e2e/harness.mjs";
+import { ROOT, anthropicLoopback, anthropicVars, chatMessage, chatSession, freePort, freshPersistDir } from "../tests/e2e/harness.mjs";
 import { connectInspector } from "./inspector.mjs";
 import { startMiniflare } from "./miniflare.mjs";
-import { BENCH_CALLER_VARS, uiStreamComplete, loopbackProvider } from "./contenders.mjs";
+import { BENCH_CALLER_VARS, uiStreamComplete } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 // Node 22 has a global WebSocket; Node 20 (the system's on some machines) has not, and the `ws`
@@ -75,7 +75,7 @@ const worker = await startMiniflare({
   inspectorPort,
   // V8 writes /tmp/perf-<pid>.map, naming its JIT code (wasm functions by the name section).
   v8Flags: PERF ? "--perf-basic-prof" : undefined,
-  vars: { ...loopbackProvider(anthropic), ...BENCH_CALLER_VARS },
+  vars: { ...anthropicVars(anthropic), ...BENCH_CALLER_VARS },
 });
 
 // A later message is sent as `useChat` sends it, with every message before it.

@@ -4,15 +4,15 @@
 // loopback provider.
 
 import { setTimeout as sleep } from "node:timers/promises";
-import { anthropicLoopback, api, readUiStream } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, anthropicVars, api, readUiStream } from "../tests/e2e/harness.mjs";
 import { startThisWorker } from "./miniflare.mjs";
-import { BENCH_CALLER_VARS, loopbackProvider } from "./contenders.mjs";
+import { BENCH_CALLER_VARS } from "./contenders.mjs";
 import { cpuMs } from "./workerd.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const anthropic = await anthropicLoopback();
 const worker = await startThisWorker({
-  vars: { ...loopbackProvider(anthropic), ...BENCH_CALLER_VARS },
+  vars: { ...anthropicVars(anthropic), ...BENCH_CALLER_VARS },
 });
 try {
   const workerd = worker.pid;

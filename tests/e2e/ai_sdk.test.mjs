@@ -11,7 +11,7 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from "ai";
-import { anthropicLoopback, api, freshPersistDir, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, startWorker } from "./harness.mjs";
 
 /** The state `useChat` keeps in React, kept in plain fields. */
 class NodeChatState {
@@ -36,7 +36,7 @@ before(async () => {
   anthropic = await anthropicLoopback();
   worker = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", APPROVAL_REQUIRED_TOOLS: "update_plan" },
+    vars: { ...anthropicVars(anthropic), APPROVAL_REQUIRED_TOOLS: "update_plan" },
   });
 });
 

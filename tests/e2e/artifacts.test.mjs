@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker;
 
@@ -13,7 +13,7 @@ before(async () => {
   anthropic = await anthropicLoopback();
   worker = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", DEFAULT_MODEL: "anthropic:claude-sonnet-4-5" },
+    vars: { ...anthropicVars(anthropic), DEFAULT_MODEL: "anthropic:claude-sonnet-4-5" },
   });
 });
 

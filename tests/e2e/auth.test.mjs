@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker, withinOneRateWindow } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker, withinOneRateWindow } from "./harness.mjs";
 
 const SECRET = "jwt-secret-for-tests";
 let anthropic, worker;
@@ -22,7 +22,7 @@ before(async () => {
   anthropic = await anthropicLoopback();
   worker = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ALLOW_ANONYMOUS: "false", CORS_ORIGINS: "http://localhost:5173", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", RATE_LIMIT_PER_MINUTE: "30", ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" },
+    vars: { ALLOW_ANONYMOUS: "false", CORS_ORIGINS: "http://localhost:5173", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", RATE_LIMIT_PER_MINUTE: "30", ...anthropicVars(anthropic) },
   });
 });
 

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 const SECRET = "budget-secret";
 const b64 = (s) => Buffer.from(s).toString("base64url");
@@ -18,7 +18,7 @@ const admin = { authorization: "Bearer sk-ops" };
 let anthropic, tiered, strict;
 const vars = (extra) => ({
   ALLOW_ANONYMOUS: "false", JWT_SECRET: SECRET, API_KEYS: "ops:sk-ops:admin,app:sk-app",
-  ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", USER_BUDGET_PERIOD: "day", ...extra,
+  ...anthropicVars(anthropic), USER_BUDGET_PERIOD: "day", ...extra,
 });
 
 before(async () => {

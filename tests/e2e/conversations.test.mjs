@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { randomBytes } from "node:crypto";
-import { anthropicLoopback, api, chatMessage, conversationObjects, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, chatMessage, conversationObjects, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker, persistDir;
 
@@ -12,7 +12,7 @@ before(async () => {
   persistDir = freshPersistDir();
   worker = await startWorker({
     persistDir,
-    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:gpt-4o-mini" },
+    vars: { ...anthropicVars(anthropic), DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:gpt-4o-mini" },
   });
 });
 

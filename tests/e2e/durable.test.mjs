@@ -9,7 +9,7 @@ import { readdirSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DefaultChatTransport } from "ai";
-import { anthropicLoopback, api, chatMessage, d1Query, freshPersistDir, parseUiStream, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, chatMessage, d1Query, freshPersistDir, parseUiStream, readUiStream, startWorker } from "./harness.mjs";
 
 // A model with a 2,048-token window, declared by the deployment.
 const TINY = { id: "anthropic:tiny-model", context_window: 2048, max_output_tokens: 256, price: { input: 1, output: 2, cache_read: 0, cache_write: 0 } };
@@ -18,7 +18,7 @@ let anthropic, worker, persistDir, vars;
 before(async () => {
   anthropic = await anthropicLoopback();
   persistDir = freshPersistDir();
-  vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", MAX_LLM_CALLS: "2", MODELS: JSON.stringify([TINY]) };
+  vars = { ...anthropicVars(anthropic), MAX_LLM_CALLS: "2", MODELS: JSON.stringify([TINY]) };
   worker = await startWorker({ persistDir, vars });
 });
 

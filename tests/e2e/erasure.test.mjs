@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { PNG, anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 const KEYS = { alice: "sk-erase-alice", bob: "sk-erase-bob", ops: "sk-erase-ops" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
@@ -20,7 +20,7 @@ before(async () => {
     persistDir,
     args: ["--test-scheduled"],
     vars: {
-      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+      ...anthropicVars(anthropic),
       ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob},ops:${KEYS.ops}:admin`,
       // Budgets on: each user's calls are reserved and settled in their spend object.
       USER_BUDGET_USD: "100",

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { PNG, anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 const KEYS = { alice: "sk-export-alice", bob: "sk-export-bob" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
@@ -15,7 +15,7 @@ before(async () => {
   worker = await startWorker({
     persistDir: freshPersistDir(),
     vars: {
-      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+      ...anthropicVars(anthropic),
       ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob}`,
     },
   });

@@ -11,7 +11,7 @@ import http from "node:http";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AbstractChat, DefaultChatTransport } from "ai";
-import { PNG, anthropicLoopback, api, d1Query, freshPersistDir, openaiLoopback, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, openaiLoopback, readUiStream, startWorker } from "./harness.mjs";
 
 /** A minimal one-page PDF. */
 const PDF = Buffer.from("%PDF-1.4\n1 0 obj <</Type /Catalog /Pages 2 0 R>> endobj\n2 0 obj <</Type /Pages /Kids [3 0 R] /Count 1>> endobj\n3 0 obj <</Type /Page /Parent 2 0 R /MediaBox [0 0 200 200]>> endobj\ntrailer <</Root 1 0 R>>\n%%EOF\n");
@@ -34,7 +34,7 @@ before(async () => {
   worker = await startWorker({
     persistDir,
     vars: {
-      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+      ...anthropicVars(anthropic),
       OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: "sk-openai-loopback",
       DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:text-only",
       ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob}`,

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { ROOT, anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { ROOT, anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 const ST = path.join(ROOT, ".tools/fuzz-venv/bin/st");
 const KEY = { authorization: "Bearer sk-fuzz" };
@@ -19,7 +19,7 @@ before(async () => {
   anthropic.respond = () => ({ text: "ok" });
   worker = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ALLOW_ANONYMOUS: "false", API_KEYS: "fuzz:sk-fuzz", ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" },
+    vars: { ALLOW_ANONYMOUS: "false", API_KEYS: "fuzz:sk-fuzz", ...anthropicVars(anthropic) },
   });
 });
 

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import http from "node:http";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker;
 
@@ -14,7 +14,7 @@ before(async () => {
   anthropic = await anthropicLoopback();
   worker = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", PROVIDER_IDLE_TIMEOUT_MS: "1500", API_KEYS: "bob:sk-bob" },
+    vars: { ...anthropicVars(anthropic), PROVIDER_IDLE_TIMEOUT_MS: "1500", API_KEYS: "bob:sk-bob" },
   });
 });
 

@@ -371,6 +371,8 @@ const ollamaError = (status, message) => ({ error: message });
 const workersAiError = (status, message) => ({ errors: [{ message: `${status === 429 ? 3040 : 3043}: ${message}`, code: status === 429 ? 3040 : 3043 }], success: false, result: {}, messages: [] });
 
 export const anthropicLoopback = () => loopback("anthropic", anthropicEvents, anthropicError).listen();
+/** The settings that point a Worker at the loopback Anthropic-format provider `anthropic`. */
+export const anthropicVars = (anthropic) => ({ ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback" });
 export const openaiLoopback = () => loopback("openai", openaiEvents, openaiError).listen();
 export const geminiLoopback = () => loopback("gemini", geminiEvents, geminiError).listen();
 export const ollamaLoopback = () => loopback("ollama", ollamaLines, ollamaError, "application/x-ndjson").listen();

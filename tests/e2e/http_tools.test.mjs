@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 const SECRET = "sk-weather-7f3a9c2e-SECRET";
 let anthropic, worker, server, apiUrl, elsewhere, elsewhereUrl;
@@ -82,7 +82,7 @@ before(async () => {
   worker = await startWorker({
     persistDir: freshPersistDir(),
     vars: {
-      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
+      ...anthropicVars(anthropic), DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
       HTTP_TOOLS: JSON.stringify(tools), WEATHER_KEY: SECRET, ALLOW_PRIVATE_TOOL_HOSTS: "true",
     },
   });

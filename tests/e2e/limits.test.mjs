@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker;
 
@@ -13,7 +13,7 @@ before(async () => {
   worker = await startWorker({
     persistDir: freshPersistDir(),
     vars: {
-      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+      ...anthropicVars(anthropic),
       MAX_CONVERSATIONS_PER_USER: "3", MAX_ARTIFACTS_PER_CONVERSATION: "2", MAX_ARTIFACT_VERSIONS: "3",
     },
   });

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startMcpServer, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startMcpServer, startWorker } from "./harness.mjs";
 
 let anthropic, worker, mcp, conversation;
 
@@ -16,7 +16,7 @@ before(async () => {
   worker = await startWorker({
     persistDir: freshPersistDir(),
     vars: {
-      ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
+      ...anthropicVars(anthropic), DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
       MCP_SERVERS: JSON.stringify([{ name: "glossary", url: mcp.url, headers: { "x-team": "secret:TEAM_TOKEN" } }]),
       TEAM_TOKEN: "team-token-91c4", ALLOW_PRIVATE_TOOL_HOSTS: "true", TOOL_TIMEOUT_MS: "2000",
     },

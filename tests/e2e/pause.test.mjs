@@ -3,14 +3,14 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker, persistDir, vars;
 
 before(async () => {
   anthropic = await anthropicLoopback();
   persistDir = freshPersistDir();
-  vars = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", APPROVAL_REQUIRED_TOOLS: "current_time" };
+  vars = { ...anthropicVars(anthropic), APPROVAL_REQUIRED_TOOLS: "current_time" };
   worker = await startWorker({ persistDir, vars });
 });
 

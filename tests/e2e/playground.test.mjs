@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { chromium } from "playwright-core";
-import { ROOT, anthropicLoopback, api, freshPersistDir, startWorker } from "./harness.mjs";
+import { ROOT, anthropicLoopback, anthropicVars, api, freshPersistDir, startWorker } from "./harness.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const SHOTS = path.join(ROOT, "target", "e2e-screenshots");
@@ -21,8 +21,7 @@ before(async () => {
   worker = await startWorker({
     persistDir: freshPersistDir(),
     vars: {
-      ANTHROPIC_BASE_URL: anthropic.url,
-      ANTHROPIC_API_KEY: "sk-ant-loopback",
+      ...anthropicVars(anthropic),
       DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
       APPROVAL_REQUIRED_TOOLS: "update_plan",
     },
@@ -302,7 +301,7 @@ test("an artifact appears in the panel and updates as new versions arrive", asyn
 test("where the deployment needs a token, the page asks for one and keeps it in the session", async () => {
   const locked = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", ALLOW_ANONYMOUS: "false", API_KEYS: "tester:sk-test-123" },
+    vars: { ...anthropicVars(anthropic), ALLOW_ANONYMOUS: "false", API_KEYS: "tester:sk-test-123" },
   });
   try {
     await onPage(

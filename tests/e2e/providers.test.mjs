@@ -14,7 +14,7 @@ import path from "node:path";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
-  PNG, ROOT, anthropicLoopback, api, freshPersistDir, geminiLoopback, ollamaLoopback, openaiLoopback, readUiStream, startWorker,
+  PNG, ROOT, anthropicLoopback, anthropicVars, api, freshPersistDir, geminiLoopback, ollamaLoopback, openaiLoopback, readUiStream, startWorker,
   workersAiLoopback,
 } from "./harness.mjs";
 
@@ -88,7 +88,7 @@ before(async () => {
     config: [main, standIn],
     migrate: ["DB"],
     vars: {
-      ANTHROPIC_BASE_URL: loops.anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+      ...anthropicVars(loops.anthropic),
       OPENAI_BASE_URL: `${loops.openai.url}/v1`, OPENAI_API_KEY: "sk-openai-loopback",
       GEMINI_BASE_URL: loops.gemini.url, GEMINI_API_KEY: "gemini-loopback",
       OLLAMA_BASE_URL: loops.ollama.url,

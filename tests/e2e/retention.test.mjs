@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { PNG, anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker, persistDir;
 
@@ -14,7 +14,7 @@ before(async () => {
   worker = await startWorker({
     persistDir,
     args: ["--test-scheduled"],
-    vars: { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback", RETENTION_DAYS: "30" },
+    vars: { ...anthropicVars(anthropic), RETENTION_DAYS: "30" },
   });
 });
 

@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, api, freshPersistDir, openaiLoopback, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, freshPersistDir, openaiLoopback, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, openai, worker;
 
@@ -13,8 +13,7 @@ before(async () => {
   worker = await startWorker({
     persistDir: freshPersistDir(),
     vars: {
-      ANTHROPIC_BASE_URL: anthropic.url,
-      ANTHROPIC_API_KEY: "sk-ant-loopback",
+      ...anthropicVars(anthropic),
       OPENAI_BASE_URL: `${openai.url}/v1`,
       OPENAI_API_KEY: "sk-loopback",
       DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, beforeEach, test } from "node:test";
-import { anthropicLoopback, api, conversationObjects, freshPersistDir, readUiStream, startWorker, withinOneRateWindow } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, conversationObjects, freshPersistDir, readUiStream, startWorker, withinOneRateWindow } from "./harness.mjs";
 
 let anthropic, worker, persistDir, vars;
 
@@ -18,8 +18,7 @@ before(async () => {
   anthropic = await anthropicLoopback();
   persistDir = freshPersistDir();
   vars = {
-    ANTHROPIC_BASE_URL: anthropic.url,
-    ANTHROPIC_API_KEY: "sk-ant-loopback",
+    ...anthropicVars(anthropic),
     SCHEDULE_MIN_INTERVAL_SECONDS: "2",
     MAX_SCHEDULES_PER_CONVERSATION: "3",
     // Scheduled turns count against the rate limit and budgets as messages' do.

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ROOT, anthropicLoopback, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { ROOT, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 let anthropic, worker, persistDir, config;
 const KEYS = { alice: "sk-alice", bob: "sk-bob" };
@@ -41,7 +41,7 @@ const start = () => startWorker({
   migrate: ["DB", "DB2"],
   vars: {
     D1_SHARDS: "DB,DB2", ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob}`,
-    ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-loopback",
+    ...anthropicVars(anthropic),
   },
 });
 

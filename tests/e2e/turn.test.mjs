@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { anthropicLoopback, api, d1Query, freshPersistDir, openaiLoopback, parseUiStream, readUiStream, shape, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, openaiLoopback, parseUiStream, readUiStream, shape, startWorker } from "./harness.mjs";
 
 let anthropic, openai, worker, persistDir, vars;
 
@@ -12,8 +12,7 @@ before(async () => {
   openai = await openaiLoopback();
   persistDir = freshPersistDir();
   vars = {
-    ANTHROPIC_BASE_URL: anthropic.url,
-    ANTHROPIC_API_KEY: "sk-ant-loopback",
+    ...anthropicVars(anthropic),
     OPENAI_BASE_URL: `${openai.url}/v1`,
     OPENAI_API_KEY: "sk-loopback",
     DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
