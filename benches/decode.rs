@@ -125,6 +125,7 @@ fn bench(name: &str, provider: &dyn Provider, chunks: &[Vec<u8>]) {
         tools: &[],
         max_tokens: 1024,
         temperature: None,
+        call_ids: "call_1_",
     };
     let bytes: usize = chunks.iter().map(Vec::len).sum();
     let mut best = f64::MAX;

@@ -270,3 +270,31 @@ fn client_tools_pause_the_turn_with_every_pending_call() {
     assert_eq!(events.last().unwrap(), "client-tools 1");
     assert_eq!(kinds(&state), ["user", "assistant", "tool_result"]);
 }
+
+#[test]
+fn generated_call_ids_are_unique_to_each_call_and_each_run() {
+    // Two users' conversations of the same length, each calling a tool: the ids a provider
+    // generates for id-less calls start with the call's `call_ids`, which must never repeat.
+    let run_with = |nonce: &str| {
+        let provider = Scripted::new(vec![
+            calls(vec![("c1", "current_time", json!({}))]),
+            text("It is noon."),
+        ]);
+        let mut state = AgentState::new(None, vec![AgentMessage::user_text("hi")]);
+        state.call_id_nonce = nonce.into();
+        run_turn(
+            &Resolver(provider.clone()),
+            &current_time_registry(),
+            &Recorder::default(),
+            state,
+        );
+        let ids = provider.call_ids.borrow().clone();
+        ids
+    };
+    let mut all = run_with("a1b2c3");
+    all.extend(run_with("d4e5f6"));
+    assert_eq!(all.len(), 4);
+    let distinct: std::collections::HashSet<_> = all.iter().collect();
+    assert_eq!(distinct.len(), 4, "{all:?}");
+    assert!(all[0].starts_with("call_a1b2c3_"), "{all:?}");
+}

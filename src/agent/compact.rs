@@ -292,6 +292,8 @@ impl Compactor {
             tools: &[],
             max_tokens,
             temperature: None,
+            // No tools are offered: a summary has no calls to name.
+            call_ids: "call_summary_",
         };
         let mut completion = provider.complete(&request).await;
         if completion.error.is_some() {

@@ -114,6 +114,10 @@ pub struct AgentState {
     pub llm_calls: u32,
     pub total_usage: Usage,
     pub queues: Rc<dyn Queues>,
+    /// Random, and new for every run of a turn (the platform's CSPRNG): with the call's number it
+    /// starts the ids of tool calls a provider sends without one, so no two calls of any user
+    /// share an id. Empty natively, where ids are `call_<n>_<i>`.
+    pub call_id_nonce: String,
 }
 
 impl AgentState {
@@ -138,6 +142,7 @@ impl AgentState {
             llm_calls: 0,
             total_usage: Usage::default(),
             queues: Rc::new(LocalQueues::default()),
+            call_id_nonce: String::new(),
         }
     }
 }

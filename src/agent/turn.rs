@@ -216,12 +216,17 @@ pub async fn run_agent_turn(
             turn,
             model: &model,
         });
+        let call_ids = match state.call_id_nonce.as_str() {
+            "" => format!("call_{turn}_"),
+            nonce => format!("call_{nonce}_{turn}_"),
+        };
         let request = LlmRequest {
             system,
             messages: &history,
             tools: &definitions,
             max_tokens,
             temperature: state.temperature,
+            call_ids: &call_ids,
         };
         let mut completion = provider
             .stream(&request, &mut |event| match event {

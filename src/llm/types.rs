@@ -366,4 +366,8 @@ pub struct LlmRequest<'a> {
     pub tools: &'a [ToolDef],
     pub max_tokens: u32,
     pub temperature: Option<f32>,
+    /// The start of the ids given to tool calls the provider sends without one (Gemini, Ollama,
+    /// Workers AI, id-less OpenAI-compatible servers): `<call_ids><n>`. Unique per call, so no
+    /// two calls anywhere share an id (an HTTP tool's `Idempotency-Key` is derived from it).
+    pub call_ids: &'a str,
 }

@@ -53,6 +53,8 @@ pub struct Scripted {
     pub systems: RefCell<Vec<Option<String>>>,
     /// The `max_tokens` of each call.
     pub limits: RefCell<Vec<u32>>,
+    /// The `call_ids` prefix of each call.
+    pub call_ids: RefCell<Vec<String>>,
 }
 
 impl Scripted {
@@ -64,6 +66,7 @@ impl Scripted {
             offered: RefCell::new(vec![]),
             systems: RefCell::new(vec![]),
             limits: RefCell::new(vec![]),
+            call_ids: RefCell::new(vec![]),
         })
     }
 }
@@ -85,6 +88,9 @@ impl Provider for Scripted {
     ) -> Completion {
         self.seen.borrow_mut().push(request.messages.to_vec());
         self.limits.borrow_mut().push(request.max_tokens);
+        self.call_ids
+            .borrow_mut()
+            .push(request.call_ids.to_string());
         self.systems
             .borrow_mut()
             .push(request.system.map(str::to_string));

@@ -182,6 +182,9 @@ pub struct HttpTool {
     /// Whether the turn was cancelled (a failed attempt then is no failure of the API).
     pub cancelled: Rc<dyn Fn() -> bool>,
     pub allow_private_hosts: bool,
+    /// What the tool's calls belong to (the conversation): part of every `Idempotency-Key`, so
+    /// two conversations' calls never share one, whatever ids their models gave the calls.
+    pub scope: String,
 }
 
 impl HttpTool {
@@ -218,7 +221,14 @@ impl HttpTool {
             now_ms,
             cancelled,
             allow_private_hosts,
+            scope: String::new(),
         })
+    }
+
+    /// The tool for calls of `scope` (a conversation): see [`HttpTool::scope`].
+    pub fn scoped(mut self, scope: &str) -> Self {
+        self.scope = scope.to_string();
+        self
     }
 
     fn request(&self, arguments: &Map<String, Value>) -> Result<ApiRequest, String> {
@@ -294,11 +304,14 @@ impl HttpTool {
     }
 }
 
-/// The key a tool call is known by to the API: derived from the call's id (the model's, which
-/// a resumed or recovered turn keeps), not the id itself.
-pub fn idempotency_key(tool: &str, call_id: &str) -> String {
+/// The key a tool call is known by to the API: derived from the conversation, the tool and the
+/// call's id (which a resumed or recovered turn keeps, and which is unique in its conversation),
+/// never the id itself.
+pub fn idempotency_key(scope: &str, tool: &str, call_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::new()
+        .chain_update(scope.as_bytes())
+        .chain_update([0])
         .chain_update(tool.as_bytes())
         .chain_update([0])
         .chain_update(call_id.as_bytes())
@@ -342,7 +355,7 @@ impl ServerTool for HttpTool {
         if !call_id.is_empty() && !request.headers.iter().any(|(n, _)| n == "idempotency-key") {
             request
                 .headers
-                .push(("idempotency-key".into(), idempotency_key(name, call_id)));
+                .push(("idempotency-key".into(), idempotency_key(&self.scope, name, call_id)));
         }
         let who = format!("`{name}`");
         let call = call_service(
@@ -578,8 +591,27 @@ mod tests {
             .collect();
         assert_eq!(keys[0], keys[1], "a retry is the same call");
         assert_ne!(keys[1], keys[2]);
-        assert_eq!(keys[0], idempotency_key("weather", "toolu_01"));
+        assert_eq!(keys[0], idempotency_key("", "weather", "toolu_01"));
         assert!(!keys[0].contains("toolu") && keys[0].len() == 32);
+    }
+
+    #[test]
+    fn two_conversations_calls_with_one_id_carry_different_keys() {
+        // Gemini, Ollama and id-less servers once gave both `call_<history length>_0`.
+        let key = |conversation: &str| {
+            let (api, breakers, waits) = (Rc::new(Api::default()), Rc::default(), Rc::default());
+            let t = tool(&api, &breakers, &waits, WEATHER).scoped(conversation);
+            api.answers
+                .borrow_mut()
+                .push_back(Ok((200, r#"{"forecast": "sun"}"#)));
+            let args = json!({"city": "A"});
+            futures::executor::block_on(t.call_as("call_4_0", args.as_object().unwrap())).unwrap();
+            let sent = api.sent.borrow();
+            let header = sent[0].headers.iter().find(|(n, _)| n == "idempotency-key");
+            header.map(|(_, v)| v.clone()).unwrap()
+        };
+        assert_ne!(key("conversation-a"), key("conversation-b"));
+        assert_eq!(key("conversation-a"), key("conversation-a"), "stable across retries");
     }
 
     #[test]

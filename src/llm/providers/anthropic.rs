@@ -699,6 +699,7 @@ mod tests {
             tools: &[],
             max_tokens: 10,
             temperature: None,
+            call_ids: "call_1_",
         };
         let body: serde_json::Value =
             crate::llm::json::from_str(&provider.http_request(&request).unwrap().body).unwrap();
@@ -840,6 +841,7 @@ mod tests {
             tools: &tools,
             max_tokens: 100,
             temperature: None,
+            call_ids: "call_1_",
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(http.url, "http://127.0.0.1:1/v1/messages");

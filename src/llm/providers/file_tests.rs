@@ -63,6 +63,7 @@ fn sent_for(
         tools: &[],
         max_tokens: 100,
         temperature: None,
+        call_ids: "call_1_",
     };
     futures::executor::block_on(provider.stream(&request, &mut |_| {}));
     let sent = transport.last_request.borrow().clone().unwrap();

@@ -133,7 +133,7 @@ impl Provider for Gemini {
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
         let mut decoder = Decoder {
-            id_prefix: request.messages.len(),
+            id_prefix: request.call_ids.to_string(),
             ..Decoder::default()
         };
         stream_response(
@@ -256,8 +256,8 @@ fn map_finish_reason(reason: &str, called_tools: bool) -> StopReason {
 
 #[derive(Default)]
 struct Decoder {
-    /// See `ollama.rs`: generated ids are `call_<history length>_<n>`.
-    id_prefix: usize,
+    /// See `ollama.rs`: generated ids are `<LlmRequest::call_ids><n>`.
+    id_prefix: String,
     text: Option<usize>,
     thinking: Option<usize>,
     calls: usize,
@@ -334,7 +334,7 @@ impl Decoder {
             }
             let id = match call.id.filter(|id| !id.is_empty()) {
                 Some(id) => id,
-                None => format!("call_{}_{}", self.id_prefix, self.calls),
+                None => format!("{}{}", self.id_prefix, self.calls),
             };
             self.calls += 1;
             let i = message.start_tool_call(&id, &name, out);
@@ -705,6 +705,7 @@ mod tests {
             tools: &tools,
             max_tokens: 64,
             temperature: None,
+            call_ids: "call_1_",
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(

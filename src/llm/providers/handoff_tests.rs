@@ -191,6 +191,7 @@ fn request(messages: &[Message]) -> LlmRequest<'_> {
         tools: &[],
         max_tokens: 100,
         temperature: None,
+        call_ids: "call_1_",
     }
 }
 

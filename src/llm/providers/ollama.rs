@@ -100,7 +100,7 @@ impl Provider for Ollama {
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
         let mut decoder = Decoder {
-            id_prefix: request.messages.len(),
+            id_prefix: request.call_ids.to_string(),
             ..Decoder::default()
         };
         stream_response(
@@ -187,9 +187,9 @@ fn map_done_reason(reason: &str, called_tools: bool) -> StopReason {
 
 #[derive(Default)]
 struct Decoder {
-    /// The request's history length: generated tool ids are `call_<id_prefix>_<n>`, unique
-    /// within a conversation because every call in it sees a longer history.
-    id_prefix: usize,
+    /// The request's `call_ids`: generated tool ids are `<id_prefix><n>`, unique because the
+    /// prefix is unique to the call.
+    id_prefix: String,
     text: Option<usize>,
     thinking: Option<usize>,
     calls: usize,
@@ -226,7 +226,7 @@ impl Decode for Decoder {
                 }
                 let id = match call.id.filter(|id| !id.is_empty()) {
                     Some(id) => id,
-                    None => format!("call_{}_{}", self.id_prefix, self.calls),
+                    None => format!("{}{}", self.id_prefix, self.calls),
                 };
                 self.calls += 1;
                 let i = message.start_tool_call(&id, &call.function.name, out);

@@ -110,7 +110,7 @@ impl Provider for OpenAiChat {
         request: &LlmRequest<'_>,
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
-        let mut decoder = Decoder::default();
+        let mut decoder = Decoder::with_ids(request.call_ids);
         stream_response(
             self.transport.as_ref(),
             self.http_request(request),
@@ -245,11 +245,23 @@ pub(crate) fn map_finish_reason(reason: &str) -> StopReason {
 
 #[derive(Default)]
 pub(crate) struct Decoder {
+    /// The request's `call_ids`, for calls a server sends without an id.
+    id_prefix: String,
     text: Option<usize>,
     thinking: Option<usize>,
     /// (wire tool-call index, our content index)
     tools: Vec<(u32, usize)>,
     finished: bool,
+}
+
+impl Decoder {
+    /// A decoder naming id-less calls `<id_prefix><n>` (see `LlmRequest::call_ids`).
+    pub(crate) fn with_ids(id_prefix: &str) -> Self {
+        Self {
+            id_prefix: id_prefix.to_string(),
+            ..Self::default()
+        }
+    }
 }
 
 impl Decode for Decoder {
@@ -306,7 +318,7 @@ impl Decode for Decoder {
                             .as_deref()
                             .filter(|id| !id.is_empty())
                             .map(str::to_string)
-                            .unwrap_or_else(|| format!("call_{}", self.tools.len()));
+                            .unwrap_or_else(|| format!("{}{}", self.id_prefix, self.tools.len()));
                         let name = call
                             .function
                             .as_ref()
@@ -753,6 +765,7 @@ mod tests {
             tools: &[],
             max_tokens: 50,
             temperature: Some(0.5),
+            call_ids: "call_1_",
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(http.url, "http://127.0.0.1:1/v1/chat/completions");

@@ -87,6 +87,7 @@ pub fn request() -> LlmRequest<'static> {
         tools: &[],
         max_tokens: 1024,
         temperature: None,
+        call_ids: "call_0_",
     }
 }
 

@@ -87,7 +87,7 @@ impl Provider for WorkersAi {
         match self.binding.run_stream(&self.model.model, &input).await {
             Ok(body) => {
                 let mut decoder = Decoder {
-                    id_prefix: request.messages.len(),
+                    id_prefix: request.call_ids.to_string(),
                     ..Decoder::default()
                 };
                 decode_body(body, &self.model, Framing::Sse, &mut decoder, on_event).await
@@ -104,7 +104,7 @@ impl Provider for WorkersAi {
 
 #[derive(Default)]
 struct Decoder {
-    id_prefix: usize,
+    id_prefix: String,
     text: Option<usize>,
     calls: usize,
     /// Set once a chunk in the OpenAI-compatible shape arrives.
@@ -171,7 +171,7 @@ impl Decode for Decoder {
         if self.openai.is_some() || data.contains("\"choices\"") {
             return self
                 .openai
-                .get_or_insert_with(openai::Decoder::default)
+                .get_or_insert_with(|| openai::Decoder::with_ids(&self.id_prefix))
                 .frame(event, data, message, out);
         }
         let chunk: NativeChunk = read_event("workers-ai", data)?;
@@ -189,7 +189,7 @@ impl Decode for Decoder {
             let id = call
                 .id
                 .filter(|id| !id.is_empty())
-                .unwrap_or_else(|| format!("call_{}_{}", self.id_prefix, self.calls));
+                .unwrap_or_else(|| format!("{}{}", self.id_prefix, self.calls));
             self.calls += 1;
             let i = message.start_tool_call(&id, &name, out);
             // Arguments come as an object or as JSON text, depending on the model.
@@ -261,6 +261,7 @@ mod tests {
             tools: &tools,
             max_tokens: 256,
             temperature: None,
+            call_ids: "call_1_",
         };
         let c = futures::executor::block_on(provider.stream(&request, &mut |_| {}));
         let (model, input) = binding.seen.borrow()[0].clone();

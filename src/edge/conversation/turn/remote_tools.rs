@@ -80,8 +80,15 @@ fn secret(config: &Config, name: &str) -> Option<String> {
         .map(|(_, v)| v.clone())
 }
 
-/// Registers the deployment's HTTP tools and the MCP servers' tools `listed`.
-pub fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal, listed: Listed) {
+/// Registers the deployment's HTTP tools and the MCP servers' tools `listed`, for a turn of
+/// `conversation` (part of every HTTP call's `Idempotency-Key`).
+pub fn register(
+    tools: &mut ToolRegistry,
+    config: &Config,
+    conversation: &str,
+    signal: &AbortSignal,
+    listed: Listed,
+) {
     let transport = transport(signal);
     let aborted = signal.clone();
     let cancelled: Rc<dyn Fn() -> bool> = Rc::new(move || aborted.aborted());
@@ -99,7 +106,7 @@ pub fn register(tools: &mut ToolRegistry, config: &Config, signal: &AbortSignal,
             cancelled.clone(),
             config.allow_private_tool_hosts,
         ) {
-            Ok(tool) => tools.register_in_toolset(&toolset, Box::new(tool)),
+            Ok(tool) => tools.register_in_toolset(&toolset, Box::new(tool.scoped(conversation))),
             // The configuration checked every secret already.
             Err(e) => console_warn!("HTTP_TOOLS: {e}"),
         }

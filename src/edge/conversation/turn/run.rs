@@ -69,6 +69,11 @@ impl Prepared {
         state.max_tokens = config.max_tokens.min(info.max_output_tokens);
         state.answers = answers;
         state.cancel = cancel;
+        // 48 random bits: calls of one run are told apart by their number.
+        state.call_id_nonce = new_id()
+            .ok()
+            .and_then(|id| id.get(..12).map(str::to_string))
+            .unwrap_or_else(|| format!("{:x}", now_ms()));
         // Within a budget, or moved to the economy model once it is spent (`USER_BUDGET_USD`):
         // the turn's calls and compaction's summary calls alike.
         let budget_switches = Rc::new(Cell::new(0u32));
@@ -145,7 +150,7 @@ impl Prepared {
                 limits: config.schedule_limits,
             }),
         );
-        remote_tools::register(&mut tools, config, &signal, mcp);
+        remote_tools::register(&mut tools, config, &conversation.id, &signal, mcp);
         if let Some(allowed) = toolsets {
             // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
             let has_artifacts = artifact_context.clone();
