@@ -162,8 +162,34 @@ pub fn check(kind: ArtifactKind, title: &str, content: &str) -> Result<(), Strin
 /// Most operations in one JSON Patch.
 pub const MAX_PATCH_OPERATIONS: usize = 1_000;
 
+/// The deepest nesting of arrays and objects a `json` artifact may have, as the JSON reader
+/// allows it: the pretty-printed text grows with the square of the depth, and printing and
+/// dropping a document recurse as deep as it goes.
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// How deep `value` nests (a scalar 0, `[]` 1, `[[]]` 2), walked without recursion.
+fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, above)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(fields) => Box::new(fields.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(above + 1);
+        stack.extend(children.map(|child| (child, above + 1)));
+    }
+    deepest
+}
+
 /// The bytes `value` takes as compact JSON, counted without building the text.
 fn json_size(value: &Value) -> usize {
+    json_size_as(value, false)
+}
+
+/// The bytes `value` takes as JSON, compact or pretty, counted without building the text.
+fn json_size_as(value: &Value, pretty: bool) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -175,7 +201,11 @@ fn json_size(value: &Value) -> usize {
         }
     }
     let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
+    let _ = if pretty {
+        serde_json::to_writer_pretty(&mut count, value)
+    } else {
+        serde_json::to_writer(&mut count, value)
+    };
     count.0
 }
 
@@ -185,7 +215,9 @@ fn json_size(value: &Value) -> usize {
 /// The document cannot grow past the artifact limit on the way: each `add`, `replace` and
 /// `copy` adds what it brings to a bound on the document's size, and once the bound passes
 /// the limit the document is measured; over it, the patch is refused there (ten `copy`s of the
-/// root would otherwise ask for 2^10 times the document).
+/// root would otherwise ask for 2^10 times the document). Its depth is bounded the same way
+/// after every operation ([`MAX_JSON_DEPTH`]: a `copy` into the deepest node doubles it), and
+/// the pretty text is measured before it is built.
 pub fn apply_json_patch(content: &str, operations: &Value) -> Result<String, String> {
     use json_patch::jsonptr::PointerBuf;
     use json_patch::{
@@ -254,9 +286,30 @@ pub fn apply_json_patch(content: &str, operations: &Value) -> Result<String, Str
              artifact holds; nothing was changed"
         )
     };
+    let too_deep = |i: usize| {
+        format!(
+            "operation {i} makes the document nest deeper than {MAX_JSON_DEPTH} levels, the most \
+             a `json` artifact may; nothing was changed"
+        )
+    };
     // At least the document's size: what it was, plus what each operation brought.
     let mut bound = content.len();
+    // At least the document's depth: what reaches deepest is a value put at a path, or a
+    // subtree moved or copied from `from` (no deeper than the document below `from`).
+    let mut depth = json_depth(&doc);
     for (i, op) in parsed.iter().enumerate() {
+        let tokens = |p: &PointerBuf| p.count();
+        let reach = match op {
+            PatchOperation::Add(AddOperation { path, value })
+            | PatchOperation::Replace(ReplaceOperation { path, value }) => {
+                tokens(path) + json_depth(value)
+            }
+            PatchOperation::Copy(CopyOperation { from, path })
+            | PatchOperation::Move(MoveOperation { from, path }) => {
+                tokens(path) + depth.saturating_sub(tokens(from))
+            }
+            _ => 0,
+        };
         let growth = match op {
             PatchOperation::Add(AddOperation { value, .. })
             | PatchOperation::Replace(ReplaceOperation { value, .. }) => json_size(value),
@@ -290,6 +343,20 @@ pub fn apply_json_patch(content: &str, operations: &Value) -> Result<String, Str
                 return Err(too_big(i));
             }
         }
+        depth = depth.max(reach);
+        if depth > MAX_JSON_DEPTH {
+            depth = json_depth(&doc);
+            if depth > MAX_JSON_DEPTH {
+                return Err(too_deep(i));
+            }
+        }
+    }
+    let pretty = json_size_as(&doc, true);
+    if pretty > MAX_ARTIFACT_BYTES {
+        return Err(format!(
+            "the patched document is {pretty} bytes as stored (indented), over the \
+             {MAX_ARTIFACT_BYTES} an artifact holds; nothing was changed"
+        ));
     }
     serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())
 }
@@ -849,6 +916,45 @@ mod tests {
         let many = Value::Array(vec![json!({"op": "test", "path": "", "value": {}}); 1_001]);
         let e = apply_json_patch("{}", &many).unwrap_err();
         assert!(e.contains("at most 1000"), "{e}");
+    }
+
+    #[test]
+    fn a_patch_cannot_nest_the_document_past_the_depth_limit() {
+        // 100 levels: copying the root into its deepest node would make 200.
+        let mut doc = json!(1);
+        for _ in 0..100 {
+            doc = json!({ "a": doc });
+        }
+        let deepest = format!("{}/b", "/a".repeat(99));
+        let copy = json!([{"op": "copy", "from": "", "path": deepest}]);
+        let e = apply_json_patch(&doc.to_string(), &copy).unwrap_err();
+        assert!(e.starts_with("operation 0 makes the document nest deeper than 128"), "{e}");
+        // An added value that nests too deep is refused too; a shallow one is not.
+        let mut deep = json!(1);
+        for _ in 0..40 {
+            deep = json!([deep]);
+        }
+        let add = json!([{"op": "add", "path": deepest.clone(), "value": deep}]);
+        assert!(apply_json_patch(&doc.to_string(), &add)
+            .unwrap_err()
+            .contains("deeper than 128"));
+        let add = json!([{"op": "add", "path": deepest, "value": [[1]]}]);
+        assert!(apply_json_patch(&doc.to_string(), &add).is_ok());
+        // A move of a shallow subtree under a deep path is within the bound, and goes through.
+        let moved = json!([{"op": "move", "from": "/a/a", "path": "/b"}]);
+        assert!(apply_json_patch(&doc.to_string(), &moved).is_ok());
+    }
+
+    #[test]
+    fn the_indented_text_is_measured_before_it_is_built() {
+        // 200 KB compact, but 64 levels deep every line is indented by 128 spaces.
+        let mut doc = json!(vec![1; 20_000]);
+        for _ in 0..63 {
+            doc = json!([doc]);
+        }
+        assert!(doc.to_string().len() < MAX_ARTIFACT_BYTES);
+        let e = apply_json_patch(&doc.to_string(), &json!([])).unwrap_err();
+        assert!(e.contains("as stored (indented)"), "{e}");
     }
 
     #[test]
