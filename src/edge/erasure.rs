@@ -1,10 +1,13 @@
 //! Erasing a user (`DELETE /v1/me`, or an admin's `DELETE /v1/admin/users/{user}`): every
 //! conversation they own goes as a `DELETE` takes one (running turns cancelled first, history,
-//! artifacts, files, the objects' storage), then what outlives conversations (their spend
-//! object's period total, their usage ledger, their budget). The request is recorded first
-//! (`erasures`), answered 202, and the erasure runs after the answer; should it not end (the
-//! Worker's time after a response is short), the scheduled run finishes it. While the request's
-//! row is there no new conversation of the user's is made (`Store::refused_conversation`).
+//! artifacts, files, the objects' storage). Content goes, accounting stays: the usage ledger
+//! keeps its rows (amounts, model, time; the conversation they named is blanked), the budget
+//! row and the spend object's period total stay, so erasing oneself neither resets what one has
+//! spent nor lifts an admin's limit, and a turn still running is charged. The request is
+//! recorded first (`erasures`), answered 202, and the erasure runs after the answer; should it
+//! not end (the Worker's time after a response is short), the scheduled run finishes it. While
+//! the request's row is there no new conversation of the user's is made
+//! (`Store::refused_conversation`).
 //! Nobody else's data is touched: every query is by owner.
 
 use serde_json::json;
@@ -15,7 +18,6 @@ use crate::edge::conversation::deletion::delete_whole;
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::spend::client::SpendClient;
 
 /// Conversations looked up at a time while erasing.
 const PAGE: i64 = 25;
@@ -38,17 +40,13 @@ pub async fn erase(env: &Env, owner: &str) -> Result<(), ApiError> {
             conversations += 1;
         }
     }
-    // The spend object's period total and reservations (a deployment without budgets binds
-    // none, or never made one for this user: erasing an empty object is a no-op).
-    if let Ok(spend) = SpendClient::for_user(env, owner) {
-        spend.erase().await?;
-    }
-    rows += store.erase_owner_rows(owner).await?;
+    let kept = store.finish_erasure(owner).await?;
     console_log!(
         "{}",
         json!({
             "event": "erasure", "level": "info", "user": owner,
             "conversations_deleted": conversations, "rows_deleted": rows,
+            "ledger_rows_kept": kept,
             "duration_ms": now_ms() - started,
         })
     );

@@ -1,15 +1,16 @@
-// Erasing a user: `DELETE /v1/me` answers 202 and, in the background, leaves nothing of the
-// caller (conversations, history, artifacts, files, their spend object's total, ledger, budget)
-// and nothing of anyone else
-// touched; an admin may erase another user, nobody else may; the scheduled run finishes an
-// erasure that did not end.
+// Erasing a user: `DELETE /v1/me` answers 202 and, in the background, leaves no content of the
+// caller (conversations, history, artifacts, files) and nothing of anyone else touched, while
+// the accounting stays (ledger amounts with no conversation named, the budget, the spend
+// object's total), so erasing oneself resets no budget; a turn running meanwhile is charged; an
+// admin may erase another user, nobody else may; the scheduled run finishes an erasure that
+// did not end.
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
-const KEYS = { alice: "sk-erase-alice", bob: "sk-erase-bob", ops: "sk-erase-ops" };
+const KEYS = { alice: "sk-erase-alice", bob: "sk-erase-bob", ops: "sk-erase-ops", carol: "sk-erase-carol", dan: "sk-erase-dan" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
 let anthropic, worker, persistDir;
 
@@ -21,7 +22,7 @@ before(async () => {
     args: ["--test-scheduled"],
     vars: {
       ...anthropicVars(anthropic),
-      ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob},ops:${KEYS.ops}:admin`,
+      ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob},ops:${KEYS.ops}:admin,carol:${KEYS.carol},dan:${KEYS.dan}`,
       // Budgets on: each user's calls are reserved and settled in their spend object.
       USER_BUDGET_USD: "100",
     },
@@ -68,6 +69,7 @@ async function rowsOf(owner) {
     (SELECT COUNT(*) FROM conversations WHERE owner = '${owner}') AS conversations,
     (SELECT COUNT(*) FROM messages WHERE conversation_id IN ${mine}) AS messages,
     (SELECT COUNT(*) FROM usage_ledger WHERE owner = '${owner}') AS ledger,
+    (SELECT COUNT(*) FROM usage_ledger WHERE owner = '${owner}' AND conversation_id <> '') AS ledger_naming,
     (SELECT COUNT(*) FROM budgets WHERE user = '${owner}') AS budgets,
     (SELECT COUNT(*) FROM erasures WHERE owner = '${owner}') AS erasures`);
   return row;
@@ -98,7 +100,8 @@ test("DELETE /v1/me leaves nothing of the caller and nothing of anyone else touc
   assert.equal(r.status, 202);
   assert.deepEqual(await r.json(), { erasing: "key:alice" });
   await until("alice's erasure", async () => (await rowsOf("key:alice")).erasures === 0);
-  assert.deepEqual(await rowsOf("key:alice"), { conversations: 0, messages: 0, ledger: 0, budgets: 0, erasures: 0 });
+  // Content gone; the three answers' ledger rows and the admin's limit kept, naming nothing.
+  assert.deepEqual(await rowsOf("key:alice"), { conversations: 0, messages: 0, ledger: 3, ledger_naming: 0, budgets: 1, erasures: 0 });
   for (const id of alices) {
     assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("alice"))).status, 404);
     assert.equal(await (await d1Query(persistDir, `SELECT COUNT(*) AS n FROM artifacts WHERE conversation_id = '${id}'`))[0].n, 0);
@@ -106,7 +109,7 @@ test("DELETE /v1/me leaves nothing of the caller and nothing of anyone else touc
   assert.equal(await (await d1Query(persistDir, `SELECT COUNT(*) AS n FROM files WHERE id = '${fileId}'`))[0].n, 0);
   const line = await worker.logLine((l) => l.event === "erasure" && l.user === "key:alice");
   assert.equal(line.conversations_deleted, 3);
-  assert.equal((await spendTotals()).length, 1, "alice's spend object holds nothing; bob's is untouched");
+  assert.equal((await spendTotals()).length, 2, "alice's spend object keeps her period's total; bob's is untouched");
 
   // Bob's data is as it was, and his conversation goes on.
   assert.deepEqual(await rowsOf("key:bob"), bobBefore);
@@ -125,7 +128,8 @@ test("only an admin may erase another user", async () => {
   const r = await api(worker.url, "DELETE", `/v1/admin/users/${encodeURIComponent("key:bob")}`, undefined, as("ops"));
   assert.equal(r.status, 202);
   await until("bob's erasure", async () => (await rowsOf("key:bob")).erasures === 0);
-  assert.deepEqual(await rowsOf("key:bob"), { conversations: 0, messages: 0, ledger: 0, budgets: 0, erasures: 0 });
+  const kept = await rowsOf("key:bob");
+  assert.deepEqual({ ...kept, ledger: kept.ledger > 0 }, { conversations: 0, messages: 0, ledger: true, ledger_naming: 0, budgets: 0, erasures: 0 });
 });
 
 test("an erasure that did not end is finished by the scheduled run", async () => {
@@ -134,7 +138,7 @@ test("an erasure that did not end is finished by the scheduled run", async () =>
   await d1Query(persistDir, `INSERT INTO erasures (owner, requested_by, requested_at) VALUES ('key:ops', 'key:ops', ${Date.now()})`);
   assert.equal((await fetch(`${worker.url}/__scheduled?cron=${encodeURIComponent("17 * * * *")}`)).status, 200);
   await until("the scheduled erasure", async () => (await rowsOf("key:ops")).erasures === 0);
-  assert.deepEqual(await rowsOf("key:ops"), { conversations: 0, messages: 0, ledger: 0, budgets: 0, erasures: 0 });
+  assert.deepEqual(await rowsOf("key:ops"), { conversations: 0, messages: 0, ledger: 1, ledger_naming: 0, budgets: 0, erasures: 0 });
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("ops"))).status, 404);
 });
 
@@ -154,4 +158,41 @@ test("while a user is being erased, no conversation of theirs starts: it would o
   // The erasure over, she starts again.
   await d1Query(persistDir, "DELETE FROM erasures WHERE owner = 'key:alice'");
   assert.equal((await api(worker.url, "POST", "/v1/conversations", {}, as("alice"))).status, 201);
+});
+
+test("an erasure resets no budget: what was spent and an admin's limit outlive it", async () => {
+  await conversationOf("carol", "Spend a little.");
+  const usage = async () => (await api(worker.url, "GET", "/v1/usage", undefined, as("carol"))).json();
+  const spent = (await usage()).spent_usd;
+  assert.ok(spent > 0);
+  assert.equal((await api(worker.url, "PUT", "/v1/admin/budgets/key:carol", { limit_usd: 0, period: "month" }, as("ops"))).status, 200);
+  assert.equal((await api(worker.url, "DELETE", "/v1/me", undefined, as("carol"))).status, 202);
+  await until("carol's erasure", async () => (await rowsOf("key:carol")).erasures === 0);
+  const after = await usage();
+  assert.equal(after.spent_usd, spent, "the period's spend survives");
+  assert.equal(after.limit_usd, 0, "the admin's limit survives");
+  // Starting again from nothing does not start the budget again.
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, as("carol"))).json();
+  const refused = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Again?" }, as("carol"));
+  assert.equal(refused.status, 402);
+  assert.equal((await refused.json()).error.code, "budget_exceeded");
+});
+
+test("a turn still running while its user is erased is charged", async () => {
+  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, as("dan"))).json();
+  anthropic.script({ text: "A long answer that streams for a while. ".repeat(40), gapMs: 25 });
+  const response = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Talk." }, as("dan"));
+  const reader = response.body.getReader();
+  let seen = "";
+  while (!seen.includes("text-delta")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    seen += new TextDecoder().decode(value);
+  }
+  assert.equal((await api(worker.url, "DELETE", "/v1/me", undefined, as("dan"))).status, 202);
+  while (!(await reader.read()).done);
+  await until("dan's erasure", async () => (await rowsOf("key:dan")).erasures === 0);
+  const [charged] = await d1Query(persistDir, "SELECT COUNT(*) AS n, SUM(cost_usd) AS usd FROM usage_ledger WHERE owner = 'key:dan'");
+  assert.ok(charged.n >= 1 && charged.usd > 0, JSON.stringify(charged));
+  assert.equal((await rowsOf("key:dan")).ledger_naming, 0);
 });

@@ -101,24 +101,24 @@ impl Store {
             .collect())
     }
 
-    /// The rows of `owner` that outlive their conversations (the ledger, the budget), and the
-    /// erasure's own row: the last step of an erasure, once no conversation is left.
-    pub async fn erase_owner_rows(&self, owner: &str) -> Result<u64, ApiError> {
+    /// The last step of an erasure, once no conversation is left: the ledger's rows lose the
+    /// conversation they named and keep the accounting (model, tokens, cost, time), the budget
+    /// row (an admin's limit) stays, and the erasure's own row goes. Erasing oneself must not
+    /// reset what one has spent, nor lift a limit. Returns the ledger rows kept.
+    pub async fn finish_erasure(&self, owner: &str) -> Result<u64, ApiError> {
         self.tick(1);
         let statements = [
-            "usage_ledger WHERE owner",
-            "budgets WHERE user",
-            "erasures WHERE owner",
-        ]
-        .iter()
-        .map(|table| {
             self.db
-                .prepare(format!("DELETE FROM {table} = ?1"))
-                .bind_params(&[owner.into()])
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-        Ok(super::changes(
-            &super::rows::batch(&self.db, &statements).await?,
-        ))
+                .prepare(
+                    "UPDATE usage_ledger SET conversation_id = ''
+                     WHERE owner = ?1 AND conversation_id <> ''",
+                )
+                .bind_params(&[owner.into()])?,
+            self.db
+                .prepare("DELETE FROM erasures WHERE owner = ?1")
+                .bind_params(&[owner.into()])?,
+        ];
+        let results = super::rows::batch(&self.db, &statements).await?;
+        Ok(super::changes(&results[..1]))
     }
 }

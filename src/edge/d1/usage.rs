@@ -62,6 +62,32 @@ impl Store {
         Ok(())
     }
 
+    /// What an answer cost whose conversation was deleted while it streamed (an erasure or a
+    /// `DELETE` cancelled the turn): the answer cannot be stored, but its cost is, under no
+    /// conversation. Written only when the conversation is gone, so an answer whose own batch
+    /// landed is never charged twice.
+    pub async fn record_usage_of_deleted(
+        &self,
+        conversation_id: &str,
+        usage: &UsageRow<'_>,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.tick(1);
+        self.ledger_statement(
+            "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
+               output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at,
+               estimated)
+             SELECT ?1, '', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
+             WHERE NOT EXISTS (SELECT 1 FROM conversations WHERE id = ?2)",
+            conversation_id,
+            usage,
+            now_ms,
+        )?
+        .run()
+        .await?;
+        Ok(())
+    }
+
     /// What one LLM call cost, as a row of the owner's usage ledger.
     pub(super) fn ledger_row(
         &self,
@@ -69,14 +95,28 @@ impl Store {
         row: &UsageRow<'_>,
         now_ms: i64,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
+        self.ledger_statement(
+            "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
+               output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at,
+               estimated)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            conversation_id,
+            row,
+            now_ms,
+        )
+    }
+
+    /// `sql` with a ledger row's eleven parameters bound.
+    fn ledger_statement(
+        &self,
+        sql: &str,
+        conversation_id: &str,
+        row: &UsageRow<'_>,
+        now_ms: i64,
+    ) -> Result<worker::D1PreparedStatement, ApiError> {
         let usage = row.usage;
         self.db
-            .prepare(
-                "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
-                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at,
-                   estimated)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )
+            .prepare(sql)
             .bind_params(&[
                 row.owner.into(),
                 conversation_id.into(),

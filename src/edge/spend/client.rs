@@ -33,12 +33,6 @@ impl SpendClient {
         Ok(())
     }
 
-    /// Forgets everything the object holds (the user is being erased).
-    pub async fn erase(&self) -> Result<(), ApiError> {
-        self.post("erase", "").await?;
-        Ok(())
-    }
-
     async fn post(&self, route: &str, body: &str) -> Result<String, ApiError> {
         let request = new_request(
             Method::Post.as_ref(),

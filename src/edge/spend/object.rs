@@ -23,12 +23,6 @@ impl DurableObject for UserSpend {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        if req.path() == "/erase" {
-            // The user is being erased: their period's total and reservations go too.
-            self.state.storage().delete_all().await?;
-            *self.spend.borrow_mut() = Some(None);
-            return Response::empty();
-        }
         let body = req.text().await?;
         // Between the read and the write nothing awaits: each request's change is atomic.
         let mut spend = match self.spend.borrow_mut().take() {

@@ -155,6 +155,14 @@ impl TurnHooks for D1Hooks {
                     .await;
                 if let Err(e) = &stored {
                     *self.ledger_failure.borrow_mut() = Some(e.to_string());
+                    // Its conversation deleted under it (an erasure): charged all the same.
+                    let charged = self
+                        .store
+                        .record_usage_of_deleted(&self.conversation_id, &row, now_ms())
+                        .await;
+                    if let Err(e) = charged {
+                        console_error!("charging an answer that could not be stored: {e}");
+                    }
                 }
                 stored
             }
