@@ -84,12 +84,14 @@ test("a user sees and touches only their own conversations; others get 404 every
 test("CORS: preflight without credentials, allowed origins echoed on every response, others not", async () => {
   const preflight = (origin) => fetch(`${worker.url}/v1/conversations`, {
     method: "OPTIONS",
-    headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+    headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type, idempotency-key" },
   });
   const ok = await preflight("http://localhost:5173");
   assert.equal(ok.status, 204);
   assert.equal(ok.headers.get("access-control-allow-origin"), "http://localhost:5173");
   assert.match(ok.headers.get("access-control-allow-headers"), /authorization/);
+  // A browser on another origin may make its sends repeatable.
+  assert.match(ok.headers.get("access-control-allow-headers"), /idempotency-key/);
   assert.match(ok.headers.get("access-control-allow-methods"), /POST/);
   // The artifacts route takes PUT from a browser too.
   assert.match(ok.headers.get("access-control-allow-methods"), /\bPUT\b/);

@@ -241,3 +241,19 @@ test("tool calls of an answer that failed mid-stream wait for nothing: no pause,
   const sent = anthropic.requests.at(-1).body.messages;
   assert.ok(!JSON.stringify(sent).includes("toolu_half"), JSON.stringify(sent));
 });
+
+test("the shared anonymous user (ALLOW_ANONYMOUS) may neither export nor erase: it is every visitor's", async () => {
+  const mine = await api(worker.url, "POST", "/v1/conversations", { title: "a visitor's" });
+  assert.equal(mine.status, 201);
+  for (const [method, path] of [["GET", "/v1/me/export"], ["DELETE", "/v1/me"]]) {
+    const r = await api(worker.url, method, path);
+    assert.equal(r.status, 403, `${method} ${path}`);
+    const { error } = await r.json();
+    assert.equal(error.code, "forbidden");
+    assert.match(error.message, /ALLOW_ANONYMOUS/);
+  }
+  // Nothing was erased: the visitor's conversation is still there.
+  assert.equal((await api(worker.url, "GET", `/v1/conversations/${(await mine.json()).id}`)).status, 200);
+  // A caller with a token still exports their own.
+  assert.equal((await api(worker.url, "GET", "/v1/me/export", undefined, { authorization: "Bearer sk-bob" })).status, 200);
+});

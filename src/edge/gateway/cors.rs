@@ -44,7 +44,8 @@ impl CorsOrigins {
             ),
             (
                 "access-control-allow-headers",
-                "authorization, content-type".to_string(),
+                // `idempotency-key`: a browser on another origin may make a send repeatable.
+                "authorization, content-type, idempotency-key".to_string(),
             ),
             ("access-control-max-age", "86400".to_string()),
         ]
@@ -76,7 +77,9 @@ mod tests {
         assert!(cors
             .preflight_headers(Some("https://app.example.com"))
             .iter()
-            .any(|(k, v)| *k == "access-control-allow-headers" && v.contains("authorization")));
+            .any(|(k, v)| *k == "access-control-allow-headers"
+                && v.contains("authorization")
+                && v.contains("idempotency-key")));
     }
 
     #[test]

@@ -25,6 +25,7 @@ use futures::channel::mpsc;
 use futures::SinkExt;
 use worker::{console_error, wasm_bindgen_futures, Context, Env, Headers, Response};
 
+use crate::edge::config::access::ANONYMOUS;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::gateway::auth::Caller;
 use crate::edge::json_response;
@@ -50,7 +51,10 @@ pub async fn erase(
     target: Option<&str>,
 ) -> Result<Response, ApiError> {
     let owner = match target {
-        None => caller.user.clone(),
+        None => {
+            refuse_shared(&caller.user, "erasing an account")?;
+            caller.user.clone()
+        }
         Some(_) if !caller.admin => return Err(ApiError::Forbidden(
             "erasing another user needs a server key marked admin in API_KEYS (`name:key:admin`)"
                 .into(),
@@ -75,7 +79,20 @@ pub async fn erase(
     json_response(202, &serde_json::json!({ "erasing": owner }))
 }
 
+/// With `ALLOW_ANONYMOUS=true` every caller without a token is the one user `anonymous`: "their"
+/// account is every such visitor's, so no one of them may read or erase it whole.
+fn refuse_shared(user: &str, what: &str) -> Result<(), ApiError> {
+    if user != ANONYMOUS {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(format!(
+        "{what} needs a caller with a token: every caller without one is the shared user \
+         `{ANONYMOUS}` (ALLOW_ANONYMOUS), whose data is every such visitor's"
+    )))
+}
+
 pub async fn export(env: &Env, user: &str) -> Result<Response, ApiError> {
+    refuse_shared(user, "exporting an account")?;
     let store = Store::for_owner(env, user).await?;
     let (mut tx, rx) = mpsc::channel(2);
     let user = user.to_string();
@@ -239,4 +256,17 @@ async fn flush(out: &mut String, tx: &mut Chunks, last: bool) -> Result<(), Stop
     }
     let chunk = std::mem::take(out).into_bytes();
     tx.send(Ok(chunk)).await.map_err(|_| Stop::Gone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shared_anonymous_user_may_neither_export_nor_erase_its_account() {
+        let e = refuse_shared(ANONYMOUS, "exporting an account").unwrap_err();
+        assert!(matches!(&e, ApiError::Forbidden(m) if m.contains("ALLOW_ANONYMOUS")), "{e}");
+        assert!(refuse_shared("key:alice", "exporting an account").is_ok());
+        assert!(refuse_shared("user-1", "erasing an account").is_ok());
+    }
 }
