@@ -108,3 +108,28 @@ test("a deletion the alarm finishes after a restart reaches the owner's database
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${id}`, undefined, as("bob"))).status, 404);
   assert.deepEqual(await rows("DB2", `SELECT COUNT(*) AS n FROM messages WHERE conversation_id = '${id}'`), [{ n: 0 }]);
 });
+
+test("a /v1/chat naming another shard's conversation lands in the caller's own database", async () => {
+  const [{ id: alices }] = (await (await api(worker.url, "GET", "/v1/conversations", undefined, as("alice"))).json()).conversations;
+  const alicesHistory = async (id) => (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, as("alice"))).json()).messages;
+  const before = await alicesHistory(alices);
+  // A fresh conversation of alice's that has seen no message yet: its object knows no database.
+  const { id: fresh } = await (await api(worker.url, "POST", "/v1/conversations", {}, as("alice"))).json();
+  for (const [n, target] of [[1, alices], [2, fresh]]) {
+    anthropic.script({ text: `Bob's own ${n}.` });
+    const { chunks } = await readUiStream(await api(worker.url, "POST", "/v1/chat", { id: target, messages: [{ id: `b${n}`, role: "user", parts: [{ type: "text", text: "mine?" }] }] }, as("bob")));
+    assert.ok(!chunks.some((c) => c.type === "error"), JSON.stringify(chunks));
+    assert.ok(chunks.some((c) => c.type === "text-delta" && c.delta.includes(`Bob's own ${n}`)));
+  }
+  // Nothing of bob's in alice's database; his scoped conversations, answered, in his.
+  assert.deepEqual(await rows("DB", "SELECT id FROM conversations WHERE owner = 'key:bob'"), []);
+  const bobs = await rows("DB2", "SELECT c.id, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS n FROM conversations c WHERE c.owner = 'key:bob'");
+  assert.ok(bobs.filter((c) => c.n === 2).length >= 2, JSON.stringify(bobs));
+  // Alice's conversations are as they were, and the fresh one still works in her database.
+  assert.deepEqual(await alicesHistory(alices), before);
+  anthropic.script({ text: "Alice's first answer." });
+  const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${fresh}/messages`, { message: "hello" }, as("alice")));
+  assert.ok(!chunks.some((c) => c.type === "error"), JSON.stringify(chunks));
+  assert.deepEqual((await alicesHistory(fresh)).map((m) => m.kind), ["user", "assistant"]);
+  assert.equal((await rows("DB", `SELECT COUNT(*) AS n FROM messages WHERE conversation_id = '${fresh}'`))[0].n, 2);
+});

@@ -57,7 +57,8 @@ impl Object {
         if files.peek().is_none() {
             return Ok(());
         }
-        let config = &self.turn_env()?.config;
+        // Not the turn environment: this object may not know its database yet.
+        let config = &crate::edge::config::Config::cached(&self.env)?;
         let model = conversation.model(config)?;
         let capabilities = config.models.info(&model).capabilities;
         match files.find(|f| !f.seen_by(&model.provider, &capabilities)) {
@@ -123,8 +124,8 @@ impl Object {
                     (TurnConversation::from(row), false)
                 }
                 (_, Some(chat), None) => {
-                    // The caller's own chat: their database is the conversation's.
-                    self.know_shard(&caller).await?;
+                    // Resolved in the caller's own database, whatever this object keeps: the
+                    // id may name another user's conversation, in another shard.
                     resolving = 1;
                     // Behind `own` (as the keyed repeat and its files' removal below): rare,
                     // so kept out of `send`'s own code, which every message compiles and runs.
@@ -342,10 +343,12 @@ impl Object {
             chat.title,
             now_ms(),
         );
-        let turn_env = self.turn_env()?;
-        let max = turn_env.config.max_conversations_per_user;
-        let resolved = turn_env
-            .store
+        // The caller's database, not this object's: the Worker guessed this object from an id
+        // that may be another user's conversation (in another shard), whose row, count and
+        // erasure are not the caller's.
+        let store = crate::edge::d1::Store::for_owner(&self.env, caller).await?;
+        let max = crate::edge::config::Config::cached(&self.env)?.max_conversations_per_user;
+        let resolved = store
             .chat_conversation(&chat.raw_id, &candidate, max)
             .await?;
         let conversation = TurnConversation::from(&resolved);
