@@ -9,7 +9,7 @@ import { readdirSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DefaultChatTransport } from "ai";
-import { anthropicLoopback, anthropicVars, api, chatMessage, d1Query, freshPersistDir, parseUiStream, readUiStream, startWorker } from "./harness.mjs";
+import { anthropicLoopback, anthropicVars, api, chatMessage, conversationObjects, d1Query, freshPersistDir, parseUiStream, readUiStream, startWorker } from "./harness.mjs";
 
 // A model with a 2,048-token window, declared by the deployment.
 const TINY = { id: "anthropic:tiny-model", context_window: 2048, max_output_tokens: 256, price: { input: 1, output: 2, cache_read: 0, cache_write: 0 } };
@@ -359,6 +359,14 @@ test("wrangler dev killed mid-turn and started again finishes that turn unasked 
   await sleep(3000); // long enough for a batch of the stream (and the partial answer) to be saved
   await worker.kill();
   await dying;
+  // As if the runtime had died between the message's D1 write and its leaving the inbox: the
+  // recovered turn must not show the model the message twice.
+  const [stored] = await d1Query(persistDir, `SELECT id, body FROM messages WHERE conversation_id = '${id}' AND kind = 'user'`);
+  const { file } = (await conversationObjects(persistDir)).find((o) => o.conversation === id);
+  const { DatabaseSync } = await import("node:sqlite");
+  const object = new DatabaseSync(file);
+  object.prepare("INSERT INTO inbox (id, delivery, message, queued_at) VALUES (?, 'starting', ?, ?)").run(stored.id, stored.body, Date.now());
+  object.close();
   anthropic.script({ text: "Here is the rest of the plan." });
   const restartedAt = Date.now();
   worker = await startWorker({ persistDir, vars });
@@ -367,6 +375,7 @@ test("wrangler dev killed mid-turn and started again finishes that turn unasked 
   assert.ok(tookSeconds < 60, `finished ${tookSeconds}s after the restart`);
   assert.deepEqual(h.map((m) => [m.kind, m.stop_reason]), [["user", undefined], ["assistant", "interrupted"], ["assistant", "end_turn"]]);
   assert.ok(h[1].content[0].text.startsWith("This answer is cut off"), "the partial answer stays");
-  // The interrupted answer is never replayed to a model.
+  // The interrupted answer is never replayed to a model, and the message is there once.
   assert.deepEqual(anthropic.requests.at(-1).body.messages.map((m) => m.role), ["user"]);
+  assert.equal(JSON.stringify(anthropic.requests.at(-1).body.messages).split("Plan my week.").length - 1, 1);
 });

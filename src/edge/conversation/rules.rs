@@ -240,6 +240,13 @@ pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> 
     }
 }
 
+/// Whether an inbox message whose D1 row has `seq` was stored before the history was read (a
+/// crash came between its write and its leaving the inbox), so the history holds it already:
+/// a row written now gets a `seq` past every row read, whose newest is `newest_read`.
+pub fn stored_before(seq: i64, newest_read: Option<i64>) -> bool {
+    newest_read.is_some_and(|newest| seq <= newest)
+}
+
 /// Why a given-up turn failed, as a schedule that started it records.
 pub fn given_up_reason() -> String {
     format!(
@@ -438,5 +445,15 @@ mod tests {
             AgentMessage::Assistant(failed),
         ];
         assert_eq!(recovery(&history, None), Recovery::Continue(vec![]));
+    }
+
+    #[test]
+    fn an_inbox_message_stored_before_the_read_is_not_shown_twice() {
+        // History read up to seq 12; the inbox message's row is 9: stored before a crash.
+        assert!(stored_before(9, Some(12)));
+        assert!(stored_before(12, Some(12)));
+        // Written now: past everything read, or into an empty history.
+        assert!(!stored_before(13, Some(12)));
+        assert!(!stored_before(1, None));
     }
 }

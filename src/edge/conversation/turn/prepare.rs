@@ -104,6 +104,10 @@ pub async fn prepare(
     } = history?;
     drop(stored_first);
     drop(left_out);
+    // A message stored before a crash left it in the inbox is in what was read: stored again
+    // (a repeat is harmless), it must not reach the model twice. A new row's `seq` is past
+    // every row there is.
+    let newest_read = seqs.iter().flatten().max().copied();
     let mut pending = None;
     let mut taken = HashSet::new();
     if let Some(stored) = writing {
@@ -196,6 +200,9 @@ pub async fn prepare(
             .await?;
         if let Some(queue_seq) = queue_seq {
             turn_env.storage.dequeue(queue_seq)?;
+        }
+        if rules::stored_before(seq, newest_read) {
+            continue;
         }
         history.push(message);
         seqs.push(Some(seq));
