@@ -1,8 +1,11 @@
 //! Compaction: when the history grows past a share of the model's context window, older whole
 //! exchanges are summarised into one `summary` message (sent to the LLM as a user message).
 //!
-//! - Tokens are estimated, CJK-aware: a CJK character is about one token, other text about four
-//!   characters a token.
+//! - Tokens are estimated, and pessimistically where text could be chosen to cost more than it
+//!   looks: ASCII about four characters a token; a common CJK character, or a letter of a
+//!   two-byte script (accented Latin, Greek, Cyrillic, Hebrew, Arabic), one; any other
+//!   character (Thai, Devanagari, emoji, rare ideographs) a token per UTF-8 byte, the most a
+//!   byte-level tokenizer spends on it.
 //! - Cuts fall only where an exchange starts (a user or summary message), so a tool call is
 //!   never separated from its result, and the latest user message always stays verbatim.
 //! - The summary comes from a resolved (usually cheaper) provider. If it fails, the oldest whole
@@ -26,20 +29,22 @@ pub fn estimate_tokens(text: &str) -> u64 {
     count.tokens()
 }
 
-/// The characters an estimate is made of, CJK apart.
+/// The characters an estimate is made of: ASCII apart, the rest as the tokens each may cost.
 ///
-/// Every LLM call estimates the whole history, so this runs over every character of it: ASCII,
-/// never CJK, is counted eight bytes at a time, and only other text is decoded character by
-/// character. A tool call's input is counted as the JSON the model sees, without writing it.
+/// Every LLM call estimates the whole history, so this runs over every character of it: ASCII
+/// is counted eight bytes at a time, and only other text is decoded character by character. A
+/// tool call's input is counted as the JSON the model sees, without writing it.
 #[derive(Default)]
 struct Characters {
-    cjk: u64,
-    other: u64,
+    /// ASCII characters, about four a token.
+    ascii: u64,
+    /// Tokens of the other characters, each counted on its own ([`wide_tokens`]).
+    wide: u64,
 }
 
 impl Characters {
     fn tokens(&self) -> u64 {
-        self.cjk + self.other.div_ceil(4)
+        self.wide + self.ascii.div_ceil(4)
     }
 
     fn text(&mut self, text: &str) {
@@ -49,7 +54,7 @@ impl Characters {
         while i < bytes.len() {
             if let Some(Ok(word)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
                 if u64::from_le_bytes(word) & HIGH_BITS == 0 {
-                    self.other += 8;
+                    self.ascii += 8;
                     i += 8;
                     continue;
                 }
@@ -59,10 +64,10 @@ impl Characters {
             let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
                 break;
             };
-            if is_cjk(c) {
-                self.cjk += 1;
+            if c.is_ascii() {
+                self.ascii += 1;
             } else {
-                self.other += 1;
+                self.wide += wide_tokens(c);
             }
             i += c.len_utf8();
         }
@@ -71,25 +76,25 @@ impl Characters {
     /// `value` as compact JSON (escapes counted as the character they stand for).
     fn json(&mut self, value: &Value) {
         match value {
-            Value::Null | Value::Bool(true) => self.other += 4,
-            Value::Bool(false) => self.other += 5,
+            Value::Null | Value::Bool(true) => self.ascii += 4,
+            Value::Bool(false) => self.ascii += 5,
             Value::Number(n) => {
                 let _ = write!(self, "{n}");
             }
             Value::String(s) => {
-                self.other += 2;
+                self.ascii += 2;
                 self.text(s);
             }
             // Brackets and commas.
             Value::Array(items) => {
-                self.other += 1 + items.len().max(1) as u64;
+                self.ascii += 1 + items.len().max(1) as u64;
                 items.iter().for_each(|item| self.json(item));
             }
             // Braces and commas; each key's quotes and colon.
             Value::Object(fields) => {
-                self.other += 1 + fields.len().max(1) as u64;
+                self.ascii += 1 + fields.len().max(1) as u64;
                 for (key, value) in fields {
-                    self.other += 3;
+                    self.ascii += 3;
                     self.text(key);
                     self.json(value);
                 }
@@ -106,15 +111,27 @@ impl fmt::Write for Characters {
     }
 }
 
+/// The tokens one non-ASCII character may cost. Byte-level tokenizers (Anthropic's, OpenAI's;
+/// Gemini's falls back to bytes) have a token for each common CJK character and each letter of
+/// the two-byte scripts, but may spend one on every byte of anything else: Thai, Devanagari and
+/// emoji cost one to four tokens a character, and text chosen for it costs the most. The rare
+/// ideographs of the CJK extensions are among these.
+fn wide_tokens(c: char) -> u64 {
+    match c.len_utf8() {
+        _ if is_cjk(c) => 1,
+        2 => 1,
+        bytes => bytes as u64,
+    }
+}
+
+/// The common CJK characters: about a token each.
 fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x3040..=0x30FF      // Hiragana, Katakana
-        | 0x3400..=0x4DBF    // CJK Extension A
         | 0x4E00..=0x9FFF    // CJK Unified Ideographs
         | 0xAC00..=0xD7AF    // Hangul syllables
         | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
-        | 0xFF00..=0xFFEF    // full-width forms
-        | 0x20000..=0x2FA1F) // CJK Extensions B–F
+        | 0xFF00..=0xFFEF) // full-width forms
 }
 
 /// Estimated tokens of one tool definition as a provider sends it to the model.
@@ -296,9 +313,8 @@ impl Compactor {
             call_ids: "call_summary_",
         };
         let mut completion = provider.complete(&request).await;
-        if completion.error.is_some() {
-            super::turn::charge_unreported(&mut completion.message, input);
-        }
+        // Whatever the provider did not report is estimated (see `charge_unreported`).
+        super::turn::charge_unreported(&mut completion.message, input);
         self.summariser.settle(&completion.message).await;
         // The model that answered (a fallback's, after a switch) is the one that is paid.
         let call = Some((completion.message.model_ref(), completion.message.usage));
@@ -370,10 +386,28 @@ mod tests {
     }
 
     #[test]
+    fn text_that_costs_more_than_a_token_a_character_is_counted_so() {
+        // Issue 56: Thai, Devanagari and emoji were counted at four characters a token.
+        assert_eq!(estimate_tokens("สวัสดี"), 6 * 3);
+        assert_eq!(estimate_tokens("नमस्ते"), 6 * 3);
+        assert_eq!(estimate_tokens("🙂🙂"), 2 * 4);
+        // Rare ideographs (an extension block) are not the common CJK.
+        assert_eq!(estimate_tokens("𠀀"), 4);
+        // Letters of two-byte scripts are a token each, like CJK.
+        assert_eq!(estimate_tokens("Привет"), 6);
+        assert_eq!(estimate_tokens("café"), 1 + 1);
+    }
+
+    #[test]
     fn the_word_at_a_time_count_is_the_character_by_character_one() {
         let by_character = |text: &str| {
-            let cjk = text.chars().filter(|&c| is_cjk(c)).count() as u64;
-            cjk + (text.chars().count() as u64 - cjk).div_ceil(4)
+            let ascii = text.chars().filter(char::is_ascii).count() as u64;
+            let wide: u64 = text
+                .chars()
+                .filter(|c| !c.is_ascii())
+                .map(wide_tokens)
+                .sum();
+            wide + ascii.div_ceil(4)
         };
         // ASCII runs of every length around a word, between CJK, accented letters and emoji
         // (four bytes), so that words start at every offset.

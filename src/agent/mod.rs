@@ -36,6 +36,6 @@ pub use stats::{CallStats, TurnStats};
 pub use tool_calls::{DENIED, SKIPPED_FOR_STEERING};
 pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
-    pending_calls, run_agent_turn, CallPlan, ContextTransform, ProviderResolver, Resolved,
-    TurnOutcome, CANCELLED, MOVED_ON,
+    charge_unreported, pending_calls, run_agent_turn, CallPlan, ContextTransform, ProviderResolver,
+    Resolved, TurnOutcome, CANCELLED, MOVED_ON,
 };

@@ -238,9 +238,8 @@ pub async fn run_agent_turn(
             })
             .await;
         drop(history);
-        if completion.error.is_some() || state.cancel.is_cancelled() {
-            charge_unreported(&mut completion.message, input_tokens);
-        }
+        // Whatever the provider did not report is estimated (see `charge_unreported`).
+        charge_unreported(&mut completion.message, input_tokens);
         resolver.settle(&completion.message).await;
         state.total_usage.add(&completion.message.usage);
 
@@ -248,7 +247,9 @@ pub async fn run_agent_turn(
             // Keep what was said, marked aborted (never replayed to a model); its calls do not run.
             let mut partial = completion.message;
             partial.stop_reason = StopReason::Aborted;
-            if !partial.content.is_empty() {
+            if partial.content.is_empty() {
+                charge_unstored(hooks, &partial).await;
+            } else {
                 let calls: Vec<ToolCall> = partial.tool_calls().cloned().collect();
                 add_message(state, hooks, AgentMessage::Assistant(partial)).await;
                 for call in &calls {
@@ -267,6 +268,8 @@ pub async fn run_agent_turn(
             // Keep what was said before the failure; it is marked with stop reason `error`.
             if !completion.message.content.is_empty() {
                 add_message(state, hooks, AgentMessage::Assistant(completion.message)).await;
+            } else {
+                charge_unstored(hooks, &completion.message).await;
             }
             return fail(hooks, emit, &error).await;
         }
@@ -316,6 +319,20 @@ pub async fn run_agent_turn(
     }
 }
 
+/// A call that showed nothing but was paid for (attempts a retry gave up on, a prompt read before
+/// a failure): no message stores it, so its cost gets a ledger row of its own.
+async fn charge_unstored(hooks: &dyn TurnHooks, answer: &crate::llm::AssistantMessage) {
+    if answer.usage == crate::llm::Usage::default() {
+        return;
+    }
+    if let Err(e) = hooks
+        .on_summary_call(&answer.model_ref(), &answer.usage)
+        .await
+    {
+        hooks.warn(&format!("charging a call that showed nothing failed: {e}"));
+    }
+}
+
 /// The tool calls of the last answer that have no result yet, unless the user has spoken since
 /// (then they were abandoned, and the handoff transform answers them for the model).
 pub fn pending_calls(messages: &[AgentMessage]) -> Vec<ToolCall> {
@@ -360,30 +377,39 @@ pub(super) fn deadline_passed(state: &AgentState, started: web_time::Instant) ->
     })
 }
 
-/// An answer cut short (cancelled, or failed mid-stream) whose provider never reported its
-/// usage (OpenAI sends it last, Anthropic its output tokens at the end) is charged from
-/// estimates of what was sent (`input`, computed only when needed) and of what streamed, and
-/// marked estimated. A count the provider did report stays where it is at least the estimate.
-/// An answer that streamed nothing is left as it is.
+/// An answer whose provider did not report all of its usage is charged from estimates of what
+/// was sent (`input`, computed only when needed) and of what streamed, marked estimated:
+/// - cut short (failed, cancelled or interrupted: OpenAI sends usage last, Anthropic its output
+///   tokens at the end), a count the provider did report stays where it is at least the
+///   estimate, and an answer that streamed nothing is left as it is;
+/// - finished, only what the provider left at zero is estimated (some servers never report
+///   usage, and a finished answer is not free): its input, even with nothing streamed, and its
+///   output.
 pub fn charge_unreported(answer: &mut crate::llm::AssistantMessage, input: impl FnOnce() -> u64) {
+    let cut_short = matches!(
+        answer.stop_reason,
+        StopReason::Error | StopReason::Aborted | StopReason::Interrupted
+    );
     // Nothing streamed: the provider refused or failed before it worked (a 429, a 5xx), and
     // providers do not bill for that.
-    if answer.content.is_empty() {
+    if cut_short && answer.content.is_empty() {
         return;
     }
-    let streamed: u64 = answer
-        .content
-        .iter()
-        .map(|b| super::compact::block_tokens(b, None))
-        .sum();
+    if cut_short || answer.usage.output_tokens == 0 {
+        let streamed: u64 = answer
+            .content
+            .iter()
+            .map(|b| super::compact::block_tokens(b, None))
+            .sum();
+        if streamed > answer.usage.output_tokens {
+            answer.usage.output_tokens = streamed;
+            answer.usage.estimated = true;
+        }
+    }
     let usage = &mut answer.usage;
     if usage.input_tokens == 0 && usage.cache_read_tokens == 0 {
         usage.input_tokens = input();
         usage.estimated |= usage.input_tokens > 0;
-    }
-    if streamed > usage.output_tokens {
-        usage.output_tokens = streamed;
-        usage.estimated = true;
     }
 }
 
@@ -516,5 +542,46 @@ mod tests {
         let mut answer = cut_short(reported);
         charge_unreported(&mut answer, || unreachable!());
         assert_eq!(answer.usage, reported);
+    }
+
+    #[test]
+    fn a_finished_answer_without_usage_is_charged_from_estimates_too() {
+        // Issue 56: a server that never reports usage made its answers free.
+        let mut answer = cut_short(Usage::default());
+        answer.stop_reason = StopReason::EndTurn;
+        charge_unreported(&mut answer, || 1_200);
+        assert_eq!(
+            (answer.usage.input_tokens, answer.usage.output_tokens),
+            (1_200, 100)
+        );
+        assert!(answer.usage.estimated);
+        // An empty answer still read its prompt.
+        let mut empty = cut_short(Usage::default());
+        empty.stop_reason = StopReason::EndTurn;
+        empty.content.clear();
+        charge_unreported(&mut empty, || 1_200);
+        assert_eq!(
+            (empty.usage.input_tokens, empty.usage.output_tokens),
+            (1_200, 0)
+        );
+        // What a finished answer reported is what it cost, even below the estimate.
+        let reported = Usage {
+            input_tokens: 900,
+            output_tokens: 40,
+            ..Usage::default()
+        };
+        let mut answer = cut_short(reported);
+        answer.stop_reason = StopReason::EndTurn;
+        charge_unreported(&mut answer, || unreachable!());
+        assert_eq!(answer.usage, reported);
+        // An interrupted answer (the runtime died under it) is cut short.
+        let mut interrupted = cut_short(Usage {
+            input_tokens: 900,
+            output_tokens: 1,
+            ..Usage::default()
+        });
+        interrupted.stop_reason = StopReason::Interrupted;
+        charge_unreported(&mut interrupted, || unreachable!());
+        assert_eq!(interrupted.usage.output_tokens, 100);
     }
 }

@@ -111,6 +111,41 @@ pub struct Price {
     pub output: f64,
     pub cache_read: f64,
     pub cache_write: f64,
+    /// Long-context pricing: what a call whose prompt is longer pays instead (Gemini 2.5 Pro
+    /// past 200,000 tokens). Left out of `GET /v1/models` when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub above: Option<Tier>,
+}
+
+/// The prices of a call whose prompt (input, cache reads and cache writes together) is longer
+/// than `input_tokens`, for every token of the call, its output included, as providers bill
+/// long-context calls. US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Tier {
+    pub input_tokens: u64,
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+impl Price {
+    /// The prices a call with a prompt of `prompt_tokens` pays: the tier's past its threshold.
+    pub fn at(&self, prompt_tokens: u64) -> Price {
+        match self.above {
+            Some(tier) if prompt_tokens > tier.input_tokens => Price {
+                input: tier.input,
+                output: tier.output,
+                cache_read: tier.cache_read,
+                cache_write: tier.cache_write,
+                above: None,
+            },
+            _ => Price {
+                above: None,
+                ..*self
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -132,9 +167,15 @@ pub struct ModelInfo {
 }
 
 impl ModelInfo {
-    /// What `usage` cost, in US dollars, if the price is known.
+    /// What `usage` cost, in US dollars, if the price is known (at the long-context prices when
+    /// its prompt is past their threshold).
     pub fn cost(&self, usage: &Usage) -> Option<f64> {
         self.price.map(|p| {
+            let prompt = usage
+                .input_tokens
+                .saturating_add(usage.cache_read_tokens)
+                .saturating_add(usage.cache_write_tokens);
+            let p = p.at(prompt);
             (usage.input_tokens as f64 * p.input
                 + usage.output_tokens as f64 * p.output
                 + usage.cache_read_tokens as f64 * p.cache_read
@@ -150,7 +191,25 @@ const fn price(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Op
         output,
         cache_read,
         cache_write,
+        above: None,
     })
+}
+
+/// `price` with long-context prices past `input_tokens` of prompt.
+const fn above(price: Option<Price>, input_tokens: u64, tier: Option<Price>) -> Option<Price> {
+    match (price, tier) {
+        (Some(base), Some(t)) => Some(Price {
+            above: Some(Tier {
+                input_tokens,
+                input: t.input,
+                output: t.output,
+                cache_read: t.cache_read,
+                cache_write: t.cache_write,
+            }),
+            ..base
+        }),
+        _ => price,
+    }
 }
 
 const ALL: Capabilities = Capabilities {
@@ -180,7 +239,8 @@ const fn model(
     }
 }
 
-/// Published list prices (USD per million tokens: input, output, cache read, cache write).
+/// Published list prices (USD per million tokens: input, output, cache read, cache write), with
+/// the long-context prices of the models that have them.
 pub const MODELS: &[ModelInfo] = &[
     model(
         "anthropic:claude-opus-4-1",
@@ -284,7 +344,11 @@ pub const MODELS: &[ModelInfo] = &[
         "gemini:gemini-2.5-pro",
         1_048_576,
         65_536,
-        price(1.25, 10.0, 0.31, 0.0),
+        above(
+            price(1.25, 10.0, 0.31, 0.0),
+            200_000,
+            price(2.5, 15.0, 0.625, 0.0),
+        ),
         ALL,
     ),
     model(
@@ -330,6 +394,15 @@ impl Default for Capabilities {
     }
 }
 
+/// The fields of a long-context tier in `MODELS` (`price.above`).
+const TIER_FIELDS: [&str; 5] = [
+    "input_tokens",
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+];
+
 /// A registry entry a deployment adds or overrides (`MODELS`), for self-hosted and fine-tuned
 /// models whose limits and prices the built-in table cannot know.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -345,13 +418,28 @@ pub struct CustomModel {
 
 impl CustomModel {
     fn read(f: &mut Fields) -> Result<Self, String> {
-        let price = match f.object("price", &["input", "output", "cache_read", "cache_write"])? {
-            Some(mut p) => Some(Price {
-                input: p.required("input", fields::NUMBER)?,
-                output: p.required("output", fields::NUMBER)?,
-                cache_read: p.required("cache_read", fields::NUMBER)?,
-                cache_write: p.required("cache_write", fields::NUMBER)?,
-            }),
+        let known = ["input", "output", "cache_read", "cache_write", "above"];
+        let price = match f.object("price", &known)? {
+            Some(mut p) => {
+                // Optional, so that entries written before long-context prices still read.
+                let tier = match p.object("above", &TIER_FIELDS)? {
+                    Some(mut t) => Some(Tier {
+                        input_tokens: u64::from(t.required("input_tokens", fields::U32)?),
+                        input: t.required("input", fields::NUMBER)?,
+                        output: t.required("output", fields::NUMBER)?,
+                        cache_read: t.required("cache_read", fields::NUMBER)?,
+                        cache_write: t.required("cache_write", fields::NUMBER)?,
+                    }),
+                    None => None,
+                };
+                Some(Price {
+                    input: p.required("input", fields::NUMBER)?,
+                    output: p.required("output", fields::NUMBER)?,
+                    cache_read: p.required("cache_read", fields::NUMBER)?,
+                    cache_write: p.required("cache_write", fields::NUMBER)?,
+                    above: tier,
+                })
+            }
             None => None,
         };
         let mut capabilities = Capabilities::default();
@@ -381,6 +469,13 @@ impl CustomModel {
             return Err(
                 "context_window must be at least 256 and max_output_tokens at least 1".into(),
             );
+        }
+        if self
+            .price
+            .and_then(|p| p.above)
+            .is_some_and(|t| t.input_tokens == 0)
+        {
+            return Err("`price.above.input_tokens` must be at least 1".into());
         }
         Ok(())
     }
@@ -675,6 +770,78 @@ mod tests {
         };
         let cost = info.cost(&usage).unwrap();
         assert!((cost - (3.0 + 1.5 + 0.6)).abs() < 1e-9, "{cost}");
+    }
+
+    #[test]
+    fn long_context_prices_apply_to_the_whole_call_past_their_threshold() {
+        // Issue 56: Gemini 2.5 Pro bills a prompt past 200,000 tokens at $2.50 in, $15 out.
+        let pro = ModelRef::parse("gemini:gemini-2.5-pro").unwrap().info();
+        let call = |input_tokens, cache_read_tokens| Usage {
+            input_tokens,
+            output_tokens: 10_000,
+            cache_read_tokens,
+            ..Usage::default()
+        };
+        let short = pro.cost(&call(200_000, 0)).unwrap();
+        assert!((short - (0.25 + 0.1)).abs() < 1e-9, "{short}");
+        let long = pro.cost(&call(200_001, 0)).unwrap();
+        assert!((long - (0.500_002_5 + 0.15)).abs() < 1e-9, "{long}");
+        // Cached tokens are part of the prompt: they cross the threshold too.
+        let cached = pro.cost(&call(100_000, 150_000)).unwrap();
+        assert!((cached - (0.25 + 0.093_75 + 0.15)).abs() < 1e-9, "{cached}");
+        // An answer is charged the same way.
+        let answer = crate::llm::AssistantMessage {
+            content: vec![],
+            stop_reason: crate::llm::StopReason::EndTurn,
+            model: "gemini-2.5-pro".into(),
+            provider: "gemini".into(),
+            usage: call(300_000, 0),
+        };
+        let charged = Registry::default().answer_cost(&answer).unwrap();
+        assert!((charged - (0.75 + 0.15)).abs() < 1e-9, "{charged}");
+        // Models without such prices pay the same whatever the prompt.
+        let flash = ModelRef::parse("gemini:gemini-2.5-flash").unwrap().info();
+        let price = flash.price.unwrap();
+        assert_eq!(price.at(900_000), price);
+    }
+
+    #[test]
+    fn a_deployment_entry_may_give_long_context_prices_and_older_entries_still_read() {
+        let registry = Registry::parse(
+            r#"[{"id": "anthropic:claude-sonnet-4-5", "context_window": 1000000, "max_output_tokens": 64000,
+                 "price": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75,
+                           "above": {"input_tokens": 200000, "input": 6, "output": 22.5, "cache_read": 0.6, "cache_write": 7.5}}},
+                {"id": "openai:house", "context_window": 4096, "max_output_tokens": 1,
+                 "price": {"input": 1, "output": 2, "cache_read": 0, "cache_write": 0}}]"#,
+        )
+        .unwrap();
+        let sonnet = registry.info(&ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap());
+        let usage = Usage {
+            input_tokens: 400_000,
+            output_tokens: 1_000,
+            ..Usage::default()
+        };
+        let cost = sonnet.cost(&usage).unwrap();
+        assert!((cost - (2.4 + 0.022_5)).abs() < 1e-9, "{cost}");
+        let house = registry.info(&ModelRef::parse("openai:house").unwrap());
+        assert_eq!(house.price.and_then(|p| p.above), None);
+        // Listed with its tier; a model without one is listed as before.
+        let listed = registry.entries();
+        assert_eq!(listed[0]["price"]["above"]["input_tokens"], 200_000);
+        assert!(listed[1]["price"].get("above").is_none());
+        for (json, needle) in [
+            (
+                r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "price": {"input": 1, "output": 1, "cache_read": 0, "cache_write": 0, "above": {"input_tokens": 10}}}]"#,
+                "missing field `price.above.input`",
+            ),
+            (
+                r#"[{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "price": {"input": 1, "output": 1, "cache_read": 0, "cache_write": 0, "above": {"input_tokens": 0, "input": 1, "output": 1, "cache_read": 0, "cache_write": 0}}}]"#,
+                "`price.above.input_tokens` must be at least 1",
+            ),
+        ] {
+            let message = Registry::parse(json).unwrap_err();
+            assert!(message.contains(needle), "{json}: {message}");
+        }
     }
 
     #[test]

@@ -5,13 +5,25 @@
 //! honouring the provider's own wait hint, up to a cap; when the attempts run out the next model
 //! in the chain takes over, announced by [`LlmEvent::Fallback`]. Once output has streamed
 //! nothing is retried: the partial answer is kept and the error reported, since replaying it
-//! would show the user the same words twice.
+//! would show the user the same words twice. An attempt given up on may still have been billed
+//! (Anthropic reports a prompt's tokens before an overload cuts it off): what it reported is
+//! added to the usage of the answer that ends the call, so the ledger and the budget see it.
 
 use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::{Completion, LlmEvent, LlmRequest, ModelRef, Provider};
+use super::{Completion, LlmEvent, LlmRequest, ModelRef, Provider, Usage};
+
+/// The models a call to `model` may be answered by, in the order [`Resilient`] tries them:
+/// `model`, then each of `fallbacks` but it. The factory builds its chain from this, and a
+/// budget prices a call at the priciest of them.
+pub fn chain(model: &ModelRef, fallbacks: &[ModelRef]) -> Vec<ModelRef> {
+    std::iter::once(model)
+        .chain(fallbacks.iter().filter(|m| *m != model))
+        .cloned()
+        .collect()
+}
 
 /// Waiting and randomness, supplied by the platform (timers and RNGs differ between wasm and
 /// native).
@@ -100,9 +112,12 @@ impl Provider for Resilient {
         request: &LlmRequest<'_>,
         on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
     ) -> Completion {
-        let mut last: Option<Completion> = None;
+        // The last model's last failure, by its place in the chain.
+        let mut last: Option<(usize, Completion)> = None;
+        // What the attempts given up on reported, by their model's place in the chain.
+        let mut spent: Vec<(usize, Usage)> = Vec::new();
         for (i, provider) in self.chain.iter().enumerate() {
-            if let (Some(previous), Some(failed)) = (i.checked_sub(1), &last) {
+            if let (Some(previous), Some((_, failed))) = (i.checked_sub(1), &last) {
                 on_event(&LlmEvent::Fallback {
                     from: self.chain[previous].model().clone(),
                     to: provider.model().clone(),
@@ -129,7 +144,7 @@ impl Provider for Resilient {
             let mut attempt = 1;
             loop {
                 let mut streamed = false;
-                let completion = provider
+                let mut completion = provider
                     .stream(request, &mut |event| {
                         // Usage alone (e.g. from `message_start`) shows the user nothing.
                         streamed |= !matches!(event, LlmEvent::Usage(_));
@@ -137,14 +152,19 @@ impl Provider for Resilient {
                     })
                     .await;
                 let retryable = match &completion.error {
-                    None => return completion,
+                    None => return with_spent(completion, &spent, i),
                     Some(error) => error.is_retryable() && !streamed,
                 };
                 if !retryable {
-                    return completion;
+                    return with_spent(completion, &spent, i);
+                }
+                // Given up on, and perhaps billed all the same: its usage goes with the answer.
+                let usage = std::mem::take(&mut completion.message.usage);
+                if usage != Usage::default() {
+                    spent.push((i, usage));
                 }
                 if attempt >= self.policy.max_attempts {
-                    last = Some(completion);
+                    last = Some((i, completion));
                     break;
                 }
                 let hint = completion.error.as_ref().and_then(|e| e.retry_after_ms());
@@ -162,9 +182,27 @@ impl Provider for Resilient {
                 self.sleeper.sleep(wait).await;
             }
         }
-        // Every model failed retryably: report the last failure.
-        last.unwrap_or_else(|| unreachable_empty_chain(self.model()))
+        // Every model failed retryably: report the last failure, with what every attempt used.
+        match last {
+            Some((i, failed)) => with_spent(failed, &spent, i),
+            None => unreachable_empty_chain(self.model()),
+        }
     }
+}
+
+/// `completion`, from the model at `answering` in the chain, charged with what the attempts
+/// given up on before it reported (`spent`). One message has one model: another model's tokens
+/// are counted at the answering model's prices, and the usage is marked estimated.
+fn with_spent(
+    mut completion: Completion,
+    spent: &[(usize, Usage)],
+    answering: usize,
+) -> Completion {
+    for (model, usage) in spent {
+        completion.message.usage.add(usage);
+        completion.message.usage.estimated |= *model != answering;
+    }
+    completion
 }
 
 /// `Resilient::new` refuses an empty chain, so the loop above always ran; this keeps the type
@@ -245,7 +283,11 @@ mod tests {
                     },
                     model: self.model.model.clone(),
                     provider: self.model.provider.clone(),
-                    usage: Usage::default(),
+                    // What the `Usage` event above reported: every attempt's prompt.
+                    usage: Usage {
+                        input_tokens: 1,
+                        ..Default::default()
+                    },
                 },
                 error,
             }
@@ -387,6 +429,66 @@ mod tests {
         assert_eq!(c.error, Some(bad));
         assert_eq!(*fallback.calls.borrow(), 0);
         assert!(clock.slept.borrow().is_empty());
+    }
+
+    #[test]
+    fn every_attempt_given_up_on_is_charged_with_the_answer() {
+        // Issue 56: a retried attempt that reported its prompt was billed for it.
+        let primary = flaky(
+            "anthropic:claude-sonnet-4-5",
+            vec![Err((overloaded(), "")), Err((overloaded(), "")), Ok("hi")],
+        );
+        let clock = Rc::new(FakeClock::default());
+        let (c, _) = run(vec![primary], &clock);
+        assert_eq!(c.message.usage.input_tokens, 3);
+        assert!(
+            !c.message.usage.estimated,
+            "one model: the counts are its own"
+        );
+
+        // After a fallback the first model's attempts count too, at the answering model's
+        // prices: the usage says it is estimated.
+        let primary = flaky(
+            "anthropic:claude-sonnet-4-5",
+            vec![Err((overloaded(), "")); 3],
+        );
+        let fallback = flaky("openai:gpt-4o", vec![Ok("from the fallback")]);
+        let (c, _) = run(vec![primary, fallback], &clock);
+        assert_eq!(c.message.usage.input_tokens, 4);
+        assert!(c.message.usage.estimated);
+
+        // Every model failed: the reported failure carries all of them, and nothing twice.
+        let primary = flaky("anthropic:a", vec![Err((overloaded(), "")); 3]);
+        let fallback = flaky("openai:b", vec![Err((rate_limited(None), "")); 3]);
+        let (c, _) = run(vec![primary, fallback], &clock);
+        assert_eq!(c.message.usage.input_tokens, 6);
+
+        // An answer that fails after streaming is not retried: it is its own usage.
+        let primary = flaky(
+            "anthropic:claude-sonnet-4-5",
+            vec![Err((overloaded(), "")), Err((overloaded(), "Partial"))],
+        );
+        let (c, _) = run(vec![primary], &clock);
+        assert_eq!(
+            (c.message.text().as_str(), c.message.usage.input_tokens),
+            ("Partial", 2)
+        );
+    }
+
+    #[test]
+    fn a_chain_is_the_model_then_its_other_fallbacks() {
+        let id = |s: &str| ModelRef::parse(s).unwrap();
+        let names = |models: Vec<ModelRef>| -> Vec<String> {
+            models.iter().map(ToString::to_string).collect()
+        };
+        assert_eq!(
+            names(chain(
+                &id("anthropic:claude-sonnet-4-5"),
+                &[id("openai:gpt-4o"), id("anthropic:claude-sonnet-4-5")]
+            )),
+            ["anthropic:claude-sonnet-4-5", "openai:gpt-4o"]
+        );
+        assert_eq!(names(chain(&id("openai:gpt-4o"), &[])), ["openai:gpt-4o"]);
     }
 
     #[test]

@@ -1,11 +1,14 @@
 // Credits and model tiers through the real Worker: a user who spends their budget mid-turn is
 // moved to BUDGET_MODEL (in the stream, in history, in GET /v1/usage), warned once at 80%, and,
-// with no cheaper model configured, refused with 402 before any work or stopped mid-turn.
+// with no cheaper model configured, refused with 402 before any work or stopped mid-turn. Every
+// call is held at the priciest model that may answer it and charged for every attempt, an
+// answer with no reported usage or cut off by a crash included (issue 56).
 
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
 
 const SECRET = "budget-secret";
 const b64 = (s) => Buffer.from(s).toString("base64url");
@@ -15,7 +18,7 @@ function as(sub) {
 }
 const admin = { authorization: "Bearer sk-ops" };
 
-let anthropic, tiered, strict;
+let anthropic, tiered, strict, chained;
 const vars = (extra) => ({
   ALLOW_ANONYMOUS: "false", JWT_SECRET: SECRET, API_KEYS: "ops:sk-ops:admin,app:sk-app",
   ...anthropicVars(anthropic), USER_BUDGET_PERIOD: "day", ...extra,
@@ -27,11 +30,17 @@ before(async () => {
     USER_BUDGET_USD: "5", BUDGET_MODEL: "anthropic:claude-haiku-4-5", ALLOWED_MODELS: "anthropic:*,openai:o3",
   }) });
   strict = await startWorker({ persistDir: freshPersistDir(), vars: vars({ USER_BUDGET_USD: "0" }) });
+  // Opus ($15 in, $75 out per million) behind Sonnet ($3, $15); a stalled call times out fast.
+  chained = await startWorker({ persistDir: freshPersistDir(), vars: vars({
+    USER_BUDGET_USD: "5", BUDGET_MODEL: "anthropic:claude-haiku-4-5", FALLBACK_MODELS: "anthropic:claude-opus-4-1",
+    PROVIDER_IDLE_TIMEOUT_MS: "1500",
+  }) });
 });
 
 after(async () => {
   await tiered?.stop();
   await strict?.stop();
+  await chained?.stop();
   await anthropic?.close();
 });
 
@@ -182,5 +191,102 @@ test("turns of one user running at once cannot spend past the budget together", 
     assert.ok(usage.spent_usd > 0.1, JSON.stringify(usage));
   } finally {
     anthropic.respond = null;
+  }
+});
+
+const usageOf = async (worker, who) => (await api(worker.url, "GET", "/v1/usage", undefined, who)).json();
+
+test("a call is held at the priciest model that may answer it: a fallback's prices count", async () => {
+  // $0.2 covers a whole Sonnet answer (4,096 tokens at $15 per million, $0.061), but not an Opus
+  // one ($0.307), and Opus answers if Sonnet fails: the call asks for what $0.2 covers at Opus.
+  assert.equal((await setBudget(chained, "hal", 0.2)).status, 200);
+  const before = anthropic.requests.length;
+  anthropic.script({ text: "Held at the fallback's prices." });
+  const { chunks } = await turn(chained, as("hal"), "hello");
+  assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "stop" });
+  const [call] = anthropic.requests.slice(before).map((r) => r.body);
+  assert.equal(call.model, "claude-sonnet-4-5");
+  assert.ok(call.max_tokens > 1_000 && call.max_tokens < 2_667, `lowered to what $0.2 covers at Opus: ${call.max_tokens}`);
+});
+
+test("a call past the budget goes to BUDGET_MODEL alone, never to a pricier fallback", async () => {
+  // The economy model answers past the budget, so nothing holds it back: a fallback behind it
+  // (Opus) would spend without limit.
+  assert.equal((await setBudget(chained, "ivy", 0)).status, 200);
+  const before = anthropic.requests.length;
+  anthropic.script({ status: 529 }, { status: 529 }, { status: 529 });
+  try {
+    const { chunks } = await turn(chained, as("ivy"), "hello");
+    assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "error" });
+    assert.deepEqual(anthropic.requests.slice(before).map((r) => r.body.model), ["claude-haiku-4-5", "claude-haiku-4-5", "claude-haiku-4-5"]);
+  } finally {
+    anthropic.clear();
+  }
+});
+
+test("a retried attempt that reported its prompt is charged with the answer", async () => {
+  // The first attempt reports 50,000 input tokens, then stalls until PROVIDER_IDLE_TIMEOUT_MS
+  // and is retried: both prompts were billed, and both are in the ledger.
+  const before = anthropic.requests.length;
+  anthropic.script({ stallAfter: 1, usage: { input: 50_000 } }, { text: "Second time lucky.", usage: { input: 50_000 } });
+  const { chunks } = await turn(chained, as("jay"), "hello");
+  assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Second time lucky.");
+  assert.equal(anthropic.requests.length - before, 2);
+  const { models } = await usageOf(chained, as("jay"));
+  assert.deepEqual(models.map((m) => [m.model, m.calls, m.input_tokens]), [["claude-sonnet-4-5", 1, 100_000]]);
+});
+
+test("a finished answer whose provider reported no usage is charged from estimates", async () => {
+  anthropic.script({ text: "Nothing reported, and not free.", usage: { input: 0, output: 0 } });
+  const { chunks } = await turn(tiered, as("gus"), "what does this cost?");
+  assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "stop" });
+  const usage = await usageOf(tiered, as("gus"));
+  const [sonnet] = usage.models;
+  // The prompt (system prompt, tool definitions, the message) and the answer's 31 characters.
+  assert.ok(sonnet.input_tokens > 100, JSON.stringify(usage));
+  assert.ok(sonnet.output_tokens >= 8, JSON.stringify(usage));
+  assert.ok(usage.spent_usd > 0, JSON.stringify(usage));
+});
+
+test("an answer cut off by a crash is charged from estimates when its turn is recovered", async () => {
+  const persistDir = freshPersistDir();
+  const crashVars = vars({ USER_BUDGET_USD: "5" });
+  let worker = await startWorker({ persistDir, vars: crashVars });
+  try {
+    const who = as("kit");
+    const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, who)).json();
+    const before = anthropic.requests.length;
+    // `gapMs` pauses between the 1-9 byte pieces the loopback writes: about 10 s in all.
+    anthropic.script({ text: "This answer is cut off when the runtime dies, and charged when it restarts. ".repeat(6), gapMs: 3 });
+    const dying = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Plan my week." }, who).then((r) => r.text()).catch(() => "");
+    while (anthropic.requests.length === before) await sleep(10);
+    await sleep(3000); // long enough for a batch of the stream (and the partial answer) to be saved
+    await worker.kill();
+    await dying;
+    anthropic.script({ text: "Here is the rest of the plan." });
+    worker = await startWorker({ persistDir, vars: crashVars });
+    // The alarm recovers the turn within a minute.
+    const deadline = Date.now() + 60_000;
+    let history = [];
+    while (!history.some((m) => m.kind === "assistant" && m.stop_reason === "end_turn")) {
+      assert.ok(Date.now() < deadline, `the turn was not recovered: ${JSON.stringify(history.map((m) => [m.kind, m.stop_reason]))}`);
+      await sleep(250);
+      history = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, who)).json()).messages;
+    }
+    assert.deepEqual(history.map((m) => [m.kind, m.stop_reason]), [["user", undefined], ["assistant", "interrupted"], ["assistant", "end_turn"]]);
+    // The interrupted answer has its ledger row: the prompt Anthropic reported when it began
+    // (31 tokens), its output estimated from what streamed.
+    const rows = await d1Query(persistDir, `SELECT model, input_tokens, output_tokens, cost_usd, estimated FROM usage_ledger WHERE conversation_id = '${id}' ORDER BY created_at`);
+    assert.equal(rows.length, 2, JSON.stringify(rows));
+    const [cut] = rows;
+    assert.equal(cut.model, "claude-sonnet-4-5");
+    assert.equal(cut.input_tokens, 31);
+    assert.ok(cut.output_tokens > 1, JSON.stringify(cut));
+    assert.equal(cut.estimated, 1);
+    assert.ok(cut.cost_usd > 0, JSON.stringify(cut));
+    const usage = await usageOf(worker, who);
+    assert.equal(usage.models[0].calls, 2, JSON.stringify(usage));
+  } finally {
+    await worker.stop();
   }
 });

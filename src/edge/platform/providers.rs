@@ -117,10 +117,32 @@ pub fn resilient_provider(
     model: &ModelRef,
     signal: Option<&AbortSignal>,
 ) -> Result<Rc<dyn Provider>, LlmError> {
-    let mut chain = vec![provider_for(env, config, model, signal)?];
-    for fallback in config.fallback_models.iter().filter(|m| *m != model) {
-        chain.push(provider_for(env, config, fallback, signal)?);
-    }
+    let chain = crate::llm::retry::chain(model, &config.fallback_models);
+    retried(env, config, &chain, signal)
+}
+
+/// `BUDGET_MODEL`, retried but never replaced: it answers past a user's budget, holding
+/// nothing, so a fallback behind it (perhaps pricier) would spend without limit.
+pub fn economy_provider(
+    env: &Env,
+    config: &Config,
+    model: &ModelRef,
+    signal: Option<&AbortSignal>,
+) -> Result<Rc<dyn Provider>, LlmError> {
+    retried(env, config, std::slice::from_ref(model), signal)
+}
+
+/// `models` in order, each retried as the policy says, the next taking over when one fails.
+fn retried(
+    env: &Env,
+    config: &Config,
+    models: &[ModelRef],
+    signal: Option<&AbortSignal>,
+) -> Result<Rc<dyn Provider>, LlmError> {
+    let chain = models
+        .iter()
+        .map(|m| provider_for(env, config, m, signal))
+        .collect::<Result<Vec<_>, _>>()?;
     // A cancelled turn does not sit out a retry's wait (up to 8 s, a fallback's too).
     let sleeper: Rc<dyn Sleeper> = match signal {
         Some(signal) => Rc::new(UntilAborted(signal.clone())),

@@ -2,7 +2,7 @@
 
 use worker::{Env, Method, Request, Stub};
 
-use super::{Ask, Reply, Settle, BINDING};
+use super::{Ask, Renew, Reply, Settle, BINDING};
 use crate::edge::error::ApiError;
 use crate::edge::platform::fetch::new_request;
 
@@ -12,6 +12,7 @@ pub struct SpendClient {
 }
 
 impl SpendClient {
+    /// The spend object of `user`.
     pub fn for_user(env: &Env, user: &str) -> Result<Self, ApiError> {
         let namespace = env.durable_object(BINDING).map_err(|_| {
             ApiError::Internal(format!(
@@ -23,11 +24,23 @@ impl SpendClient {
         })
     }
 
+    /// Reserves a call's worst case.
     pub async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError> {
         let text = self.post("reserve", &serde_json::to_string(ask)?).await?;
         Ok(crate::llm::json::from_str(&text)?)
     }
 
+    /// Renews a call's reservation while it streams; `false` when the object holds none for
+    /// it any more (then there is nothing to renew).
+    pub async fn renew(&self, call: &str) -> Result<bool, ApiError> {
+        let renew = Renew {
+            call: call.to_string(),
+        };
+        let text = self.post("renew", &serde_json::to_string(&renew)?).await?;
+        Ok(crate::llm::json::from_str(&text)?)
+    }
+
+    /// Settles a call that ended (or charges a cost that held nothing).
     pub async fn settle(&self, settle: &Settle) -> Result<(), ApiError> {
         self.post("settle", &serde_json::to_string(settle)?).await?;
         Ok(())

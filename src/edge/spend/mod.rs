@@ -6,7 +6,11 @@
 //! cannot. The ledger stays the record: a period's total is seeded from it, once, with the
 //! figure the first caller read with its turn's history.
 //!
-//! - `mod.rs`: the rules ([`Spend`]: reserve, settle, expire), pure and natively tested
+//! A call may stream for longer than a reservation holds (200,000 output tokens of a slow model
+//! take hours): while it runs, its caller renews the reservation every [`RENEW_MS`], so only
+//! the reservation of a call whose runtime died lapses.
+//!
+//! - `mod.rs`: the rules ([`Spend`]: reserve, renew, settle, expire), pure and natively tested
 //! - [`object`]: the `UserSpend` Durable Object, which keeps a [`Spend`] in its SQLite
 //! - [`client`]: the resolver's way to it
 
@@ -23,8 +27,12 @@ pub use object::UserSpend;
 /// The binding of the spend objects.
 pub const BINDING: &str = "SPEND";
 
-/// How long a reservation holds when its call never settles (a runtime that died mid-call).
+/// How long a reservation holds unless renewed: what a call whose runtime died mid-call keeps
+/// of the budget, and for how long.
 pub const RESERVATION_MS: i64 = 10 * 60_000;
+
+/// How often a call in flight renews its reservation: four renewals may fail before it lapses.
+pub const RENEW_MS: i64 = RESERVATION_MS / 5;
 
 /// Most reservations one user holds at once; a call past them is refused as if short.
 pub const MAX_OPEN: usize = 256;
@@ -124,6 +132,17 @@ crate::json_struct!(Settle {
     "cost_usd" => cost_usd,
 });
 
+/// A call in flight that renews its reservation; the object answers whether it still holds
+/// one (`false`: settled, lapsed, or of a period that ended, and the caller stops renewing).
+#[derive(Debug, Clone, Serialize)]
+pub struct Renew {
+    pub call: String,
+}
+
+crate::json_struct!(Renew {
+    "call" => call,
+});
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 struct Open {
     call: String,
@@ -215,6 +234,22 @@ impl Spend {
         }
     }
 
+    /// Holds `call`'s reservation for another [`RESERVATION_MS`] from `now_ms`; `false` when
+    /// there is none to hold (settled, lapsed, or dropped with the period it was of).
+    pub fn renew(&mut self, call: &str, now_ms: i64) -> bool {
+        let open = self
+            .open
+            .iter_mut()
+            .find(|o| o.call == call && o.expires_at > now_ms);
+        match open {
+            Some(open) => {
+                open.expires_at = now_ms + RESERVATION_MS;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Replaces a call's reservation by what it cost. A cost from another period than the one
     /// held is left to the ledger, which the next period is seeded from.
     pub fn settle(&mut self, settle: &Settle, now_ms: i64) {
@@ -303,6 +338,44 @@ mod tests {
             granted(&Spend::reserve(&mut spend, &ask(0.012, 1_000), later)),
             Some(1_000)
         );
+    }
+
+    #[test]
+    fn a_call_that_streams_past_the_reservation_keeps_it_by_renewing() {
+        // Issue 56: a call may stream for longer than a reservation holds; renewed, it is held
+        // for as long as the call runs, and no other call gets its share meanwhile.
+        let mut spend = None;
+        let Reply::Granted { call, .. } = Spend::reserve(&mut spend, &ask(0.012, 1_000), NOW)
+        else {
+            panic!("granted")
+        };
+        let mut now = NOW;
+        for _ in 0..10 {
+            now += RENEW_MS;
+            assert!(spend.as_mut().expect("seeded").renew(&call, now));
+        }
+        assert!(now > NOW + RESERVATION_MS);
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &ask(0.012, 1_000), now + 1)),
+            None,
+            "still held"
+        );
+        // Settled, there is nothing to renew: the renewals stop.
+        let state = spend.as_mut().expect("seeded");
+        state.settle(
+            &Settle {
+                call: Some(call.clone()),
+                cost_usd: 0.001,
+            },
+            now,
+        );
+        assert!(!state.renew(&call, now));
+        // A reservation that lapsed (its runtime died) is not brought back.
+        let Reply::Granted { call, .. } = Spend::reserve(&mut spend, &ask(1.0, 1_000), now) else {
+            panic!("granted")
+        };
+        let state = spend.as_mut().expect("seeded");
+        assert!(!state.renew(&call, now + RESERVATION_MS));
     }
 
     #[test]

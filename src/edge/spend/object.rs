@@ -4,7 +4,7 @@ use std::cell::RefCell;
 
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
-use super::{Ask, Settle, Spend};
+use super::{Ask, Renew, Settle, Spend};
 
 /// The object of one user's spend.
 #[durable_object]
@@ -35,6 +35,11 @@ impl DurableObject for UserSpend {
                 let ask: Ask = crate::llm::json::from_str(&body)?;
                 let reply = Spend::reserve(&mut spend, &ask, now);
                 Some(serde_json::to_string(&reply)?)
+            }
+            "/renew" => {
+                let renew: Renew = crate::llm::json::from_str(&body)?;
+                let held = spend.as_mut().is_some_and(|s| s.renew(&renew.call, now));
+                Some(serde_json::to_string(&held)?)
             }
             "/settle" => {
                 let settle: Settle = crate::llm::json::from_str(&body)?;

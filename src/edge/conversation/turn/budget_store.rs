@@ -1,5 +1,5 @@
-//! The budget resolver's store: the budget in D1, calls reserved and settled with the user's
-//! spend object, notes and warnings in the history.
+//! The budget resolver's store: the budget in D1, calls reserved, renewed while they stream and
+//! settled with the user's spend object, notes and warnings in the history.
 
 use super::resolver::BudgetStore;
 use crate::agent::AgentMessage;
@@ -8,12 +8,17 @@ use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::spend::client::SpendClient;
-use crate::edge::spend::{Ask, Reply, Settle};
+use crate::edge::spend::{Ask, Reply, Settle, RENEW_MS};
 use async_trait::async_trait;
+use futures::channel::oneshot;
+use futures::future::Either;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
-use worker::{console_error, Env};
+use std::time::Duration;
+use worker::{console_error, wasm_bindgen_futures, Delay, Env};
 
-/// A user's budget in D1, for the [`BudgetResolver`].
+/// A user's budget in D1, for the [`BudgetResolver`](super::resolver::BudgetResolver).
 pub(super) struct D1Budget {
     pub(super) store: Rc<Store>,
     /// For the owner's spend object.
@@ -21,6 +26,41 @@ pub(super) struct D1Budget {
     pub(super) owner: String,
     pub(super) conversation_id: String,
     pub(super) default: (f64, Period),
+    /// The calls in flight whose reservations are renewed, each with what stops the renewing:
+    /// dropped when the call settles (or the turn is dropped with this store).
+    pub(super) renewing: RefCell<HashMap<String, oneshot::Sender<()>>>,
+}
+
+impl D1Budget {
+    /// Renews `call`'s reservation every [`RENEW_MS`] until it settles: a call may stream for
+    /// longer than a reservation holds, and its share of the budget must not be handed to
+    /// another call meanwhile. A runtime that dies stops renewing, and the reservation lapses.
+    fn keep_renewing(&self, call: String) {
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        self.renewing.borrow_mut().insert(call.clone(), stop);
+        let env = self.env.clone();
+        let owner = self.owner.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            loop {
+                let beat = Delay::from(Duration::from_millis(RENEW_MS.unsigned_abs()));
+                // Settled: the sender was dropped, and the renewing ends at once.
+                if let Either::Right(_) = futures::future::select(beat, &mut stopped).await {
+                    return;
+                }
+                let renewed = match SpendClient::for_user(&env, &owner) {
+                    Ok(client) => client.renew(&call).await,
+                    Err(e) => Err(e),
+                };
+                match renewed {
+                    Ok(true) => {}
+                    // Nothing held any more (lapsed, or its period ended): nothing to renew.
+                    Ok(false) => return,
+                    // Tried again at the next beat: the reservation outlasts a few failures.
+                    Err(e) => console_error!("renewing a call's reservation: {e}"),
+                }
+            }
+        });
+    }
 }
 
 #[async_trait(?Send)]
@@ -32,17 +72,25 @@ impl BudgetStore for D1Budget {
     }
 
     async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError> {
-        SpendClient::for_user(&self.env, &self.owner)?
+        let reply = SpendClient::for_user(&self.env, &self.owner)?
             .reserve(ask)
-            .await
+            .await?;
+        if let Reply::Granted { call, .. } = &reply {
+            self.keep_renewing(call.clone());
+        }
+        Ok(reply)
     }
 
     async fn settle(&self, settle: &Settle) {
+        if let Some(call) = &settle.call {
+            // Dropping its sender stops the renewing.
+            self.renewing.borrow_mut().remove(call);
+        }
         let settled = match SpendClient::for_user(&self.env, &self.owner) {
             Ok(client) => client.settle(settle).await,
             Err(e) => Err(e),
         };
-        // The reservation expires; the ledger has the cost for the next period's seed.
+        // The reservation lapses; the ledger has the cost for the next period's seed.
         if let Err(e) = settled {
             console_error!("settling a call's cost: {e}");
         }

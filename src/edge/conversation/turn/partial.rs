@@ -1,8 +1,24 @@
 //! The answer being streamed, saved with each batch of the replay log so a turn interrupted
-//! mid-answer keeps what it had said. Only the bookkeeping lives here (what to save, when a
-//! saved one is stale); the turn writes it to the object's storage.
+//! mid-answer keeps what it had said; and, when the turn is recovered, that answer stored and
+//! charged. The bookkeeping (what to save, when a saved one is stale) is here; the turn writes
+//! it to the object's storage.
+//!
+//! An interrupted answer was paid for as far as it went: it is stored with its usage (what the
+//! provider had reported, with the model that was answering; the rest estimated) and a ledger
+//! row in one batch, and its cost settled with the owner's spend object.
 
-use crate::agent::AgentEvent;
+use worker::console_error;
+
+use super::TurnEnv;
+use crate::agent::compact::{estimate_tokens, message_tokens};
+use crate::agent::{charge_unreported, AgentEvent, AgentMessage};
+use crate::edge::d1::UsageRow;
+use crate::edge::error::ApiError;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::ids::new_id;
+use crate::edge::protocol::TurnConversation;
+use crate::edge::spend::client::SpendClient;
+use crate::edge::spend::Settle;
 use crate::llm::{AssistantMessage, ContentBlock, LlmEvent, StopReason, Usage};
 
 /// The answer being streamed, as far as it has come.
@@ -28,6 +44,21 @@ impl PartialAnswer {
             }
             AgentEvent::Llm(LlmEvent::TextDelta { delta, .. }) => self.append(delta, false),
             AgentEvent::Llm(LlmEvent::ThinkingDelta { delta, .. }) => self.append(delta, true),
+            // What the provider reported so far (its running total), kept to charge the answer
+            // if the runtime dies under it.
+            AgentEvent::Llm(LlmEvent::Usage(usage)) => {
+                if let Some(answer) = &mut self.answer {
+                    answer.usage = *usage;
+                }
+            }
+            // A fallback took the call over: its prices are the answer's. (A switch between
+            // calls comes before the next call starts, with no answer in progress.)
+            AgentEvent::ProviderSwitch { to, .. } => {
+                if let Some(answer) = &mut self.answer {
+                    answer.model = to.model.clone();
+                    answer.provider = to.provider.clone();
+                }
+            }
             // The answer is stored: nothing partial is left.
             AgentEvent::TurnEnd { .. } => {
                 self.answer = None;
@@ -63,6 +94,83 @@ impl PartialAnswer {
         self.saved = true;
         Some(json)
     }
+}
+
+/// An interrupted answer's usage: what its provider reported before the runtime died, the rest
+/// estimated as for any answer cut short: its input from the system prompt and `seen` (the
+/// history its call was made with), its output from what it streamed.
+pub(super) fn charge_interrupted(
+    answer: &mut AssistantMessage,
+    system: Option<&str>,
+    seen: &[AgentMessage],
+) {
+    charge_unreported(answer, || {
+        system.map_or(0, estimate_tokens)
+            + seen.iter().map(|m| message_tokens(m, None)).sum::<u64>()
+    });
+}
+
+/// Stores a message a recovered (or given-up) turn keeps, after `seen`, the history as read
+/// ([`rules::recovery`](crate::edge::conversation::rules::recovery)): an interrupted answer
+/// charged ([`charge_interrupted`]) with its ledger row in the same batch, and its cost settled
+/// with the owner's spend object when budgets are on (the call's reservation itself lapses, no
+/// longer renewed); anything else as it is. Returns its sequence number and the message as
+/// stored.
+pub(super) async fn store_recovered(
+    turn_env: &TurnEnv,
+    conversation: &TurnConversation,
+    seen: &[AgentMessage],
+    message: AgentMessage,
+) -> Result<(i64, AgentMessage), ApiError> {
+    let store = &turn_env.store;
+    let mut answer = match message {
+        AgentMessage::Assistant(answer) => answer,
+        other => {
+            let seq = store.append_new(&conversation.id, &other).await?;
+            return Ok((seq, other));
+        }
+    };
+    charge_interrupted(&mut answer, conversation.system.as_deref(), seen);
+    let cost_usd = turn_env.config.models.answer_cost(&answer);
+    let usage = answer.usage;
+    let (model, provider) = (answer.model.clone(), answer.provider.clone());
+    let message = AgentMessage::Assistant(answer);
+    let row = UsageRow {
+        owner: &conversation.owner,
+        model: &model,
+        provider: &provider,
+        usage: &usage,
+        cost_usd,
+    };
+    let stored = store
+        .append_answer(&conversation.id, &new_id()?, &message, &row, now_ms())
+        .await;
+    if stored.is_err() {
+        // Its conversation deleted meanwhile (an erasure): charged all the same.
+        let charged = store
+            .record_usage_of_deleted(&conversation.id, &row, now_ms())
+            .await;
+        if let Err(e) = charged {
+            console_error!("charging an interrupted answer that could not be stored: {e}");
+        }
+    }
+    let seq = stored?;
+    let cost_usd = cost_usd.unwrap_or(0.0);
+    if turn_env.config.budgets_on() && cost_usd > 0.0 {
+        let settle = Settle {
+            call: None,
+            cost_usd,
+        };
+        let settled = match SpendClient::for_user(&turn_env.env, &conversation.owner) {
+            Ok(client) => client.settle(&settle).await,
+            Err(e) => Err(e),
+        };
+        // The ledger has the cost: the next period's seed counts it.
+        if let Err(e) = settled {
+            console_error!("settling an interrupted answer's cost: {e}");
+        }
+    }
+    Ok((seq, message))
 }
 
 #[cfg(test)]
@@ -121,6 +229,62 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn an_interrupted_answer_is_charged_what_was_reported_and_the_rest_estimated() {
+        // Issue 56: a call cut off by a crash or a deploy was never charged.
+        let sonnet = ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap();
+        let fallback = ModelRef::parse("openai:gpt-4o").unwrap();
+        let mut partial = PartialAnswer::default();
+        partial.track(&AgentEvent::TurnStart {
+            turn: 1,
+            model: &sonnet,
+        });
+        // Sonnet failed before it said anything; the fallback reported nothing yet.
+        partial.track(&AgentEvent::ProviderSwitch {
+            from: &sonnet,
+            to: &fallback,
+        });
+        let said = text(&"word ".repeat(80));
+        partial.track(&AgentEvent::Llm(&said));
+        let mut saved: AssistantMessage =
+            crate::llm::json::from_str(&partial.snapshot().unwrap()).unwrap();
+        assert_eq!(saved.model_ref(), fallback);
+        let seen = [AgentMessage::user_text("x".repeat(396))];
+        charge_interrupted(&mut saved, Some("abcd"), &seen);
+        // 1 for the system prompt, 99 + 4 for the message; 100 for the 400 characters said.
+        assert_eq!(
+            (saved.usage.input_tokens, saved.usage.output_tokens),
+            (104, 100)
+        );
+        assert!(saved.usage.estimated);
+
+        // Anthropic reported the prompt when it began: that count stands.
+        let mut partial = PartialAnswer::default();
+        partial.track(&AgentEvent::TurnStart {
+            turn: 1,
+            model: &sonnet,
+        });
+        let reported = LlmEvent::Usage(Usage {
+            input_tokens: 5_000,
+            output_tokens: 1,
+            ..Usage::default()
+        });
+        partial.track(&AgentEvent::Llm(&reported));
+        partial.track(&AgentEvent::Llm(&said));
+        let mut saved: AssistantMessage =
+            crate::llm::json::from_str(&partial.snapshot().unwrap()).unwrap();
+        assert_eq!(saved.usage.input_tokens, 5_000);
+        charge_interrupted(&mut saved, None, &seen);
+        assert_eq!(
+            (saved.usage.input_tokens, saved.usage.output_tokens),
+            (5_000, 100)
+        );
+        let cost = crate::llm::models::Registry::default()
+            .answer_cost(&saved)
+            .unwrap();
+        assert!((cost - (0.015 + 0.0015)).abs() < 1e-12, "{cost}");
     }
 
     #[test]

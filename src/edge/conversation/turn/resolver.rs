@@ -2,6 +2,12 @@
 //! the user's spend object ([`crate::edge::spend`]) and picks the model (the conversation's,
 //! with fewer output tokens when the rest of the budget covers fewer; `BUDGET_MODEL`; or none),
 //! and settles the call when it ends.
+//!
+//! The worst case is priced at the priciest model that may answer the call: the conversation's,
+//! or one of the `FALLBACK_MODELS` behind it, at the long-context prices when the estimated
+//! prompt is past their threshold. A call moved to `BUDGET_MODEL` holds nothing (it answers
+//! past the budget by design), so that model is called without fallbacks: one of them could
+//! cost more than the budget was moved away from.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -14,7 +20,8 @@ use crate::edge::budget::{usd, Budget, Period, WARN_AT};
 use crate::edge::error::ApiError;
 use crate::edge::spend::{Ask, Reply, Settle};
 use crate::llm::models::Registry;
-use crate::llm::{AssistantMessage, LlmError, Provider};
+use crate::llm::retry::chain;
+use crate::llm::{AssistantMessage, LlmError, ModelRef, Provider};
 
 /// Where the resolver reads a budget, holds and settles its calls' costs, and records what it
 /// decided.
@@ -41,8 +48,13 @@ pub const MIN_TOKENS: u32 = 256;
 /// case until it ends.
 pub struct BudgetResolver {
     pub store: Rc<dyn BudgetStore>,
+    /// The conversation's model, with `fallbacks` behind it.
     pub model: Rc<dyn Provider>,
+    /// `BUDGET_MODEL`, without fallbacks.
     pub economy: Option<Rc<dyn Provider>>,
+    /// `FALLBACK_MODELS`: any of them may answer a call to `model`, so its worst case is priced
+    /// at the priciest.
+    pub fallbacks: Vec<ModelRef>,
     /// Prices, for what a call may cost and what it did.
     pub models: Registry,
     /// Times the turn moved to the economy model.
@@ -54,6 +66,31 @@ pub struct BudgetResolver {
 }
 
 impl BudgetResolver {
+    /// A call's price to `model` with a prompt of about `input_tokens`, as (its input in US
+    /// dollars, US dollars per output token): the highest input and output prices among the
+    /// models that may answer it (`model`, then the fallbacks), at the long-context prices
+    /// where the prompt passes their threshold. Unpriced models are refused before a turn
+    /// starts when budgets are on.
+    fn worst_price(&self, input_tokens: u64) -> (f64, f64) {
+        let (input, output) = chain(self.model.model(), &self.fallbacks)
+            .iter()
+            .map(|m| {
+                self.models
+                    .info(m)
+                    .price
+                    .unwrap_or_default()
+                    .at(input_tokens)
+            })
+            .fold((0.0_f64, 0.0_f64), |(input, output), price| {
+                (input.max(price.input), output.max(price.output))
+            });
+        (
+            input_tokens as f64 * input / 1_000_000.0,
+            output / 1_000_000.0,
+        )
+    }
+
+    /// The budget the turn read, or `again` read now.
     async fn budget(&self, again: bool) -> Result<Option<Budget>, LlmError> {
         if again || self.read.borrow().is_none() {
             let budget = self
@@ -66,6 +103,7 @@ impl BudgetResolver {
         Ok(self.read.borrow().clone().flatten())
     }
 
+    /// Warns the user, once a period, that most of the budget is spent.
     async fn warn(&self, budget: &Budget, committed_usd: f64) {
         if let Some(Some(read)) = self.read.borrow_mut().as_mut() {
             read.warned = true;
@@ -96,20 +134,14 @@ impl ProviderResolver for BudgetResolver {
                 max_tokens: call.max_tokens,
             });
         };
-        // Unpriced models are refused before a turn starts when budgets are on.
-        let price = self
-            .models
-            .info(self.model.model())
-            .price
-            .unwrap_or_default();
-        let input_usd = (call.input_tokens)() as f64 * price.input / 1_000_000.0;
+        let (input_usd, usd_per_output_token) = self.worst_price((call.input_tokens)());
         let reserve = |budget: &Budget| {
             let ask = Ask {
                 limit_usd: budget.limit_usd,
                 period: budget.period,
                 ledger: budget.seed(),
                 input_usd,
-                usd_per_output_token: price.output / 1_000_000.0,
+                usd_per_output_token,
                 max_tokens: call.max_tokens,
                 min_tokens: MIN_TOKENS,
             };
@@ -170,6 +202,8 @@ impl ProviderResolver for BudgetResolver {
         }
     }
 
+    /// Settles the call to what its answer cost: at the prices of the model that answered (a
+    /// fallback's, after a switch), every attempt included (see [`crate::llm::retry`]).
     async fn settle(&self, answer: &AssistantMessage) {
         let call = self.open.borrow_mut().take();
         let cost = self.models.answer_cost(answer).unwrap_or(0.0);
@@ -275,6 +309,7 @@ mod tests {
             store: memory.clone(),
             model: named("anthropic:claude-sonnet-4-5"),
             economy: economy.then(|| named("anthropic:claude-haiku-4-5")),
+            fallbacks: vec![],
             models: Registry::default(),
             switches: Rc::default(),
             read: RefCell::default(),
@@ -286,7 +321,12 @@ mod tests {
     /// A call of 1,000 input tokens asking for up to 4,000 output tokens: on Sonnet at most
     /// $0.003 + $0.06.
     fn call(resolver: &BudgetResolver) -> Result<(String, u32), LlmError> {
-        let input = || 1_000;
+        call_of(resolver, 1_000)
+    }
+
+    /// A call of `input_tokens` asking for up to 4,000 output tokens.
+    fn call_of(resolver: &BudgetResolver, input_tokens: u64) -> Result<(String, u32), LlmError> {
+        let input = || input_tokens;
         let plan = CallPlan {
             max_tokens: 4_000,
             input_tokens: &input,
@@ -335,6 +375,40 @@ mod tests {
             panic!("refused")
         };
         assert!(why.starts_with("your budget of $0.10 per day"), "{why}");
+    }
+
+    #[test]
+    fn a_call_is_held_at_the_priciest_model_that_may_answer_it() {
+        // Issue 56: with Opus behind Sonnet, a call may cost Opus's $15 in and $75 out per
+        // million: $0.2 covers $0.015 of input and 2,466 output tokens, not Sonnet's 4,000.
+        let (turn, memory) = resolver(0.2, false);
+        let turn = BudgetResolver {
+            fallbacks: vec![ModelRef::parse("anthropic:claude-opus-4-1").expect("a model id")],
+            ..turn
+        };
+        let sonnet = "anthropic:claude-sonnet-4-5".to_string();
+        assert_eq!(call(&turn).ok(), Some((sonnet, 2_466)));
+        // The fallback answered: its own prices settle the call.
+        block_on(turn.settle(&answer("claude-opus-4-1", 1_000, 1_000)));
+        let settled = memory.settled.borrow();
+        assert_eq!(settled[0].call.as_deref(), Some("c1"));
+        assert!((settled[0].cost_usd - 0.09).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_long_prompt_is_held_at_its_long_context_prices() {
+        // Issue 56: Gemini 2.5 Pro charges $2.50 in and $15 out per million past 200,000 prompt
+        // tokens. 300,000 of them cost $0.75, and $0.8 leaves 3,333 output tokens at $15.
+        let on_pro = || BudgetResolver {
+            model: Rc::new(Named(
+                ModelRef::parse("gemini:gemini-2.5-pro").expect("a model id"),
+            )),
+            ..resolver(0.8, false).0
+        };
+        let pro = "gemini:gemini-2.5-pro".to_string();
+        assert_eq!(call_of(&on_pro(), 300_000).ok(), Some((pro.clone(), 3_333)));
+        // Below the threshold the base prices hold: $0.1875 + $0.04 leave all 4,000.
+        assert_eq!(call_of(&on_pro(), 150_000).ok(), Some((pro, 4_000)));
     }
 
     #[test]

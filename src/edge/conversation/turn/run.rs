@@ -19,7 +19,7 @@ use crate::edge::conversation::ui_stream::UiStream;
 use crate::edge::platform::clock::{now_ms, PollClock};
 use crate::edge::platform::files::Files;
 use crate::edge::platform::ids::new_id;
-use crate::edge::platform::providers::resilient_provider;
+use crate::edge::platform::providers::{economy_provider, resilient_provider};
 use crate::edge::platform::timers::WorkerSleeper;
 use crate::edge::protocol::TurnConversation;
 use crate::llm::Provider;
@@ -81,7 +81,9 @@ impl Prepared {
             .user_budget_usd
             .and(config.budget_model.as_ref())
             .and_then(|m| {
-                resilient_provider(&turn_env.env, config, m, Some(&signal))
+                // Without fallbacks: it answers past the budget, holding nothing, so a pricier
+                // model behind it would spend without limit.
+                economy_provider(&turn_env.env, config, m, Some(&signal))
                     .inspect_err(|e| console_error!("BUDGET_MODEL {m}: {e}"))
                     .ok()
             });
@@ -94,9 +96,11 @@ impl Prepared {
                         owner: conversation.owner.clone(),
                         conversation_id: conversation.id.clone(),
                         default: (limit, config.budget_period),
+                        renewing: RefCell::default(),
                     }),
                     model: answers,
                     economy: economy.clone(),
+                    fallbacks: config.fallback_models.clone(),
                     models: config.models.clone(),
                     switches: budget_switches.clone(),
                     read: RefCell::new(budget.clone()),

@@ -120,19 +120,36 @@ fn webp_size(b: &[u8]) -> Option<(u32, u32)> {
     }
 }
 
+/// The least a page of a PDF is assumed to take when its pages cannot be seen: a compressed
+/// page of text with its share of the fonts takes about this much.
+const PDF_PAGE_BYTES: usize = 10 * 1024;
+
 /// Page objects (`/Type /Page`, not `/Pages`) in the file's plain text; `None` when none can
-/// be seen (they may sit in compressed object streams).
+/// be seen. Pages in compressed object streams (`/ObjStm`, PDF 1.5 on) cannot be seen, and one
+/// visible page would stand for all of them (a budget's estimate gamed): a file with object
+/// streams counts at least a page per [`PDF_PAGE_BYTES`].
 fn pdf_pages(b: &[u8]) -> Option<u32> {
     let mut pages = 0u32;
+    let mut streams = false;
     // Every `/` by memchr, then a look at what follows: a substring searcher would add its
     // own code to the Worker for this one scan.
-    for at in memchr::memchr_iter(b'/', b).filter(|&at| b[at..].starts_with(b"/Type")) {
-        let rest = &b[at + 5..];
+    for at in memchr::memchr_iter(b'/', b) {
+        let rest = &b[at..];
+        if rest.starts_with(b"/ObjStm") {
+            streams = true;
+            continue;
+        }
+        let Some(rest) = rest.strip_prefix(b"/Type") else {
+            continue;
+        };
         let skip = rest.iter().take_while(|c| c.is_ascii_whitespace()).count();
         let rest = &rest[skip..];
         if rest.starts_with(b"/Page") && !rest[5..].first().is_some_and(u8::is_ascii_alphabetic) {
-            pages += 1;
+            pages = pages.saturating_add(1);
         }
+    }
+    if streams {
+        pages = pages.max(u32::try_from(b.len() / PDF_PAGE_BYTES + 1).unwrap_or(u32::MAX));
     }
     (pages > 0).then_some(pages)
 }
@@ -191,5 +208,16 @@ mod tests {
         assert_eq!(sniff(b"\x00\x01binary", false), None);
         assert_eq!(sniff(b"\xff\xfe not utf-8", false), None);
         assert_eq!(sniff(b"", false), None);
+    }
+
+    #[test]
+    fn pages_hidden_in_object_streams_are_counted_by_the_files_size() {
+        // One visible page and the rest in object streams once counted as one page.
+        let mut pdf =
+            b"%PDF-1.7\n1 0 obj <</Type /ObjStm /N 99 /First 500 /Filter /FlateDecode>> stream\n"
+                .to_vec();
+        pdf.extend(std::iter::repeat_n(0x9c, 200 * 1024));
+        pdf.extend_from_slice(b"\nendstream\n2 0 obj <</Type /Page>>");
+        assert_eq!(sniff(&pdf, false).map(|s| s.pages), Some(Some(21)));
     }
 }
