@@ -24,6 +24,8 @@ before(async () => {
       ...anthropicVars(anthropic),
       DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
       APPROVAL_REQUIRED_TOOLS: "update_plan",
+      // Its schedules are a few seconds ahead.
+      SCHEDULE_MIN_INTERVAL_SECONDS: "2",
     },
   });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });

@@ -5,7 +5,9 @@
 // runs in a row; one due while a turn runs waits for it; a deleted conversation's go with it;
 // occurrences missed while the runtime was down run once; one cut off by the runtime dying is
 // finished after the restart, and one interrupted at every recovery is given up as a failure.
-// `SCHEDULE_MIN_INTERVAL_SECONDS=2` lets a six-field (seconds) cron expression recur every 3 s.
+// `SCHEDULE_MIN_INTERVAL_SECONDS=2` lets a six-field (seconds) cron expression recur every 3 s
+// and a one-time schedule run 2 s after it is made, not sooner; a recurring schedule ends after
+// its `max_runs`; a conversation makes at most `MAX_SCHEDULES_PER_DAY` (5 here) a day.
 
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -21,12 +23,13 @@ before(async () => {
     ...anthropicVars(anthropic),
     SCHEDULE_MIN_INTERVAL_SECONDS: "2",
     MAX_SCHEDULES_PER_CONVERSATION: "3",
+    MAX_SCHEDULES_PER_DAY: "5",
     // Scheduled turns count against the rate limit and budgets as messages' do.
     RATE_LIMIT_PER_MINUTE: "30",
     USER_BUDGET_USD: "100",
     // Requests without a key are the anonymous user's; each key is someone else (each with a
     // rate limit of their own), `ops` an admin.
-    API_KEYS: "bob:sk-schedules-bob,carol:sk-schedules-carol,dave:sk-schedules-dave,ops:sk-schedules-ops:admin",
+    API_KEYS: "bob:sk-schedules-bob,carol:sk-schedules-carol,dave:sk-schedules-dave,erin:sk-schedules-erin,ops:sk-schedules-ops:admin",
   };
   worker = await startWorker({ persistDir, vars });
 });
@@ -168,7 +171,7 @@ test("a schedule due while a turn runs waits for it, then runs", async () => {
   anthropic.script({ text: long, writes: "event", gapMs: 200 }, { text: "Scheduled work done." });
   const running = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Write slowly." }).then(readUiStream);
   await eventually(() => anthropic.requests.length === 1, 10, "the first turn to call the model");
-  const created = await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Do the scheduled work.", delay_seconds: 1 });
+  const created = await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Do the scheduled work.", delay_seconds: 2 });
   assert.equal(created.status, 201);
   const { chunks } = await running;
   assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), long);
@@ -229,6 +232,61 @@ test("requests are checked: a time in the past, a bad or too frequent expression
   assert.equal((await api(worker.url, "POST", "/v1/conversations/nope/schedules", far(6), dave)).status, 404);
 });
 
+test("a one-time schedule is at least SCHEDULE_MIN_INTERVAL_SECONDS ahead, and a conversation makes at most MAX_SCHEDULES_PER_DAY a day", async () => {
+  const erin = as("erin");
+  const id = await newConversation(erin);
+  const post = (body) => api(worker.url, "POST", `/v1/conversations/${id}/schedules`, body, erin);
+  const refused = async (body, status, pattern) => {
+    const r = await post(body);
+    assert.equal(r.status, status, JSON.stringify(body));
+    const { error } = await r.json();
+    assert.match(error.message, pattern);
+    return r;
+  };
+  // Sooner than the interval a cron expression may recur at: a loop of self-rescheduling turns
+  // would run faster than any recurring schedule could.
+  await refused({ instruction: "Too soon.", delay_seconds: 1 }, 400, /at least 2 s ahead \(SCHEDULE_MIN_INTERVAL_SECONDS\)/);
+  await refused({ instruction: "Too soon.", at: new Date(Date.now() + 1_000).toISOString() }, 400, /SCHEDULE_MIN_INTERVAL_SECONDS/);
+  assert.deepEqual(await schedules(id, erin), []);
+
+  // Made and cancelled at once, each still counts toward the day's.
+  for (let n = 1; n <= 5; n++) {
+    const made = await post({ instruction: `Later ${n}.`, delay_seconds: 3_600 });
+    assert.equal(made.status, 201);
+    const { id: sid } = await made.json();
+    assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}/schedules/${sid}`, undefined, erin)).status, 204);
+  }
+  const sixth = await refused({ instruction: "One too many.", delay_seconds: 3_600 }, 429, /made 5 schedules in the last 24 hours.*MAX_SCHEDULES_PER_DAY/);
+  const wait = Number(sixth.headers.get("retry-after"));
+  assert.ok(wait > 86_000 && wait <= 86_400, `retry after ${wait} s`);
+  assert.deepEqual(await schedules(id, erin), []);
+  // Another conversation counts its own.
+  const other = await newConversation(erin);
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${other}/schedules`, { instruction: "Fine here.", delay_seconds: 3_600 }, erin)).status, 201);
+});
+
+test("a recurring schedule ends after its max_runs, and the history says so", async () => {
+  const id = await newConversation();
+  anthropic.script({ text: "Tick one." }, { text: "Tick two." });
+  const created = await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Tick.", cron: "*/2 * * * * *", max_runs: 2 });
+  assert.equal(created.status, 201);
+  const made = await created.json();
+  assert.equal(made.max_runs, 2);
+
+  const [ended] = await settled(id, "done", 20);
+  assert.deepEqual([ended.runs, ended.last_outcome, ended.next_run_at, ended.running], [2, "completed", null, false]);
+  const rows = await eventually(async () => {
+    const rows = await history(id);
+    return rows.some((m) => m.kind === "system_event" && !m.schedule) ? rows : null;
+  }, 5, "the end noted in the history");
+  assert.match(rows.find((m) => m.kind === "system_event" && !m.schedule).text, /ended after 2 runs: `max_runs` is 2/);
+  assert.equal(rows.filter((m) => m.kind === "system_event" && m.schedule === made.id).length, 2);
+  // Ended, it runs no more.
+  await sleep(4_000);
+  assert.equal(anthropic.requests.length, 2);
+  assert.equal((await schedules(id))[0].runs, 2);
+});
+
 test("a deleted conversation's schedules go with it", async () => {
   const id = await newConversation();
   assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Daily digest.", cron: "@daily" })).status, 201);
@@ -264,7 +322,7 @@ test("a scheduled turn is held to its owner's budget", async () => {
   const set = await api(worker.url, "PUT", "/v1/admin/budgets/key%3Abob", { limit_usd: 0, period: "day" }, as("ops"));
   assert.equal(set.status, 200);
   const id = await newConversation(bob);
-  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Spend some.", delay_seconds: 1 }, bob)).status, 201);
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Spend some.", delay_seconds: 2 }, bob)).status, 201);
   const [ran] = await settled(id, "done", 15, bob);
   assert.equal(ran.last_outcome, "failed");
   assert.match(ran.last_error, /budget/);
@@ -306,7 +364,7 @@ test("a scheduled turn cut off by the runtime dying is finished after the restar
   const id = await newConversation();
   // `gapMs` pauses between the 1-9 byte pieces the loopback writes: about 10 s in all.
   anthropic.script({ text: "This scheduled answer is cut off when the runtime dies. ".repeat(6), gapMs: 3 });
-  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Write the long report.", delay_seconds: 1 })).status, 201);
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Write the long report.", delay_seconds: 2 })).status, 201);
   await eventually(() => anthropic.requests.length === 1, 15, "the scheduled turn to call the model");
   await sleep(3_000); // long enough for a batch of the stream (and the partial answer) to be saved
   const [running] = await schedules(id);
@@ -332,7 +390,7 @@ test("a scheduled turn interrupted at every recovery is given up, and its schedu
   const id = await newConversation();
   // Every call streams slowly (about 10 s), so each is still running when the runtime dies.
   anthropic.respond = () => ({ text: "An answer the runtime never lets finish. ".repeat(6), gapMs: 3 });
-  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Write the report nobody will read.", delay_seconds: 1 })).status, 201);
+  assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/schedules`, { instruction: "Write the report nobody will read.", delay_seconds: 2 })).status, 201);
   await eventually(() => anthropic.requests.length === 1, 15, "the scheduled turn to call the model");
   // The runtime dies during the turn and during each of its 3 recoveries. A request to the
   // conversation after each restart (a retry, refused while the turn is unfinished) has the

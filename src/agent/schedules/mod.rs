@@ -2,7 +2,8 @@
 //! expression, with an instruction the model reads as the reason for the turn.
 //!
 //! - `mod.rs`: a [`Schedule`], how a request becomes one ([`plan`]), how a run moves it on
-//!   ([`Schedule::start_run`], [`Schedule::finish_run`]), and the `schedules` toolset
+//!   ([`Schedule::start_run`], [`Schedule::finish_run`]), what keeps its conversation from
+//!   retention ([`retain_until`]), and the `schedules` toolset
 //! - [`cron`]: cron expressions
 //!
 //! Where schedules are kept and what runs them is the application's ([`ScheduleStore`]); the
@@ -37,13 +38,33 @@ pub const MAX_INSTRUCTION_CHARS: usize = 4_000;
 /// How far ahead a one-time schedule may be set, in days.
 pub const MAX_AHEAD_DAYS: i64 = 366;
 
-/// How many schedules a conversation may keep and how often one may recur.
+/// Runs after which a recurring schedule ends when its request gives no `max_runs`: a forgotten
+/// `* * * * *` stops within two hours, a daily one after about three months.
+pub const DEFAULT_MAX_RUNS: u32 = 100;
+
+/// The most runs a recurring schedule may be given (`max_runs`).
+pub const MAX_RUNS: u32 = 10_000;
+
+/// The rolling window [`Limits::per_day`] counts over, in milliseconds.
+pub const DAY_MS: i64 = SECONDS_PER_DAY * MS_PER_SECOND;
+
+/// How many schedules a conversation may keep and make, how often one may run, and whether the
+/// model's need a person's approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Schedules kept at once, active or paused (`MAX_SCHEDULES_PER_CONVERSATION`).
     pub per_conversation: u32,
+    /// The shortest time between a recurring schedule's runs, and how far ahead a one-time
+    /// schedule must be at least (`SCHEDULE_MIN_INTERVAL_SECONDS`).
     pub min_interval_s: u32,
+    /// Schedules made in any 24 hours, cancelled and finished ones included, so a turn that
+    /// schedules itself again stops (`MAX_SCHEDULES_PER_DAY`).
+    pub per_day: u32,
+    /// The model's `schedule_turn` waits for a person's approval (`SCHEDULE_APPROVAL`).
+    pub approval: bool,
 }
 
+/// Where a schedule stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -51,7 +72,8 @@ pub enum Status {
     Active,
     /// A recurring schedule that failed [`MAX_FAILURES`] times in a row: it runs no more.
     Paused,
-    /// A one-time schedule that ran.
+    /// A one-time schedule that ran, or a recurring one that reached its end (`max_runs`,
+    /// `until`).
     Done,
 }
 
@@ -68,6 +90,13 @@ pub struct Schedule {
     /// A recurring schedule's expression.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
+    /// A recurring schedule ends once it has run this many times. `None` on one made before
+    /// schedules had an end: [`DEFAULT_MAX_RUNS`] applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u32>,
+    /// A recurring schedule's end: no run starts after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<i64>,
     pub status: Status,
     /// Its turn runs now.
     pub running: bool,
@@ -88,6 +117,8 @@ crate::json_struct!(Schedule {
     "instruction" => instruction,
     "at" => at: default,
     "cron" => cron: default,
+    "max_runs" => max_runs: default,
+    "until" => until: default,
     "status" => status,
     "running" => running: default,
     "next_run_at" => next_run_at,
@@ -100,12 +131,12 @@ crate::json_struct!(Schedule {
 });
 
 /// What a caller (the model, or a person through the API) asks for: the instruction and one
-/// of `at` (RFC 3339), `delay_seconds` or `cron`.
+/// of `at` (RFC 3339), `delay_seconds` or `cron`; a recurring one may say when it ends
+/// (`max_runs`, `until`).
 ///
 /// A field given as `null` is refused rather than read as absent: the API's schema says each
 /// is a string or a number when present.
 #[derive(Debug, Clone, Default, Serialize)]
-
 pub struct ScheduleRequest {
     pub instruction: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,6 +145,12 @@ pub struct ScheduleRequest {
     pub delay_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
+    /// Runs after which a recurring schedule ends (default [`DEFAULT_MAX_RUNS`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u32>,
+    /// An RFC 3339 time after which a recurring schedule starts no run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
 }
 
 crate::json_struct!(#[deny_unknown_fields] ScheduleRequest {
@@ -121,6 +158,8 @@ crate::json_struct!(#[deny_unknown_fields] ScheduleRequest {
     "at" => at: default_with(present),
     "delay_seconds" => delay_seconds: default_with(present),
     "cron" => cron: default_with(present),
+    "max_runs" => max_runs: default_with(present),
+    "until" => until: default_with(present),
 });
 
 /// A field that is there must hold a value (`null` is an error, not `None`).
@@ -128,19 +167,33 @@ fn present<'a, T: FromJson<'a>>(r: &mut Reader<'a>) -> json::Result<Option<T>> {
     T::read(r).map(Some)
 }
 
+/// Why a schedule was not made, found or changed; each says what the caller can do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScheduleError {
     #[error("{0}")]
     Invalid(String),
     #[error(
-        "this conversation keeps {max} schedules, the most it may; cancel one before adding another"
+        "this conversation keeps {max} schedules, the most it may \
+         (MAX_SCHEDULES_PER_CONVERSATION); cancel one before adding another"
     )]
     TooMany { max: u32 },
+    /// [`Limits::per_day`] schedules were made in the last 24 hours; the oldest of them leaves
+    /// the window in `retry_after_s` seconds.
+    #[error(
+        "this conversation has made {max} schedules in the last 24 hours, the most it may \
+         (MAX_SCHEDULES_PER_DAY; cancelled and finished ones count); another may be made in \
+         {retry_after_s} s"
+    )]
+    TooManyToday { max: u32, retry_after_s: u32 },
     #[error("there is no schedule `{0}` in this conversation")]
     NotFound(String),
     #[error("the schedules could not be read or written: {0}")]
     Storage(String),
 }
+
+/// Why a one-time request may not give an end.
+const ENDS_ONLY_RECURRING: &str =
+    "`max_runs` and `until` end a recurring schedule (`cron`); a one-time schedule runs once";
 
 /// How a scheduled turn ended, for its schedule's record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,13 +206,15 @@ pub enum RunOutcome {
 }
 
 /// Checks a request and makes the schedule it asks for. `kept`: the schedules the conversation
-/// keeps that still count (active or paused).
+/// keeps that still count (active or paused); `made`: when it made schedules lately (any kept
+/// record; those of the last 24 hours count against [`Limits::per_day`]).
 pub fn plan(
     request: ScheduleRequest,
     id: String,
     now: i64,
     limits: &Limits,
     kept: usize,
+    made: &[i64],
 ) -> Result<Schedule, ScheduleError> {
     let invalid = |why: String| Err(ScheduleError::Invalid(why));
     // Blank as JSON Schema's `\S` sees it (a byte-order mark is a space there), and counted
@@ -177,7 +232,17 @@ pub fn plan(
             "`instruction` is {chars} characters; the limit is {MAX_INSTRUCTION_CHARS}"
         ));
     }
-    let latest = now + MAX_AHEAD_DAYS * SECONDS_PER_DAY * MS_PER_SECOND;
+    let latest = now + MAX_AHEAD_DAYS * DAY_MS;
+    // A one-time schedule is held to the interval a recurring one is: one that schedules
+    // itself again when it runs must not loop faster than a cron expression may.
+    let min_ms = i64::from(limits.min_interval_s) * MS_PER_SECOND;
+    let too_soon = |what: String| {
+        invalid(format!(
+            "{what}; a one-time schedule must be at least {} s ahead \
+             (SCHEDULE_MIN_INTERVAL_SECONDS)",
+            limits.min_interval_s
+        ))
+    };
     let (at, cron, next) = match (request.at, request.delay_seconds, request.cron) {
         (Some(at), None, None) => {
             let when = parse_utc(&at).map_err(ScheduleError::Invalid)?;
@@ -187,11 +252,15 @@ pub fn plan(
                     format_utc(now)
                 ));
             }
+            if when - now < min_ms {
+                let ahead = (when - now) as f64 / MS_PER_SECOND as f64;
+                return too_soon(format!("`at` ({at}) is {ahead:.1} s from now"));
+            }
             (Some(when), None, when)
         }
         (None, Some(delay), None) => {
-            if !(delay >= 1.0 && delay.is_finite()) {
-                return invalid(format!("`delay_seconds` must be at least 1, got {delay}"));
+            if !(delay.is_finite() && delay >= f64::from(limits.min_interval_s)) {
+                return too_soon(format!("`delay_seconds` is {delay}"));
             }
             let when = now.saturating_add((delay * 1_000.0).min(i64::MAX as f64 / 2.0) as i64);
             (Some(when), None, when)
@@ -201,7 +270,8 @@ pub fn plan(
             let gap = parsed.shortest_gap_s();
             if gap < i64::from(limits.min_interval_s) {
                 return invalid(format!(
-                    "`{expression}` can run every {gap} s; schedules may recur at most every {} s",
+                    "`{expression}` can run every {gap} s; schedules may recur at most every {} s \
+                     (SCHEDULE_MIN_INTERVAL_SECONDS)",
                     limits.min_interval_s
                 ));
             }
@@ -222,9 +292,26 @@ pub fn plan(
             format_utc(next)
         ));
     }
+    let (max_runs, until) = match (&cron, request.max_runs, request.until) {
+        (None, None, None) => (None, None),
+        (None, _, _) => return invalid(ENDS_ONLY_RECURRING.into()),
+        (Some(_), max_runs, until) => recurring_end(max_runs, until, next, latest)?,
+    };
     if kept >= limits.per_conversation as usize {
         return Err(ScheduleError::TooMany {
             max: limits.per_conversation,
+        });
+    }
+    let today = made_within_day(made, now);
+    if today.len() >= limits.per_day as usize {
+        // The place the oldest of the day holds frees once it is a day old.
+        let oldest = today.iter().copied().min().unwrap_or(now);
+        let wait_ms = oldest + DAY_MS - now;
+        return Err(ScheduleError::TooManyToday {
+            max: limits.per_day,
+            retry_after_s: (wait_ms + MS_PER_SECOND - 1)
+                .div_euclid(MS_PER_SECOND)
+                .clamp(1, SECONDS_PER_DAY) as u32,
         });
     }
     Ok(Schedule {
@@ -232,6 +319,8 @@ pub fn plan(
         instruction,
         at,
         cron,
+        max_runs,
+        until,
         status: Status::Active,
         running: false,
         next_run_at: Some(next),
@@ -244,17 +333,72 @@ pub fn plan(
     })
 }
 
+/// A recurring schedule's end from its request: `max_runs` (default [`DEFAULT_MAX_RUNS`], at
+/// most [`MAX_RUNS`]) and `until`, which must fall between its first run (`next`) and `latest`.
+fn recurring_end(
+    max_runs: Option<u32>,
+    until: Option<String>,
+    next: i64,
+    latest: i64,
+) -> Result<(Option<u32>, Option<i64>), ScheduleError> {
+    let invalid = |why: String| Err(ScheduleError::Invalid(why));
+    let max_runs = max_runs.unwrap_or(DEFAULT_MAX_RUNS);
+    if !(1..=MAX_RUNS).contains(&max_runs) {
+        return invalid(format!(
+            "`max_runs` is {max_runs}; a recurring schedule may run from 1 to {MAX_RUNS} times"
+        ));
+    }
+    let Some(text) = until else {
+        return Ok((Some(max_runs), None));
+    };
+    let end = parse_utc(&text).map_err(|why| ScheduleError::Invalid(format!("`until`: {why}")))?;
+    if end < next {
+        return invalid(format!(
+            "`until` ({text}) comes before the first run ({})",
+            format_utc(next)
+        ));
+    }
+    if end > latest {
+        return invalid(format!(
+            "`until` ({text}) is more than {MAX_AHEAD_DAYS} days away"
+        ));
+    }
+    Ok((Some(max_runs), Some(end)))
+}
+
+/// Of the times schedules were made (`made`), those within the 24 hours before `now`: what
+/// [`Limits::per_day`] counts, and all a conversation need keep of them.
+pub fn made_within_day(made: &[i64], now: i64) -> Vec<i64> {
+    made.iter().copied().filter(|t| *t > now - DAY_MS).collect()
+}
+
+/// What a conversation's schedules ask of retention (`RETENTION_DAYS`): `None` when none will
+/// run again, so it may go; else keep it at least until the earliest run to come (`now` when
+/// the only one is under way), after which it is asked again. A paused schedule runs no more
+/// and keeps nothing.
+pub fn retain_until(schedules: &[Schedule], now: i64) -> Option<i64> {
+    schedules
+        .iter()
+        .filter(|s| s.status == Status::Active)
+        .filter_map(|s| s.next_run_at.or(s.running.then_some(now)))
+        .min()
+}
+
 /// What finishing a run did to its schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
-    /// It waits for its next run, or is done.
+    /// It waits for its next run, or is done (a one-time schedule).
     Recorded,
     /// It failed [`MAX_FAILURES`] times in a row and paused itself.
     Paused,
+    /// A recurring schedule reached its end (`max_runs`, `until`, or its expression's last
+    /// occurrence) and is done.
+    Ended,
 }
 
 impl Schedule {
-    /// Counts toward the conversation's limit (a one-time schedule that ran does not).
+    /// Counts toward the conversation's limit (a one-time schedule that ran, or a recurring one
+    /// that ended, does not).
     pub fn counts(&self) -> bool {
         self.status != Status::Done
     }
@@ -266,16 +410,30 @@ impl Schedule {
 
     /// Its turn starts at `now`. The next run is the first occurrence after `now`, not after
     /// the time it was due: occurrences missed while nothing ran (an eviction, a deploy, a long
-    /// turn) run once, not once each.
+    /// turn) run once, not once each. A recurring schedule whose end comes with this run
+    /// (`max_runs`, `until`) gets no next run.
     pub fn start_run(&mut self, now: i64) {
         self.running = true;
         self.last_run_at = Some(now);
         self.runs = self.runs.saturating_add(1);
-        self.next_run_at = self
+        let next = self
             .cron
             .as_deref()
             .and_then(|c| Cron::parse(c).ok())
-            .and_then(|c| c.next_after(now));
+            .and_then(|c| c.next_after(now))
+            .filter(|next| !self.ends_before(*next));
+        self.next_run_at = next;
+    }
+
+    /// The runs a recurring schedule makes in all.
+    fn run_limit(&self) -> u32 {
+        self.max_runs.unwrap_or(DEFAULT_MAX_RUNS)
+    }
+
+    /// A run at `next` would be past the schedule's end: it has run its `max_runs`, or `next`
+    /// is after `until`.
+    fn ends_before(&self, next: i64) -> bool {
+        self.runs >= self.run_limit() || self.until.is_some_and(|until| next > until)
     }
 
     /// Records how its turn ended.
@@ -298,6 +456,10 @@ impl Schedule {
             self.status = Status::Done;
             self.next_run_at = None;
             Finished::Recorded
+        } else if self.next_run_at.is_none() {
+            // `start_run` found no run to come: its end, which outranks a pause.
+            self.status = Status::Done;
+            Finished::Ended
         } else if self.failures >= MAX_FAILURES {
             self.status = Status::Paused;
             self.next_run_at = None;
@@ -316,6 +478,26 @@ impl Schedule {
             self.describe_when(),
             self.failures,
             self.last_error.as_deref().unwrap_or("no reason given")
+        )
+    }
+
+    /// What the history says when a recurring schedule reached its end.
+    pub fn ended_note(&self) -> String {
+        let why = if self.runs >= self.run_limit() {
+            format!("`max_runs` is {}", self.run_limit())
+        } else if let Some(until) = self.until {
+            format!(
+                "its next occurrence is after its end, `until` {}",
+                format_utc(until)
+            )
+        } else {
+            "its expression has no occurrence to come".into()
+        };
+        format!(
+            "Schedule `{}` ({}) ended after {} runs: {why}. Schedule it again to go on.",
+            self.id,
+            self.describe_when(),
+            self.runs
         )
     }
 
@@ -340,6 +522,9 @@ impl Schedule {
             "last_run": utc(self.last_run_at),
             "last_outcome": self.last_outcome,
             "last_error": self.last_error,
+            "runs": self.runs,
+            "max_runs": self.max_runs,
+            "until": utc(self.until),
             "failures": self.failures,
         })
     }
@@ -355,14 +540,26 @@ pub fn turn_reason(schedule_id: &str, instruction: &str) -> String {
 
 /// Where a conversation's schedules are kept.
 pub trait ScheduleStore {
+    /// Checks `request` against the conversation's limits ([`plan`]) and keeps the schedule.
     fn create(&self, request: ScheduleRequest) -> Result<Schedule, ScheduleError>;
+    /// Every schedule, oldest first.
     fn list(&self) -> Result<Vec<Schedule>, ScheduleError>;
     /// Removes the schedule (a running turn of it finishes).
     fn cancel(&self, id: &str) -> Result<(), ScheduleError>;
+    /// The model's `schedule_turn` waits for a person's approval (`SCHEDULE_APPROVAL`), as a
+    /// tool `APPROVAL_REQUIRED_TOOLS` names does: a schedule the model asks for is made only
+    /// once someone approves the call.
+    fn model_needs_approval(&self) -> bool {
+        false
+    }
 }
 
-/// Registers the three schedule tools in the `schedules` toolset.
+/// Registers the three schedule tools in the `schedules` toolset; `schedule_turn` waits for
+/// approval when the store says so ([`ScheduleStore::model_needs_approval`]).
 pub fn register(tools: &mut ToolRegistry, store: Rc<dyn ScheduleStore>) {
+    if store.model_needs_approval() {
+        tools.require_approval(TOOLS[0]);
+    }
     for op in [Op::Schedule, Op::List, Op::Cancel] {
         tools.register_in_toolset(
             TOOLSET,
@@ -390,13 +587,18 @@ impl Op {
                 "Schedules a turn of this conversation for later: once at `at` (an RFC 3339 \
                  time, e.g. 2026-11-26T09:30:00Z), once after `delay_seconds`, or repeatedly on \
                  `cron` (5 fields, UTC: minute hour day-of-month month day-of-week). Give \
-                 exactly one. When it is due you are run with `instruction` as the reason, with \
-                 no new user message; write it as a note to yourself of what to do then.",
+                 exactly one; a one-time turn must be at least a minute ahead, or what the \
+                 deployment sets. A recurring one ends after `max_runs` runs (default 100) or \
+                 at `until` (RFC 3339). When it is due you are run with `instruction` as the \
+                 reason, with no new user message; write it as a note to yourself of what to \
+                 do then.",
                 r#"{"type": "object", "properties": {
                     "instruction": {"type": "string"},
                     "at": {"type": "string"},
                     "delay_seconds": {"type": "number", "minimum": 1},
-                    "cron": {"type": "string"}
+                    "cron": {"type": "string"},
+                    "max_runs": {"type": "integer", "minimum": 1, "maximum": 10000},
+                    "until": {"type": "string"}
                 }, "required": ["instruction"]}"#,
             ),
             Op::List => (
@@ -462,8 +664,11 @@ mod tests {
     const LIMITS: Limits = Limits {
         per_conversation: 2,
         min_interval_s: 60,
+        per_day: 50,
+        approval: false,
     };
     const NOW: i64 = 1_795_685_400_000; // 2026-11-26T09:30:00Z
+    const HOUR: i64 = 3_600_000;
 
     fn request(at: Option<&str>, delay: Option<f64>, cron: Option<&str>) -> ScheduleRequest {
         ScheduleRequest {
@@ -471,50 +676,281 @@ mod tests {
             at: at.map(str::to_string),
             delay_seconds: delay,
             cron: cron.map(str::to_string),
+            ..ScheduleRequest::default()
         }
     }
 
     fn make(r: ScheduleRequest) -> Result<Schedule, ScheduleError> {
-        plan(r, "s1".into(), NOW, &LIMITS, 0)
+        plan(r, "s1".into(), NOW, &LIMITS, 0, &[])
+    }
+
+    /// `r` is refused as invalid, with a reason that says `says`.
+    fn refused(r: ScheduleRequest, says: &str) {
+        match make(r) {
+            Err(ScheduleError::Invalid(why)) => assert!(why.contains(says), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn a_request_names_one_time_in_the_future_within_the_limits() {
         let at = make(request(Some("2026-11-26T10:00:00+00:00"), None, None)).unwrap();
         assert_eq!(at.next_run_at, Some(NOW + 1_800_000));
-        let delay = make(request(None, Some(5.0), None)).unwrap();
-        assert_eq!(delay.next_run_at, Some(NOW + 5_000));
-        assert_eq!(delay.at, Some(NOW + 5_000));
+        let delay = make(request(None, Some(90.0), None)).unwrap();
+        assert_eq!(delay.next_run_at, Some(NOW + 90_000));
+        assert_eq!(delay.at, Some(NOW + 90_000));
         let cron = make(request(None, None, Some("*/15 * * * *"))).unwrap();
         assert_eq!(cron.next_run_at, Some(NOW + 900_000));
 
-        let refused = |r: ScheduleRequest, says: &str| match make(r) {
-            Err(ScheduleError::Invalid(why)) => assert!(why.contains(says), "{why}"),
-            other => panic!("{other:?}"),
-        };
         refused(request(None, None, None), "exactly one");
-        refused(request(Some("x"), Some(5.0), None), "exactly one");
+        refused(request(Some("x"), Some(90.0), None), "exactly one");
         refused(
             request(Some("2026-11-26T09:00:00Z"), None, None),
             "has passed",
         );
-        refused(request(None, Some(0.5), None), "at least 1");
-        refused(request(None, Some(f64::NAN), None), "at least 1");
+        refused(request(None, Some(0.5), None), "at least 60 s ahead");
+        refused(request(None, Some(f64::NAN), None), "at least 60 s ahead");
         refused(request(None, Some(400.0 * 86_400.0), None), "366 days");
         refused(request(None, None, Some("*/30 * * * * *")), "every 30 s");
+        refused(
+            request(None, None, Some("*/30 * * * * *")),
+            "SCHEDULE_MIN_INTERVAL_SECONDS",
+        );
         refused(request(None, None, Some("0 0 30 2 *")), "never comes");
         refused(request(None, None, Some("nonsense")), "1 fields");
-        let mut blank = request(None, Some(5.0), None);
+        let mut blank = request(None, Some(90.0), None);
         blank.instruction = " \u{feff}\n".into();
         refused(blank, "instruction");
-        let mut long = request(None, Some(5.0), None);
+        let mut long = request(None, Some(90.0), None);
         long.instruction = "x".repeat(MAX_INSTRUCTION_CHARS) + " ";
         refused(long, "limit");
 
-        let full = plan(request(None, Some(5.0), None), "s3".into(), NOW, &LIMITS, 2);
+        let full = plan(
+            request(None, Some(90.0), None),
+            "s3".into(),
+            NOW,
+            &LIMITS,
+            2,
+            &[],
+        );
         assert_eq!(full, Err(ScheduleError::TooMany { max: 2 }));
+        let said = ScheduleError::TooMany { max: 2 }.to_string();
+        assert!(said.contains("MAX_SCHEDULES_PER_CONVERSATION"), "{said}");
         // Every minute is allowed where the shortest interval is a minute.
         assert!(make(request(None, None, Some("* * * * *"))).is_ok());
+    }
+
+    #[test]
+    fn a_one_time_schedule_is_at_least_the_minimum_interval_ahead() {
+        // The loop a self-rescheduling instruction makes is no faster than a cron expression's.
+        refused(
+            request(None, Some(1.0), None),
+            "`delay_seconds` is 1; a one-time schedule must be at least 60 s ahead \
+             (SCHEDULE_MIN_INTERVAL_SECONDS)",
+        );
+        refused(request(None, Some(59.9), None), "at least 60 s ahead");
+        refused(
+            request(Some("2026-11-26T09:30:01Z"), None, None),
+            "is 1.0 s from now; a one-time schedule must be at least 60 s ahead",
+        );
+        refused(
+            request(Some("2026-11-26T09:30:59.999Z"), None, None),
+            "SCHEDULE_MIN_INTERVAL_SECONDS",
+        );
+        assert_eq!(
+            make(request(None, Some(60.0), None)).unwrap().next_run_at,
+            Some(NOW + 60_000)
+        );
+        assert_eq!(
+            make(request(Some("2026-11-26T09:31:00Z"), None, None))
+                .unwrap()
+                .next_run_at,
+            Some(NOW + 60_000)
+        );
+        // A deployment with a shorter interval allows a shorter delay.
+        let quick = Limits {
+            min_interval_s: 2,
+            ..LIMITS
+        };
+        assert!(plan(
+            request(None, Some(2.0), None),
+            "s".into(),
+            NOW,
+            &quick,
+            0,
+            &[]
+        )
+        .is_ok());
+        assert!(plan(
+            request(None, Some(1.0), None),
+            "s".into(),
+            NOW,
+            &quick,
+            0,
+            &[]
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn a_conversation_makes_at_most_its_daily_schedules_in_any_24_hours() {
+        let limits = Limits {
+            per_day: 3,
+            ..LIMITS
+        };
+        // Times schedules were made, cancelled or run since: the first is over a day old.
+        let made = [NOW - 25 * HOUR, NOW - 23 * HOUR, NOW - 2 * HOUR, NOW - HOUR];
+        assert_eq!(
+            made_within_day(&made, NOW),
+            vec![NOW - 23 * HOUR, NOW - 2 * HOUR, NOW - HOUR]
+        );
+        let again = |now: i64| {
+            plan(
+                request(None, Some(90.0), None),
+                "s".into(),
+                now,
+                &limits,
+                0,
+                &made,
+            )
+        };
+        let refusal = again(NOW).unwrap_err();
+        // The oldest of the day is a day old an hour from now.
+        assert_eq!(
+            refusal,
+            ScheduleError::TooManyToday {
+                max: 3,
+                retry_after_s: 3_600
+            }
+        );
+        let said = refusal.to_string();
+        assert!(
+            said.contains("made 3 schedules in the last 24 hours")
+                && said.contains("MAX_SCHEDULES_PER_DAY")
+                && said.contains("3600 s"),
+            "{said}"
+        );
+        assert!(again(NOW + HOUR - 1).is_err());
+        assert!(again(NOW + HOUR).is_ok());
+        // Counted whatever became of them: only the creation times are read.
+        assert!(plan(
+            request(None, Some(90.0), None),
+            "s".into(),
+            NOW,
+            &limits,
+            0,
+            &made[..3]
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_recurring_schedule_ends_after_its_max_runs() {
+        let mut r = request(None, None, Some("@hourly"));
+        r.max_runs = Some(2);
+        let mut s = make(r).unwrap();
+        assert_eq!((s.max_runs, s.until), (Some(2), None));
+        s.start_run(NOW + HOUR);
+        assert!(s.next_run_at.is_some());
+        assert_eq!(s.finish_run(&RunOutcome::Completed), Finished::Recorded);
+        assert_eq!(s.status, Status::Active);
+        s.start_run(NOW + 2 * HOUR);
+        assert_eq!(s.next_run_at, None, "its last run has no next");
+        assert_eq!(s.finish_run(&RunOutcome::Completed), Finished::Ended);
+        assert_eq!(s.status, Status::Done);
+        assert!(!s.due(NOW + 10 * HOUR));
+        assert!(!s.counts(), "an ended schedule frees its place");
+        let note = s.ended_note();
+        assert!(
+            note.contains("ended after 2 runs") && note.contains("`max_runs` is 2"),
+            "{note}"
+        );
+        // Its last run failing ends it rather than pausing it.
+        let mut r = request(None, None, Some("@hourly"));
+        r.max_runs = Some(1);
+        let mut s = make(r).unwrap();
+        s.failures = MAX_FAILURES - 1;
+        s.start_run(NOW + HOUR);
+        assert_eq!(
+            s.finish_run(&RunOutcome::Failed("x".into())),
+            Finished::Ended
+        );
+    }
+
+    #[test]
+    fn a_recurring_schedule_ends_at_until_and_has_a_default_end() {
+        let mut r = request(None, None, Some("@hourly"));
+        r.until = Some("2026-11-26T11:30:00Z".into());
+        let mut s = make(r).unwrap();
+        assert_eq!(s.max_runs, Some(DEFAULT_MAX_RUNS));
+        assert_eq!(
+            s.until.map(format_utc).as_deref(),
+            Some("2026-11-26T11:30:00Z")
+        );
+        s.start_run(NOW + HOUR / 2); // 10:00
+        assert_eq!(s.finish_run(&RunOutcome::Completed), Finished::Recorded);
+        s.start_run(NOW + 3 * HOUR / 2); // 11:00; the next, 12:00, is after the end
+        assert_eq!(s.next_run_at, None);
+        assert_eq!(s.finish_run(&RunOutcome::Completed), Finished::Ended);
+        assert!(s.ended_note().contains("`until` 2026-11-26T11:30:00Z"));
+
+        // Given no end, a recurring schedule stops after the default number of runs.
+        let mut s = make(request(None, None, Some("* * * * *"))).unwrap();
+        for run in 1..=DEFAULT_MAX_RUNS {
+            s.start_run(NOW + i64::from(run) * 60_000);
+            let finished = s.finish_run(&RunOutcome::Completed);
+            assert_eq!(
+                finished == Finished::Ended,
+                run == DEFAULT_MAX_RUNS,
+                "run {run}"
+            );
+        }
+        // One made before schedules had an end gets the default.
+        let mut old = make(request(None, None, Some("@daily"))).unwrap();
+        old.max_runs = None;
+        old.runs = DEFAULT_MAX_RUNS - 1;
+        old.start_run(NOW + 24 * HOUR);
+        assert_eq!(old.finish_run(&RunOutcome::Completed), Finished::Ended);
+
+        let mut once = request(None, Some(90.0), None);
+        once.max_runs = Some(3);
+        refused(once, "a one-time schedule runs once");
+        let mut once = request(Some("2026-11-27T00:00:00Z"), None, None);
+        once.until = Some("2026-11-28T00:00:00Z".into());
+        refused(once, "`until` end a recurring schedule");
+        for (max_runs, until, says) in [
+            (Some(0), None, "from 1 to 10000"),
+            (Some(MAX_RUNS + 1), None, "from 1 to 10000"),
+            (None, Some("2026-11-26T09:40:00Z"), "before the first run"),
+            (None, Some("2028-01-01T00:00:00Z"), "366 days"),
+            (None, Some("soon"), "`until`"),
+        ] {
+            let mut r = request(None, None, Some("@hourly"));
+            r.max_runs = max_runs;
+            r.until = until.map(str::to_string);
+            refused(r, says);
+        }
+    }
+
+    #[test]
+    fn retention_keeps_a_conversation_until_its_earliest_run_to_come() {
+        let later = make(request(None, Some(7_200.0), None)).unwrap();
+        let sooner = make(request(None, Some(600.0), None)).unwrap();
+        assert_eq!(
+            retain_until(&[later.clone(), sooner.clone()], NOW),
+            Some(NOW + 600_000)
+        );
+        let mut running = sooner;
+        running.start_run(NOW + 600_000);
+        assert_eq!(retain_until(&[running.clone()], NOW), Some(NOW));
+        running.finish_run(&RunOutcome::Completed);
+        assert_eq!(retain_until(&[running.clone()], NOW), None, "done");
+        let mut paused = make(request(None, None, Some("@hourly"))).unwrap();
+        paused.status = Status::Paused;
+        paused.next_run_at = None;
+        assert_eq!(retain_until(&[running, paused], NOW), None);
+        assert_eq!(retain_until(&[], NOW), None);
+        assert_eq!(retain_until(&[later], NOW), Some(NOW + 7_200_000));
     }
 
     #[test]
@@ -571,8 +1007,8 @@ mod tests {
     #[test]
     fn a_one_time_schedule_is_done_after_its_run_whatever_the_outcome() {
         for outcome in [RunOutcome::Completed, RunOutcome::Failed("x".into())] {
-            let mut s = make(request(None, Some(5.0), None)).unwrap();
-            s.start_run(NOW + 5_000);
+            let mut s = make(request(None, Some(90.0), None)).unwrap();
+            s.start_run(NOW + 90_000);
             assert_eq!(s.next_run_at, None);
             assert_eq!(s.finish_run(&outcome), Finished::Recorded);
             assert_eq!(s.status, Status::Done);
@@ -588,7 +1024,7 @@ mod tests {
         fn create(&self, request: ScheduleRequest) -> Result<Schedule, ScheduleError> {
             let kept = self.0.borrow().iter().filter(|s| s.counts()).count();
             let id = format!("s{}", self.0.borrow().len() + 1);
-            let schedule = plan(request, id, NOW, &LIMITS, kept)?;
+            let schedule = plan(request, id, NOW, &LIMITS, kept, &[])?;
             self.0.borrow_mut().push(schedule.clone());
             Ok(schedule)
         }
@@ -603,6 +1039,51 @@ mod tests {
             }
             Ok(())
         }
+    }
+
+    /// A store whose deployment sets `SCHEDULE_APPROVAL`.
+    #[derive(Default)]
+    struct Approving(Memory);
+
+    impl ScheduleStore for Approving {
+        fn create(&self, request: ScheduleRequest) -> Result<Schedule, ScheduleError> {
+            self.0.create(request)
+        }
+        fn list(&self) -> Result<Vec<Schedule>, ScheduleError> {
+            self.0.list()
+        }
+        fn cancel(&self, id: &str) -> Result<(), ScheduleError> {
+            self.0.cancel(id)
+        }
+        fn model_needs_approval(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn with_approval_on_the_models_schedule_turn_waits_for_a_person() {
+        use crate::agent::ToolKind;
+        let mut tools = ToolRegistry::new();
+        register(&mut tools, Rc::new(Approving::default()));
+        assert!(matches!(
+            tools.classify("schedule_turn"),
+            Some(ToolKind::NeedsApproval(_))
+        ));
+        // Reading and cancelling make nothing run.
+        assert!(matches!(
+            tools.classify("list_schedules"),
+            Some(ToolKind::Server(_))
+        ));
+        assert!(matches!(
+            tools.classify("cancel_schedule"),
+            Some(ToolKind::Server(_))
+        ));
+        let mut tools = ToolRegistry::new();
+        register(&mut tools, Rc::new(Memory::default()));
+        assert!(matches!(
+            tools.classify("schedule_turn"),
+            Some(ToolKind::Server(_))
+        ));
     }
 
     #[test]
@@ -630,7 +1111,7 @@ mod tests {
         assert!(error.contains("every"), "{error}");
         let error = call(
             "schedule_turn",
-            json!({"instruction": "x", "at": null, "delay_seconds": 5}),
+            json!({"instruction": "x", "at": null, "delay_seconds": 90}),
         )
         .unwrap_err();
         assert!(error.contains("null"), "{error}");
@@ -640,14 +1121,21 @@ mod tests {
         )
         .unwrap_err();
         assert!(error.contains("at most every 60 s"), "{error}");
-        call(
+        let error = call(
             "schedule_turn",
-            json!({"instruction": "b", "cron": "@daily"}),
+            json!({"instruction": "again", "delay_seconds": 1}),
+        )
+        .unwrap_err();
+        assert!(error.contains("SCHEDULE_MIN_INTERVAL_SECONDS"), "{error}");
+        let daily = call(
+            "schedule_turn",
+            json!({"instruction": "b", "cron": "@daily", "max_runs": 7}),
         )
         .unwrap();
+        assert_eq!(daily["schedule"]["max_runs"], 7);
         let full = call(
             "schedule_turn",
-            json!({"instruction": "c", "delay_seconds": 9}),
+            json!({"instruction": "c", "delay_seconds": 90}),
         )
         .unwrap_err();
         assert!(full.contains("keeps 2 schedules"), "{full}");

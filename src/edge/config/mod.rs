@@ -38,6 +38,9 @@ pub struct Config {
     pub max_file_bytes: u32,
     /// Files one message may carry (`MAX_FILES_PER_MESSAGE`; 0 refuses every file).
     pub max_files_per_message: u32,
+    /// The bytes of files one user may keep in all (`MAX_FILE_BYTES_PER_USER`): an upload past
+    /// it is a 413.
+    pub max_file_bytes_per_user: u64,
     /// Conversations not updated for this many days are deleted by the scheduled run
     /// (`RETENTION_DAYS`; `None`: kept for ever).
     pub retention_days: Option<u32>,
@@ -79,7 +82,8 @@ pub struct Config {
     /// How many artifacts a conversation, and versions an artifact, may hold
     /// (`MAX_ARTIFACTS_PER_CONVERSATION`, `MAX_ARTIFACT_VERSIONS`).
     pub artifact_limits: ArtifactLimits,
-    /// `MAX_SCHEDULES_PER_CONVERSATION`, `SCHEDULE_MIN_INTERVAL_SECONDS`.
+    /// `MAX_SCHEDULES_PER_CONVERSATION`, `SCHEDULE_MIN_INTERVAL_SECONDS`,
+    /// `MAX_SCHEDULES_PER_DAY`, `SCHEDULE_APPROVAL`.
     pub schedule_limits: crate::agent::schedules::Limits,
     /// The D1 bindings that hold the history, each owner's in one (`D1_SHARDS`; default `DB`).
     pub d1_shards: Vec<String>,
@@ -154,6 +158,7 @@ impl Config {
             max_tool_calls: number(get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
             max_file_bytes: number(get, "MAX_FILE_BYTES", 10 << 20, 1..=MAX_FILE_BYTES)?,
             max_files_per_message: number(get, "MAX_FILES_PER_MESSAGE", 5, 0..=20)?,
+            max_file_bytes_per_user: number(get, "MAX_FILE_BYTES_PER_USER", 1 << 30, 1..=1 << 40)?,
             retention_days: Some(number(get, "RETENTION_DAYS", 0, 0..=36_500)?).filter(|d| *d > 0),
             tool_timeout_ms: number(get, "TOOL_TIMEOUT_MS", 30_000, 100..=900_000)?,
             turn_deadline_ms: number(get, "TURN_DEADLINE_MS", 300_000, 1_000..=3_600_000)?,
@@ -216,6 +221,8 @@ impl Config {
             schedule_limits: crate::agent::schedules::Limits {
                 per_conversation: number(get, "MAX_SCHEDULES_PER_CONVERSATION", 20, 1..=1_000)?,
                 min_interval_s: number(get, "SCHEDULE_MIN_INTERVAL_SECONDS", 60, 1..=86_400)?,
+                per_day: number(get, "MAX_SCHEDULES_PER_DAY", 50, 1..=1_000)?,
+                approval: flag(get, "SCHEDULE_APPROVAL")?,
             },
         };
         config.check_prices()?;
@@ -457,16 +464,16 @@ fn ratio(get: Lookup, name: &str, default: f64) -> Result<f64, ApiError> {
 /// whole, and the object holds a turn's files in memory while it calls the model.
 pub const MAX_FILE_BYTES: u32 = 20 << 20;
 
-fn number(
+fn number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
     get: Lookup,
     name: &str,
-    default: u32,
-    range: std::ops::RangeInclusive<u32>,
-) -> Result<u32, ApiError> {
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ApiError> {
     let Some(raw) = get(name) else {
         return Ok(default);
     };
-    match raw.trim().parse::<u32>() {
+    match raw.trim().parse::<T>() {
         Ok(n) if range.contains(&n) => Ok(n),
         _ => Err(ApiError::config(
             name,

@@ -169,6 +169,14 @@ fn d1_shards_default_to_the_one_binding_and_are_checked() {
 fn file_limits_and_retention_have_defaults_and_bounds() {
     let c = config(&[]).unwrap();
     assert_eq!((c.max_file_bytes, c.max_files_per_message), (10 << 20, 5));
+    assert_eq!(c.max_file_bytes_per_user, 1 << 30);
+    assert_eq!(
+        config(&[("MAX_FILE_BYTES_PER_USER", "8589934592")])
+            .unwrap()
+            .max_file_bytes_per_user,
+        8 << 30,
+        "past 4 GiB"
+    );
     assert_eq!(c.retention_days, None, "kept for ever unless set");
     assert_eq!(
         config(&[("RETENTION_DAYS", "0")]).unwrap().retention_days,
@@ -183,6 +191,40 @@ fn file_limits_and_retention_have_defaults_and_bounds() {
         ("MAX_FILE_BYTES", "0"),
         ("MAX_FILE_BYTES", "999999999"),
         ("MAX_FILES_PER_MESSAGE", "21"),
+        ("MAX_FILE_BYTES_PER_USER", "0"),
+    ] {
+        let e = config(&[(name, bad)]).unwrap_err().to_string();
+        assert!(e.contains(name), "{name}={bad}: {e}");
+    }
+}
+
+#[test]
+fn schedule_limits_have_defaults_and_bounds() {
+    let limits = config(&[]).unwrap().schedule_limits;
+    assert_eq!(
+        (
+            limits.per_conversation,
+            limits.min_interval_s,
+            limits.per_day
+        ),
+        (20, 60, 50)
+    );
+    assert!(
+        !limits.approval,
+        "the model's schedules need no approval unless asked for"
+    );
+    let set = config(&[
+        ("MAX_SCHEDULES_PER_DAY", "5"),
+        ("SCHEDULE_APPROVAL", "true"),
+    ])
+    .unwrap()
+    .schedule_limits;
+    assert_eq!((set.per_day, set.approval), (5, true));
+    for (name, bad) in [
+        ("MAX_SCHEDULES_PER_DAY", "0"),
+        ("MAX_SCHEDULES_PER_DAY", "1001"),
+        ("SCHEDULE_APPROVAL", "sometimes"),
+        ("SCHEDULE_MIN_INTERVAL_SECONDS", "0"),
     ] {
         let e = config(&[(name, bad)]).unwrap_err().to_string();
         assert!(e.contains(name), "{name}={bad}: {e}");

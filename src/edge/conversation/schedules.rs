@@ -6,6 +6,11 @@
 //! and one due while a turn runs starts when that turn ends (after messages that waited for it).
 //! Its instruction is held in the inbox as the turn's first message (a `system_event` naming the
 //! schedule), so an object that dies before the turn stores it still finds it.
+//!
+//! Besides the schedules it keeps, the object remembers when schedules were made over the last
+//! day (a mark), so `MAX_SCHEDULES_PER_DAY` counts those cancelled or run since: a turn that
+//! schedules itself again stops there. Retention (`RETENTION_DAYS`) asks the object through
+//! `GET /schedules` whether a run is still to come before it deletes an idle conversation.
 
 use std::rc::Rc;
 
@@ -13,7 +18,7 @@ use worker::{console_error, Method, Request, Response};
 
 use super::Object;
 use crate::agent::schedules::{
-    plan, Finished, Limits, RunOutcome, Schedule, ScheduleError, ScheduleStore,
+    made_within_day, plan, Finished, Limits, RunOutcome, Schedule, ScheduleError, ScheduleStore,
 };
 use crate::agent::{AgentMessage, TurnOutcome};
 use crate::edge::conversation::storage::ObjectStorage;
@@ -36,9 +41,15 @@ impl ScheduleStore for ObjectSchedules {
         &self,
         request: crate::agent::schedules::ScheduleRequest,
     ) -> Result<Schedule, ScheduleError> {
+        let now = now_ms();
         let kept = self.list()?.iter().filter(|s| s.counts()).count();
+        let mut made = made_within_day(&self.storage.schedules_made().map_err(storage)?, now);
         let id = new_id().map_err(|e| ScheduleError::Storage(e.to_string()))?;
-        let schedule = plan(request, id, now_ms(), &self.limits, kept)?;
+        let schedule = plan(request, id, now, &self.limits, kept, &made)?;
+        // Counted before it is kept: a failure between the two writes spends a place of the
+        // day's rather than giving one away.
+        made.push(now);
+        self.storage.set_schedules_made(&made).map_err(storage)?;
         self.storage.put_schedule(&schedule).map_err(storage)?;
         Ok(schedule)
     }
@@ -53,6 +64,10 @@ impl ScheduleStore for ObjectSchedules {
             false => Err(ScheduleError::NotFound(id.to_string())),
         }
     }
+
+    fn model_needs_approval(&self) -> bool {
+        self.limits.approval
+    }
 }
 
 fn storage(e: worker::Error) -> ScheduleError {
@@ -64,6 +79,10 @@ impl From<ScheduleError> for ApiError {
         match e {
             ScheduleError::Invalid(_) => ApiError::BadRequest(e.to_string()),
             ScheduleError::TooMany { .. } => ApiError::Conflict(e.to_string()),
+            ScheduleError::TooManyToday { retry_after_s, .. } => ApiError::TooManyRequests {
+                message: e.to_string(),
+                retry_after_s,
+            },
             ScheduleError::NotFound(_) => ApiError::NotFound(e.to_string()),
             ScheduleError::Storage(_) => ApiError::Internal(e.to_string()),
         }
@@ -200,7 +219,8 @@ impl Object {
     }
 
     /// Records how the scheduled turn that just ended went, if a schedule started it; a
-    /// recurring schedule that failed too often in a row pauses, and the history says so.
+    /// recurring schedule that failed too often in a row pauses, one that reached its end
+    /// (`max_runs`, `until`) is done, and the history says so.
     pub(super) fn record_schedule_run(self: &Rc<Self>, outcome: RunOutcome) {
         let mut schedule = match self.storage.running_schedule() {
             Ok(Some(schedule)) => schedule,
@@ -214,20 +234,22 @@ impl Object {
         if let Err(e) = self.storage.put_schedule(&schedule) {
             console_error!("recording schedule {}'s run: {e}", schedule.id);
         }
-        if finished != Finished::Paused {
-            return;
-        }
+        let (text, what) = match finished {
+            Finished::Recorded => return,
+            Finished::Paused => (schedule.paused_note(), "paused"),
+            Finished::Ended => (schedule.ended_note(), "ended"),
+        };
         let (Ok(Some(conversation)), Ok(turn_env)) = (self.storage.conversation(), self.turn_env())
         else {
             return;
         };
         let note = AgentMessage::SystemEvent {
-            text: schedule.paused_note(),
+            text,
             schedule: None,
         };
         self.state.wait_until(async move {
             if let Err(e) = turn_env.store.append_new(&conversation.id, &note).await {
-                console_error!("noting the paused schedule in {}: {e}", conversation.id);
+                console_error!("noting the {what} schedule in {}: {e}", conversation.id);
             }
         });
     }

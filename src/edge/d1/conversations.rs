@@ -262,6 +262,13 @@ impl Store {
             self.db
                 .prepare("DELETE FROM artifacts WHERE conversation_id = ?1")
                 .bind_params(&[id.into()])?,
+            // Before the `files` rows that name some of them.
+            self.db
+                .prepare(
+                    "DELETE FROM stored_files WHERE (conversation_id = ?1 AND owner = ?2)
+                       OR id IN (SELECT id FROM files WHERE conversation_id = ?1)",
+                )
+                .bind_params(&[id.into(), owner.into()])?,
             self.db
                 .prepare("DELETE FROM files WHERE conversation_id = ?1")
                 .bind_params(&[id.into()])?,
@@ -274,34 +281,56 @@ impl Store {
         )))
     }
 
-    /// Up to `limit` conversations (id, owner) not updated since `before_ms`, oldest first.
+    /// Up to `limit` conversations (id, owner, last update) not updated since `before_ms`, oldest
+    /// first, leaving out those a scheduled run keeps past `now_ms` (`retain_until`, written by
+    /// [`Self::retain_until`]).
     pub async fn idle_since(
         &self,
         before_ms: i64,
+        now_ms: i64,
         limit: u32,
-    ) -> Result<Vec<(String, String)>, ApiError> {
+    ) -> Result<Vec<(String, String, i64)>, ApiError> {
         struct Idle {
             id: String,
             owner: String,
+            updated_at: i64,
         }
 
         crate::json_struct!(Idle {
             "id" => id,
             "owner" => owner,
+            "updated_at" => updated_at,
         });
         self.tick(1);
         let statement = self
             .db
             .prepare(
-                "SELECT id, owner FROM conversations WHERE updated_at < ?1
+                "SELECT id, owner, updated_at FROM conversations
+                 WHERE updated_at < ?1 AND (retain_until IS NULL OR retain_until <= ?3)
                  ORDER BY updated_at LIMIT ?2",
             )
-            .bind_params(&[(before_ms as f64).into(), f64::from(limit).into()])?;
+            .bind_params(&[
+                (before_ms as f64).into(),
+                f64::from(limit).into(),
+                (now_ms as f64).into(),
+            ])?;
         Ok(super::rows::all::<Idle>(&statement)
             .await?
             .into_iter()
-            .map(|row| (row.id, row.owner))
+            .map(|row| (row.id, row.owner, row.updated_at))
             .collect())
+    }
+
+    /// Keeps conversation `id` from retention until `until_ms`: its object said a scheduled run
+    /// comes then. Retention asks the object again once that time has passed.
+    pub async fn retain_until(&self, id: &str, until_ms: i64) -> Result<(), ApiError> {
+        self.tick(1);
+        self.db
+            .prepare("UPDATE conversations SET retain_until = ?2 WHERE id = ?1")
+            .bind_params(&[id.into(), (until_ms as f64).into()])?
+            .run()
+            .await?;
+        Ok(())
     }
 }
 

@@ -1,11 +1,18 @@
 //! The `schedules` table: each schedule as JSON, with the time it is next due (`NULL` while its
 //! turn runs, once paused or done) and whether its turn runs, so the alarm's question "what is
 //! due first" is one read. A conversation keeps a few dozen at most, so no index is needed.
+//!
+//! When schedules were made over the last day is kept apart, in the `schedules_made` mark: a
+//! cancelled schedule's row goes, and `MAX_SCHEDULES_PER_DAY` must still count it.
 
 use worker::Result;
 
 use super::{rows, ObjectStorage, Text};
 use crate::agent::schedules::{Schedule, Status};
+
+/// The mark holding when this conversation's schedules were made, those of the last day (a
+/// JSON array of milliseconds, at most `MAX_SCHEDULES_PER_DAY` long).
+const SCHEDULES_MADE: &str = "schedules_made";
 
 struct Due {
     due: Option<i64>,
@@ -77,6 +84,26 @@ impl ObjectStorage {
         )?;
         self.known.schedules.set(Some(true));
         Ok(())
+    }
+
+    /// When schedules were made here lately (the `schedules_made` mark), oldest first; none
+    /// when none were, or the mark does not read (the next schedule made rewrites it whole).
+    pub fn schedules_made(&self) -> Result<Vec<i64>> {
+        let Some(value) = self.mark(SCHEDULES_MADE)? else {
+            return Ok(Vec::new());
+        };
+        Ok(
+            crate::llm::json::from_str::<Vec<i64>>(&value).unwrap_or_else(|e| {
+                worker::console_error!("an unreadable `{SCHEDULES_MADE}` mark: {e}");
+                Vec::new()
+            }),
+        )
+    }
+
+    /// Writes when schedules were made here lately (the caller keeps only the last day's).
+    pub fn set_schedules_made(&self, made: &[i64]) -> Result<()> {
+        let value = serde_json::to_string(made).map_err(|e| worker::Error::from(e.to_string()))?;
+        self.set_mark(SCHEDULES_MADE, &value)
     }
 
     /// Removes schedule `id`; `false` when there was none.

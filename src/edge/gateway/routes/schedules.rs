@@ -10,8 +10,10 @@ use crate::edge::error::ApiError;
 use crate::edge::gateway::body::json_body;
 use crate::edge::protocol::{ScheduleHandover, TurnConversation};
 
-/// Creates a schedule: 201 with it, 400 for a time or expression it cannot take, 409 when the
-/// conversation keeps as many as it may.
+/// Creates a schedule: 201 with it, 400 for a time or expression it cannot take (a one-time
+/// schedule less than `SCHEDULE_MIN_INTERVAL_SECONDS` ahead among them, as the model's are), 409
+/// when the conversation keeps as many as it may, 429 when it made `MAX_SCHEDULES_PER_DAY` in
+/// the last 24 hours (cancelled and finished ones count).
 pub async fn create(req: Request, env: &Env, user: &str, id: &str) -> Result<Response, ApiError> {
     let request: ScheduleRequest = json_body(req).await?;
     // The conversation `id` names for the caller (a `/v1/chat` id resolves to theirs).
