@@ -12,7 +12,11 @@
 //!
 //! What readers hold is bounded too, since each live chunk is copied to every reader that has
 //! not taken it yet: at most [`MAX_READERS`] follow a turn, and a reader that falls more than
-//! [`MAX_BEHIND_BYTES`] behind is closed (it may attach again and replay from the log).
+//! [`MAX_BEHIND_BYTES`] behind is closed (it may attach again and replay from the log). The
+//! bound counts what came after the reader attached: the backlog it is given at once (the stream
+//! so far, up to [`MAX_LOG_BYTES`]) is not a lag, and a reader attaching to a long turn is not
+//! closed for it. A reader closed for lagging ends with an `error` chunk ([`LAGGED`]), so its
+//! client can tell it from the turn's end.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -33,8 +37,13 @@ const FLUSH_BYTES: usize = 16 << 10;
 const FLUSH_MS: i64 = 1_000;
 /// Most readers following one turn (the request that started it among them).
 pub const MAX_READERS: usize = 16;
-/// Most a reader may leave untaken before it is closed.
+/// Most a reader may leave untaken before it is closed, beyond the backlog it attached to.
 pub const MAX_BEHIND_BYTES: usize = 1 << 20;
+/// The last chunk of a reader closed for falling [`MAX_BEHIND_BYTES`] behind: a UI message
+/// stream `error` chunk, for a clean close would read as the turn's end.
+pub const LAGGED: &str = "data: {\"type\":\"error\",\"errorText\":\"This reader fell more than \
+    1 MB behind the turn's stream and was closed; attach to the conversation's stream again to \
+    follow the turn.\"}\n\n";
 
 /// Why a reader cannot attach.
 #[derive(Debug, PartialEq, Eq)]
@@ -137,15 +146,23 @@ impl ChunkLog {
 
     /// A new reader taken by a task: the stream so far, then live chunks until the turn ends.
     pub fn attach(&self) -> Result<LogReader, NoReader> {
-        let follower = self.follow(Taker::Task(RefCell::default()))?;
-        Ok(LogReader(follower))
+        let backlog = self.backlog()?;
+        Ok(LogReader(
+            self.follow(backlog, Taker::Task(RefCell::default())),
+        ))
     }
 
     /// A new reader that is a response body: the stream so far, written at once, then live
     /// chunks as they come, until the turn ends.
     pub fn attach_body(&self) -> Result<Rc<PushBody>, NoReader> {
-        let body = Rc::new(PushBody::new(MAX_BEHIND_BYTES as u32));
-        let follower = self.follow(Taker::Body(body.clone()))?;
+        let backlog = self.backlog()?;
+        // The body bounds what its reader leaves unread, and the backlog is its first write,
+        // all at once: the bound starts above it, so that only what comes after counts toward
+        // MAX_BEHIND_BYTES. (It stays that high once the backlog is read: a reader of a long
+        // turn may hold up to MAX_LOG_BYTES more than one that attached early.)
+        let behind = u32::try_from(MAX_BEHIND_BYTES + backlog.len()).unwrap_or(u32::MAX);
+        let body = Rc::new(PushBody::new(behind));
+        let follower = self.follow(backlog, Taker::Body(body.clone()));
         follower.deliver();
         if follower.ended.get() {
             body.close();
@@ -153,7 +170,8 @@ impl ChunkLog {
         Ok(body)
     }
 
-    fn follow(&self, taker: Taker) -> Result<Rc<Follower>, NoReader> {
+    /// The stream so far, for a new reader, unless it cannot attach.
+    fn backlog(&self) -> Result<String, NoReader> {
         if self.overflowed.get() {
             return Err(NoReader::Overflowed);
         }
@@ -178,25 +196,24 @@ impl ChunkLog {
             }
         };
         backlog.push_str(&self.pending.borrow());
-        let follower = Rc::new(Follower {
-            unread: RefCell::new(backlog.into_bytes()),
-            taker,
-            ended: Cell::new(self.closed.get()),
-            gone: Cell::new(false),
-        });
+        Ok(backlog)
+    }
+
+    /// A new reader, given `backlog` first (what [`ChunkLog::backlog`] read, with no await
+    /// since: nothing has been pushed meanwhile).
+    fn follow(&self, backlog: String, taker: Taker) -> Rc<Follower> {
+        let follower = Follower::new(backlog, taker, self.closed.get());
         if !self.closed.get() {
             self.readers.borrow_mut().push(follower.clone());
         }
-        Ok(follower)
+        follower
     }
 
     /// The turn ended: every reader's stream closes. The log is pruned by the turn's end step.
     pub fn close(&self) {
         self.closed.set(true);
         for reader in self.readers.borrow_mut().drain(..) {
-            reader.deliver();
-            reader.ended.set(true);
-            reader.wake();
+            reader.end();
         }
     }
 }
@@ -232,32 +249,64 @@ enum Taker {
 /// tokens is taken as one piece, not as a message per chunk.
 struct Follower {
     unread: RefCell<Vec<u8>>,
+    /// How much of the head of `unread` is the backlog the reader attached to, not yet taken:
+    /// it does not count toward [`MAX_BEHIND_BYTES`].
+    backlog: Cell<usize>,
     taker: Taker,
     ended: Cell<bool>,
-    /// Its [`LogReader`] was dropped.
+    /// Its [`LogReader`] was dropped (or the reader was closed for lagging).
     gone: Cell<bool>,
 }
 
 impl Follower {
+    /// A reader given `backlog` first; `ended` when the turn has already.
+    fn new(backlog: String, taker: Taker, ended: bool) -> Rc<Self> {
+        Rc::new(Self {
+            backlog: Cell::new(backlog.len()),
+            unread: RefCell::new(backlog.into_bytes()),
+            taker,
+            ended: Cell::new(ended),
+            gone: Cell::new(false),
+        })
+    }
+
     /// Appends `chunk`; `false` when the reader has gone away, or is closed now for having
-    /// fallen [`MAX_BEHIND_BYTES`] behind (what it had not taken is dropped with it).
+    /// fallen [`MAX_BEHIND_BYTES`] behind (see [`Follower::lag_out`]).
     fn append(&self, chunk: &str) -> bool {
         if self.gone.get() {
             return false;
         }
         let mut unread = self.unread.borrow_mut();
-        if unread.len() + chunk.len() > MAX_BEHIND_BYTES {
-            *unread = Vec::new();
+        let behind = unread.len().saturating_sub(self.backlog.get());
+        if behind + chunk.len() > MAX_BEHIND_BYTES {
             drop(unread);
-            self.ended.set(true);
-            self.gone.set(true);
-            self.wake();
+            self.lag_out();
             return false;
         }
         unread.extend_from_slice(chunk.as_bytes());
         drop(unread);
         self.wake();
         true
+    }
+
+    /// Closes a reader that fell [`MAX_BEHIND_BYTES`] behind: what it had not taken is dropped
+    /// (it may attach again and replay from the log), and [`LAGGED`] is all it gets before its
+    /// stream ends.
+    fn lag_out(&self) {
+        *self.unread.borrow_mut() = LAGGED.as_bytes().to_vec();
+        self.backlog.set(0);
+        self.ended.set(true);
+        // A body is written the chunk now, before it is closed; a task takes it when it polls.
+        self.deliver();
+        self.gone.set(true);
+        self.wake();
+    }
+
+    /// The turn ended: a body is written what it has not been given, and the stream ends.
+    fn end(&self) {
+        self.deliver();
+        self.ended.set(true);
+        self.wake();
     }
 
     fn wake(&self) {
@@ -287,7 +336,12 @@ impl Follower {
         if !body.write(&unread) {
             self.gone.set(true);
         }
-        unread.clear();
+        // The backlog's buffer (up to MAX_LOG_BYTES) is freed, not kept for the live chunks.
+        if self.backlog.replace(0) > 0 {
+            *unread = Vec::new();
+        } else {
+            unread.clear();
+        }
     }
 
     fn is_gone(&self) -> bool {
@@ -306,6 +360,7 @@ impl Stream for LogReader {
         let follower = &self.0;
         let mut unread = follower.unread.borrow_mut();
         if !unread.is_empty() {
+            follower.backlog.set(0);
             return Poll::Ready(Some(std::mem::take(&mut *unread)));
         }
         if follower.ended.get() {
@@ -326,21 +381,26 @@ impl Drop for LogReader {
 
 #[cfg(test)]
 mod tests {
+    use futures::executor::block_on;
     use futures::StreamExt;
 
     use super::*;
 
     fn follower() -> Rc<Follower> {
-        Rc::new(Follower {
-            unread: RefCell::default(),
-            taker: Taker::Task(RefCell::default()),
-            ended: Cell::new(false),
-            gone: Cell::new(false),
-        })
+        attached_to("")
     }
 
+    /// A task's reader attaching to a turn whose stream so far is `backlog`.
+    fn attached_to(backlog: &str) -> Rc<Follower> {
+        Follower::new(backlog.to_string(), Taker::Task(RefCell::default()), false)
+    }
+
+    const LIVE: &str = "data: {\"type\":\"text-delta\",\"id\":\"t1\",\"delta\":\"live\"}\n\n";
+    const FINISH: &str =
+        "data: {\"type\":\"finish\",\"finishReason\":\"stop\"}\n\ndata: [DONE]\n\n";
+
     #[test]
-    fn a_reader_that_falls_a_megabyte_behind_is_closed_and_holds_nothing() {
+    fn a_reader_that_falls_a_megabyte_behind_is_closed_and_holds_nothing_but_its_error() {
         let slow = follower();
         let reader = LogReader(slow.clone());
         let chunk = format!("data: {}\n\n", "x".repeat(64 * 1024));
@@ -349,21 +409,90 @@ mod tests {
             kept += 1;
             assert!(kept < 100, "never closed");
         }
-        // Closed at the chunk that would pass the bound, its backlog dropped with it.
+        // Closed at the chunk that would pass the bound, what it had not taken dropped.
         assert_eq!(kept, MAX_BEHIND_BYTES / chunk.len());
-        assert!(slow.unread.borrow().capacity() == 0 && slow.ended.get());
+        assert!(*slow.unread.borrow() == LAGGED.as_bytes() && slow.ended.get());
         assert!(!slow.append("data: more\n\n"), "it takes nothing more");
         assert_eq!(
-            futures::executor::block_on(reader.collect::<Vec<_>>()),
-            Vec::<Vec<u8>>::new()
+            block_on(reader.collect::<Vec<_>>()),
+            vec![LAGGED.as_bytes().to_vec()]
         );
         // A reader that keeps up is never closed, however much passes through it.
         let quick = follower();
         let mut reader = LogReader(quick.clone());
         for _ in 0..100 {
             assert!(quick.append(&chunk));
-            let taken = futures::executor::block_on(reader.next()).unwrap();
+            let taken = block_on(reader.next()).unwrap();
             assert_eq!(taken.len(), chunk.len());
         }
+    }
+
+    /// Issue 56: the backlog counted toward the reader's lag, so a reader attaching to a turn
+    /// whose stream was past 1 MB was closed at the first live chunk: it got the backlog, then
+    /// a clean end, never the rest of the turn.
+    #[test]
+    fn a_reader_attaching_past_a_megabyte_gets_the_backlog_then_the_live_part_and_the_finish() {
+        let backlog = format!("data: {}\n\n", "x".repeat(MAX_BEHIND_BYTES * 3 / 2));
+        let late = attached_to(&backlog);
+        let reader = LogReader(late.clone());
+        // Before the reader takes anything, up to a megabyte comes live.
+        let mut sent = backlog.clone();
+        while sent.len() - backlog.len() + LIVE.len() + FINISH.len() <= MAX_BEHIND_BYTES {
+            assert!(
+                late.append(LIVE),
+                "closed after {} live bytes",
+                sent.len() - backlog.len()
+            );
+            sent.push_str(LIVE);
+        }
+        assert!(late.append(FINISH));
+        sent.push_str(FINISH);
+        late.end();
+        let taken = block_on(reader.collect::<Vec<_>>()).concat();
+        assert_eq!(taken.len(), sent.len());
+        assert!(taken == sent.as_bytes(), "the whole stream, in order");
+    }
+
+    /// Issue 56: a reader closed for lagging ended as cleanly as one whose turn had finished,
+    /// so its client took a cut stream for a whole answer.
+    #[test]
+    fn an_overflowing_reader_ends_with_an_error_chunk_not_a_clean_close() {
+        // The backlog is not a lag, but what comes after it is, however large the backlog.
+        let backlog = format!("data: {}\n\n", "x".repeat(MAX_BEHIND_BYTES * 2));
+        let slow = attached_to(&backlog);
+        let mut reader = LogReader(slow.clone());
+        let mut live = 0;
+        while slow.append(LIVE) {
+            live += LIVE.len();
+            assert!(live <= MAX_BEHIND_BYTES, "never closed");
+        }
+        assert!(
+            live + LIVE.len() > MAX_BEHIND_BYTES,
+            "closed early, at {live} bytes"
+        );
+        let taken = block_on(reader.next()).unwrap();
+        assert!(block_on(reader.next()).is_none(), "nothing after the error");
+        // The last chunk is the UI message stream's `error`, as a client reads it.
+        let text = String::from_utf8(taken).unwrap();
+        let payload = text
+            .strip_prefix("data: ")
+            .and_then(|t| t.strip_suffix("\n\n"))
+            .unwrap();
+        let chunk: serde_json::Value = serde_json::from_str(payload).unwrap();
+        assert_eq!(chunk["type"], "error");
+        assert!(chunk["errorText"].as_str().unwrap().contains("1 MB behind"));
+        assert_eq!(
+            chunk.as_object().unwrap().len(),
+            2,
+            "only the protocol's fields"
+        );
+        // A reader that took its backlog counts its lag from there.
+        let quick = attached_to(&backlog);
+        let mut reader = LogReader(quick.clone());
+        assert_eq!(block_on(reader.next()).unwrap().len(), backlog.len());
+        for _ in 0..(MAX_BEHIND_BYTES / LIVE.len()) {
+            assert!(quick.append(LIVE));
+        }
+        assert!(!quick.append(LIVE));
     }
 }

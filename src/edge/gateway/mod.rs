@@ -141,7 +141,7 @@ async fn route(
         }
         (Method::Get, ["v1", "models"]) => return routes::models::list(config),
         (Method::Get, ["v1", "usage"]) => own(routes::usage::get(env, config, user)),
-        (Method::Get, ["v1", "me", "export"]) => own(routes::me::export(env, user)),
+        (Method::Get, ["v1", "me", "export"]) => own(routes::me::export(&req, env, user)),
         (Method::Delete, ["v1", "me"]) => own(routes::me::erase(env, ctx, &caller, None)),
         (Method::Delete, ["v1", "admin", "users", raw]) => {
             target = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();

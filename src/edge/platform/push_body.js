@@ -13,6 +13,12 @@
 const WINDOW_MS = 4;
 const MAX_HELD = 16 << 10;
 
+// What a reader closed for falling behind reads last: a UI message stream `error` chunk, so its
+// client does not take the close for the turn's end (the text of `LAGGED` in replay.rs).
+const LAGGED = new TextEncoder().encode(
+  'data: {"type":"error","errorText":"This reader fell more than 1 MB behind the turn\'s stream and was closed; attach to the conversation\'s stream again to follow the turn."}\n\n',
+);
+
 export class PushBody {
   /** `behind`: the most bytes the reader may leave unread; past that the body is closed. */
   constructor(behind) {
@@ -90,6 +96,7 @@ export class PushBody {
     if (-this.controller.desiredSize > this.behind) {
       this.gone = true;
       try {
+        this.controller.enqueue(LAGGED);
         this.controller.close();
       } catch {}
     }
