@@ -928,7 +928,10 @@ mod tests {
         let deepest = format!("{}/b", "/a".repeat(99));
         let copy = json!([{"op": "copy", "from": "", "path": deepest}]);
         let e = apply_json_patch(&doc.to_string(), &copy).unwrap_err();
-        assert!(e.starts_with("operation 0 makes the document nest deeper than 128"), "{e}");
+        assert!(
+            e.starts_with("operation 0 makes the document nest deeper than 128"),
+            "{e}"
+        );
         // An added value that nests too deep is refused too; a shallow one is not.
         let mut deep = json!(1);
         for _ in 0..40 {

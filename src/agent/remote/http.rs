@@ -353,9 +353,10 @@ impl ServerTool for HttpTool {
         let name = &self.spec.name;
         let mut request = self.request(arguments).map_err(failure)?;
         if !call_id.is_empty() && !request.headers.iter().any(|(n, _)| n == "idempotency-key") {
-            request
-                .headers
-                .push(("idempotency-key".into(), idempotency_key(&self.scope, name, call_id)));
+            request.headers.push((
+                "idempotency-key".into(),
+                idempotency_key(&self.scope, name, call_id),
+            ));
         }
         let who = format!("`{name}`");
         let call = call_service(
@@ -611,7 +612,11 @@ mod tests {
             header.map(|(_, v)| v.clone()).unwrap()
         };
         assert_ne!(key("conversation-a"), key("conversation-b"));
-        assert_eq!(key("conversation-a"), key("conversation-a"), "stable across retries");
+        assert_eq!(
+            key("conversation-a"),
+            key("conversation-a"),
+            "stable across retries"
+        );
     }
 
     #[test]

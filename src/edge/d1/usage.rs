@@ -115,21 +115,19 @@ impl Store {
         now_ms: i64,
     ) -> Result<worker::D1PreparedStatement, ApiError> {
         let usage = row.usage;
-        self.db
-            .prepare(sql)
-            .bind_params(&[
-                row.owner.into(),
-                conversation_id.into(),
-                row.model.into(),
-                row.provider.into(),
-                (usage.input_tokens as f64).into(),
-                (usage.output_tokens as f64).into(),
-                (usage.cache_read_tokens as f64).into(),
-                (usage.cache_write_tokens as f64).into(),
-                row.cost_usd.into(),
-                (now_ms as f64).into(),
-                f64::from(u8::from(usage.estimated)).into(),
-            ])
+        self.db.prepare(sql).bind_params(&[
+            row.owner.into(),
+            conversation_id.into(),
+            row.model.into(),
+            row.provider.into(),
+            (usage.input_tokens as f64).into(),
+            (usage.output_tokens as f64).into(),
+            (usage.cache_read_tokens as f64).into(),
+            (usage.cache_write_tokens as f64).into(),
+            row.cost_usd.into(),
+            (now_ms as f64).into(),
+            f64::from(u8::from(usage.estimated)).into(),
+        ])
     }
 
     /// `owner`'s budget now: their own row, else `default` (limit, period); `None` when neither
