@@ -18,6 +18,7 @@ use crate::edge::conversation::deletion::delete_whole;
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::files::Files;
 
 /// Conversations looked up at a time while erasing.
 const PAGE: i64 = 25;
@@ -38,6 +39,17 @@ pub async fn erase(env: &Env, owner: &str) -> Result<(), ApiError> {
                 .await?
                 .unwrap_or(0);
             conversations += 1;
+        }
+    }
+    // Files no conversation named any more: uploads refused or cut off, queued messages'.
+    if let Some(bucket) = Files::from_env(env) {
+        loop {
+            let ids = store.owner_files(owner, 1_000).await?;
+            if ids.is_empty() {
+                break;
+            }
+            store.discard_files(&bucket, &ids).await?;
+            rows += ids.len() as u64;
         }
     }
     let kept = store.finish_erasure(owner).await?;

@@ -23,6 +23,9 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// An idempotency key sent again with another body (`422`).
+    #[error("{0}")]
+    KeyReused(String),
     /// A limit per user or per conversation; the client may try again after `retry_after_s`.
     #[error("{message}")]
     TooManyRequests { message: String, retry_after_s: u32 },
@@ -58,6 +61,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Conflict(_) => 409,
             ApiError::PayloadTooLarge(_) => 413,
+            ApiError::KeyReused(_) => 422,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::Config { .. } | ApiError::Internal(_) => 500,
         }
@@ -73,6 +77,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::KeyReused(_) => "idempotency_key_reused",
             ApiError::TooManyRequests { .. } => "rate_limited",
             ApiError::Config { .. } => "configuration_error",
             ApiError::Internal(_) => "internal_error",

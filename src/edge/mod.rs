@@ -9,7 +9,7 @@
 //! - [`platform`]: the runtime adapters (fetch, Workers AI, providers, clock, ids)
 //! - [`config`], [`error`], [`budget`]: environment parsing; the one JSON error shape; budgets
 //! - [`retention`]: the scheduled run that deletes idle conversations (`RETENTION_DAYS`);
-//!   [`erasure`]: a user's data erased
+//!   [`erasure`]: a user's data erased; [`sweep`]: files no message names removed
 //!
 //! Dependencies point one way: gateway → conversation → agent/llm; both sides → d1/platform.
 
@@ -24,6 +24,7 @@ pub mod platform;
 pub mod protocol;
 pub mod retention;
 pub mod spend;
+pub mod sweep;
 
 pub use conversation::ConversationCoordinator;
 pub use spend::UserSpend;

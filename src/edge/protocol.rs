@@ -78,8 +78,8 @@ pub enum TurnRequest {
         message: AgentMessage,
         delivery: Delivery,
         /// `id` comes from the client's idempotency key ([`keyed_id`]): a send with a key
-        /// already accepted runs nothing again.
-        keyed: bool,
+        /// already accepted runs nothing again, and one with another body is refused.
+        keyed: Option<Keyed>,
     },
     /// Answers for a paused turn.
     Resume {
@@ -105,7 +105,7 @@ impl<'a> FromJson<'a> for TurnRequest {
                     "id" => id,
                     "message" => message,
                     "delivery" => delivery,
-                    "keyed" => keyed: default,
+                    "keyed" => keyed,
                 }
             ),
             (name, true) if name == "resume" => crate::json_fields!(
@@ -122,6 +122,30 @@ impl<'a> FromJson<'a> for TurnRequest {
         r.end_variant()?;
         Ok(request)
     }
+}
+
+/// What a send made repeatable by an idempotency key carries of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Keyed {
+    /// The key as the client sent it, for the errors that name it.
+    pub key: String,
+    /// A digest of what the request carried ([`body_digest`]): the key sent again with
+    /// another body is refused (422), not taken for a repeat.
+    pub body: String,
+}
+
+crate::json_struct!(Keyed {
+    "key" => key,
+    "body" => body,
+});
+
+/// A digest of a request's body, kept with its idempotency key.
+pub fn body_digest(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(body)[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The message id a client's idempotency key stands for: the same key sent again by the same
@@ -249,6 +273,10 @@ pub struct Handover {
     pub toolsets: Option<Vec<String>>,
     /// Set by `/v1/chat` (with `conversation: None`).
     pub chat: Option<ChatStart>,
+    /// Only asks whether the keyed message was taken before (the Worker asks before it stores
+    /// the message's files, so a repeat stores none): its answer to a repeat, a 422 for the key
+    /// with another body, else 204 and nothing is kept.
+    pub probe: bool,
 }
 
 crate::json_struct!(Handover {
@@ -259,6 +287,7 @@ crate::json_struct!(Handover {
     "stream" => stream,
     "toolsets" => toolsets: default,
     "chat" => chat: default,
+    "probe" => probe: default,
 });
 
 #[derive(Serialize)]

@@ -11,7 +11,7 @@ import http from "node:http";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AbstractChat, DefaultChatTransport } from "ai";
-import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, openaiLoopback, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, openaiLoopback, r2Keys, readUiStream, startWorker } from "./harness.mjs";
 
 /** A minimal one-page PDF. */
 const PDF = Buffer.from("%PDF-1.4\n1 0 obj <</Type /Catalog /Pages 2 0 R>> endobj\n2 0 obj <</Type /Pages /Kids [3 0 R] /Count 1>> endobj\n3 0 obj <</Type /Page /Parent 2 0 R /MediaBox [0 0 200 200]>> endobj\ntrailer <</Root 1 0 R>>\n%%EOF\n");
@@ -263,18 +263,7 @@ test("a message with a file sent again with its Idempotency-Key keeps one copy: 
   assert.deepEqual((await storedFiles()).sort(), before.sort(), "the bucket holds what it held before the repeat");
 });
 
-/** The ids of the files the local R2 bucket holds (from its SQLite metadata). */
-async function storedFiles() {
-  const { readdirSync } = await import("node:fs");
-  const { DatabaseSync } = await import("node:sqlite");
-  const path = await import("node:path");
-  const dir = path.join(persistDir, "v3", "r2", "miniflare-R2BucketObject");
-  const ids = [];
-  for (const name of readdirSync(dir).filter((n) => n.endsWith(".sqlite"))) {
-    const db = new DatabaseSync(path.join(dir, name), { readOnly: true });
-    const holds = db.prepare("SELECT 1 FROM sqlite_master WHERE name = '_mf_objects'").get();
-    if (holds) for (const row of db.prepare("SELECT key FROM _mf_objects").all()) ids.push(String(row.key).replace(/^files\//, ""));
-    db.close();
-  }
-  return ids;
+/** The ids of the files the local R2 bucket holds. */
+function storedFiles() {
+  return r2Keys(persistDir);
 }

@@ -79,6 +79,22 @@ export async function conversationObjects(persistDir) {
   });
 }
 
+/** The ids of the files the local R2 bucket of `persistDir` holds (from its SQLite metadata). */
+export async function r2Keys(persistDir) {
+  const { DatabaseSync } = await import("node:sqlite");
+  const dir = path.join(persistDir, "v3", "r2", "miniflare-R2BucketObject");
+  const ids = [];
+  let names = [];
+  try { names = readdirSync(dir).filter((n) => n.endsWith(".sqlite")); } catch {}
+  for (const name of names) {
+    const db = new DatabaseSync(path.join(dir, name), { readOnly: true });
+    const holds = db.prepare("SELECT 1 FROM sqlite_master WHERE name = '_mf_objects'").get();
+    if (holds) for (const row of db.prepare("SELECT key FROM _mf_objects").all()) ids.push(String(row.key).replace(/^files\//, ""));
+    db.close();
+  }
+  return ids;
+}
+
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
  * access is on and the rate limit off unless `vars` say otherwise (the auth tests do). `config`
  * is a wrangler.toml of another Worker, or a list of them (Workers run together, the first the

@@ -362,6 +362,41 @@ describe("messages sent while a turn runs", () => {
     assert.equal(anthropic.requests.length, before + 3);
   });
 
+  test("a key sent again with another body is a 422 naming it, and sends with one key at once run one turn", async () => {
+    const id = await createConversation();
+    const before = anthropic.requests.length;
+    const send = (key, message) =>
+      fetch(`${worker.url}/v1/conversations/${id}/messages`, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": key }, body: JSON.stringify({ message }) });
+    anthropic.script({ text: "First." });
+    await readUiStream(await send("k-body", "A"));
+    const reused = await send("k-body", "B");
+    assert.equal(reused.status, 422);
+    const { error } = await reused.json();
+    assert.equal(error.code, "idempotency_key_reused");
+    assert.match(error.message, /`k-body`/);
+    assert.deepEqual((await history(id)).map((m) => m.kind), ["user", "assistant"]);
+    // /v1/chat: the same messageId with another last message.
+    anthropic.script({ text: "Chat." });
+    const chat = (text) => api(worker.url, "POST", "/v1/chat", { id: `reuse-${id}`, messageId: "ui-9", messages: [{ id: "ui-9", role: "user", parts: [{ type: "text", text }] }] });
+    await readUiStream(await chat("hello"));
+    assert.equal((await chat("goodbye")).status, 422);
+    assert.equal(anthropic.requests.length, before + 2);
+
+    // Six at once, as a client retrying in a hurry: one turn; every answer is that turn's
+    // stream, its stored result, or a 409 to try again.
+    anthropic.script({ text: "Only once, slowly. ".repeat(4), writes: "event", gapMs: 20 });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => send("k-burst", "Once.")));
+    for (const a of answers) {
+      assert.ok([200, 409].includes(a.status), `status ${a.status}`);
+      await a.text();
+    }
+    assert.ok(answers.some((a) => a.status === 200));
+    await sleep(500);
+    assert.equal(anthropic.requests.length, before + 3, "one provider call for six sends");
+    const kinds = (await history(id)).map((m) => m.kind);
+    assert.deepEqual(kinds, ["user", "assistant", "user", "assistant"]);
+  });
+
   test("a cancelled answer whose provider never sent usage is charged from an estimate, marked estimated", async () => {
     // OpenAI sends usage in the stream's last chunk: a cancel mid-answer never sees it.
     const full = "A long answer from a provider that reports usage only at the very end. ".repeat(4);

@@ -3,6 +3,7 @@
 //! Worker does not come back.
 
 use super::{Object, DELETION_MS};
+use crate::agent::AgentMessage;
 use crate::edge::conversation::storage::{Deleted, DELETED};
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
@@ -39,7 +40,7 @@ pub async fn delete_stored(
     id: &str,
 ) -> Result<Option<u64>, ApiError> {
     if let Some(files) = Files::from_env(env) {
-        let ids = store.conversation_files(id).await?;
+        let ids = store.conversation_files(owner, id).await?;
         if !ids.is_empty() {
             files.delete(&ids).await?;
         }
@@ -62,6 +63,15 @@ impl Object {
             }
             worker::Delay::from(std::time::Duration::from_millis(25)).await;
         }
+        // The queue goes with the object, and the files of its messages with it: no D1 row
+        // names them (a `/v1/chat` sent to another guess recorded them under that one).
+        let queued: Vec<AgentMessage> = self
+            .storage
+            .queued(None)?
+            .iter()
+            .filter_map(|row| self.storage.read(row))
+            .collect();
+        self.discard_files(&queued.iter().collect::<Vec<_>>()).await;
         let cleared = self.empty().await;
         // Emptying took the mark; the alarm that may finish the deletion needs it.
         self.keep_shard()?;

@@ -247,6 +247,17 @@ pub fn stored_before(seq: i64, newest_read: Option<i64>) -> bool {
     newest_read.is_some_and(|newest| seq <= newest)
 }
 
+/// How long a request that claimed an idempotency key has to have its message taken: another
+/// request with the key meanwhile is a 409, and after it the claim is taken for abandoned (its
+/// request failed before the message was taken).
+pub const KEY_CLAIM_MS: i64 = 10_000;
+
+/// Whether an idempotency key's claim (made at `at`, its message `accepted` or not) belongs to
+/// a request still being handled.
+pub fn key_in_flight(accepted: bool, at: i64, now: i64) -> bool {
+    !accepted && now - at < KEY_CLAIM_MS
+}
+
 /// Why a given-up turn failed, as a schedule that started it records.
 pub fn given_up_reason() -> String {
     format!(
@@ -455,5 +466,14 @@ mod tests {
         // Written now: past everything read, or into an empty history.
         assert!(!stored_before(13, Some(12)));
         assert!(!stored_before(1, None));
+    }
+
+    #[test]
+    fn a_keys_claim_holds_while_its_request_runs_and_not_after() {
+        assert!(key_in_flight(false, 1_000, 1_000 + KEY_CLAIM_MS - 1));
+        // Taken: a repeat now re-attaches or gets what was stored.
+        assert!(!key_in_flight(true, 1_000, 1_001));
+        // Abandoned (its request failed before taking the message): a new send may claim it.
+        assert!(!key_in_flight(false, 1_000, 1_000 + KEY_CLAIM_MS));
     }
 }

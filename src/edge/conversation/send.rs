@@ -15,7 +15,8 @@ use crate::edge::platform::files::Files;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::push_body::PushBody;
 use crate::edge::protocol::{
-    ChatStart, Delivery, Handover, TurnConversation, TurnRequest, ELSEWHERE, UNKNOWN_CONVERSATION,
+    ChatStart, Delivery, Handover, Keyed, TurnConversation, TurnRequest, ELSEWHERE,
+    UNKNOWN_CONVERSATION,
 };
 use crate::edge::{json_response, own};
 use crate::llm::{Attachment, ContentBlock, FileKind};
@@ -24,8 +25,34 @@ use futures::StreamExt;
 use std::rc::Rc;
 use worker::Response;
 
+/// What a keyed send is.
+enum KeyedSend {
+    /// Taken before: what the repeat gets.
+    Repeat(Response),
+    New,
+}
+
+/// What the object keeps of an idempotency key (as mark `key:<message id>`): the body's
+/// digest, when it was claimed, and whether the message was taken.
+#[derive(serde::Serialize)]
+struct KeyMark {
+    body: String,
+    at: i64,
+    accepted: bool,
+}
+
+crate::json_struct!(KeyMark {
+    "body" => body,
+    "at" => at,
+    "accepted" => accepted,
+});
+
+fn key_mark(id: &str) -> String {
+    format!("key:{id}")
+}
+
 /// The files a user message carries.
-fn files_of(message: &AgentMessage) -> impl Iterator<Item = &Attachment> {
+pub(super) fn files_of(message: &AgentMessage) -> impl Iterator<Item = &Attachment> {
     let content = match message {
         AgentMessage::User { content } => content.as_slice(),
         _ => &[],
@@ -93,10 +120,14 @@ impl Object {
             stream,
             toolsets: narrowed,
             chat,
+            probe,
         } = send;
         // Deleted, or being deleted: nothing may recreate it until its D1 rows are gone.
         if let Some(deleted) = self.storage.deleted()? {
             return Err(ApiError::conversation_not_found(&deleted.conversation));
+        }
+        if probe {
+            return own(self.probe(conversation, &caller, &request)).await;
         }
         let sql_before = self.storage.statements();
         // D1 round trips made for this request before its turn claims the conversation.
@@ -146,22 +177,26 @@ impl Object {
         }
         // Looked up only once the owner is known, never for a caller refused above.
         self.know_shard(&conversation.owner).await?;
-        if !kept {
-            self.storage.set_conversation(&conversation)?;
-        }
         // A send whose idempotency key was accepted before runs nothing again: it re-attaches
-        // to the turn it started, is queued once, or gets what was stored for it.
+        // to the turn it started, is queued once, or gets what was stored for it; with another
+        // body it is refused. The key is claimed before anything awaits, so a second request
+        // with it meanwhile runs nothing either.
         if let TurnRequest::Message {
             id,
-            keyed: true,
+            keyed: Some(keyed),
             message,
             ..
         } = &request
         {
-            if let Some(repeat) = own(self.repeated(&conversation.id, id)).await? {
-                own(self.discard_files(message)).await;
+            if let KeyedSend::Repeat(repeat) =
+                own(self.keyed_send(&conversation.id, id, keyed, true)).await?
+            {
+                own(self.discard_files(&[message])).await;
                 return Ok(repeat);
             }
+        }
+        if !kept {
+            self.storage.set_conversation(&conversation)?;
         }
         let activity = self.activity()?;
         let now = now_ms();
@@ -176,11 +211,15 @@ impl Object {
                 id,
                 message,
                 delivery,
-                ..
+                keyed,
             } => match rules::on_message(activity) {
-                OnMessage::StartTurn => (Kickoff::Queued, Some((id, message))),
+                OnMessage::StartTurn => (Kickoff::Queued, Some((id, message, keyed))),
                 queue => {
                     if self.storage.queue_len(None)? >= MAX_QUEUED {
+                        if keyed.is_some() {
+                            // Refused: the same key may be sent again as a new message.
+                            self.storage.clear_mark(&key_mark(&id))?;
+                        }
                         return Err(ApiError::TooManyRequests {
                             message: format!(
                                 "conversation `{}` already has {MAX_QUEUED} messages waiting for \
@@ -192,6 +231,7 @@ impl Object {
                     }
                     let body = serde_json::to_string(&message)?;
                     self.storage.enqueue(&id, delivery, &body, now)?;
+                    self.accept_key(&id, keyed.as_ref(), now)?;
                     let position = self.storage.waiting_len()?;
                     if queue == OnMessage::QueueAndRecover {
                         self.recover_orphan()?;
@@ -238,9 +278,10 @@ impl Object {
         // message reaches D1 finds it there when it recovers. It leaves the inbox once in D1.
         let queued = self.storage.queued(None)?;
         let own = match own_message {
-            Some((id, message)) => {
+            Some((id, message, keyed)) => {
                 let body = serde_json::to_string(&message)?;
                 let seq = self.storage.hold(&id, &body, now)?;
+                self.accept_key(&id, keyed.as_ref(), now)?;
                 Some((id, message, seq))
             }
             None => None,
@@ -374,20 +415,123 @@ impl Object {
         }
     }
 
-    /// Removes the files `message` carries from R2: a repeated send's own copies, which the
-    /// Worker stored before the object knew the message was taken already and which no history
-    /// names (best effort: a failure is logged and leaves the file).
-    async fn discard_files(&self, message: &AgentMessage) {
-        let ids: Vec<String> = files_of(message).map(|f| f.id.clone()).collect();
+    /// Removes the files `messages` carry from R2 and their records: a repeated send's own
+    /// copies (the Worker stored them before the object knew the message was taken already), a
+    /// refused message's, a deleted conversation's queue's; no history names them (best
+    /// effort: a failure is logged and left to the scheduled run's sweep).
+    pub(super) async fn discard_files(&self, messages: &[&AgentMessage]) {
+        let ids: Vec<String> = messages
+            .iter()
+            .flat_map(|m| files_of(m))
+            .map(|f| f.id.clone())
+            .collect();
         if ids.is_empty() {
             return;
         }
-        let Some(bucket) = self.turn_env().ok().and_then(|e| Files::from_env(&e.env)) else {
+        let Ok(turn_env) = self.turn_env() else {
             return;
         };
-        if let Err(e) = bucket.delete(&ids).await {
-            worker::console_error!("removing the files of a repeated message: {e}");
+        let Some(bucket) = Files::from_env(&turn_env.env) else {
+            return;
+        };
+        if let Err(e) = turn_env.store.discard_files(&bucket, &ids).await {
+            worker::console_error!("removing the files of messages no history will name: {e}");
         }
+    }
+
+    /// A keyed send's probe ([`Handover::probe`]): the answer a repeat gets, a 422 for the key
+    /// with another body, a 409 while a request with it is being handled, else 204 (unknown
+    /// here: the Worker stores the message's files and sends it). Nothing is kept.
+    async fn probe(
+        &self,
+        given: Option<TurnConversation>,
+        caller: &str,
+        request: &TurnRequest,
+    ) -> std::result::Result<Response, ApiError> {
+        let unknown = || Ok(Response::empty()?.with_status(204));
+        let TurnRequest::Message {
+            id,
+            keyed: Some(keyed),
+            ..
+        } = request
+        else {
+            return unknown();
+        };
+        let conversation =
+            match given.map_or_else(|| self.storage.conversation(), |c| Ok(Some(c)))? {
+                Some(c) if c.owner == caller && !self.deleting.get() => c,
+                _ => return unknown(),
+            };
+        self.know_shard(&conversation.owner).await?;
+        match self.keyed_send(&conversation.id, id, keyed, false).await? {
+            KeyedSend::Repeat(repeat) => Ok(repeat),
+            KeyedSend::New => unknown(),
+        }
+    }
+
+    /// Whether keyed message `id` was taken before ([`KeyedSend::Repeat`], with what its repeat
+    /// gets) or is new. `claim`: a new one is claimed at once, before anything awaits.
+    async fn keyed_send(
+        &self,
+        conversation_id: &str,
+        id: &str,
+        keyed: &Keyed,
+        claim: bool,
+    ) -> std::result::Result<KeyedSend, ApiError> {
+        let name = key_mark(id);
+        let now = now_ms();
+        let kept: Option<KeyMark> = self
+            .storage
+            .mark(&name)?
+            .and_then(|v| crate::llm::json::from_str(&v).ok());
+        if kept.as_ref().is_some_and(|k| k.body != keyed.body) {
+            return Err(ApiError::KeyReused(format!(
+                "idempotency key `{}` was sent before with another body; a new message needs a \
+                 new key",
+                keyed.key
+            )));
+        }
+        let in_flight = kept.is_some_and(|k| rules::key_in_flight(k.accepted, k.at, now));
+        if claim && !in_flight {
+            let mark = KeyMark {
+                body: keyed.body.clone(),
+                at: now,
+                accepted: false,
+            };
+            self.storage
+                .set_mark(&name, &serde_json::to_string(&mark)?)?;
+        }
+        if let Some(repeat) = self.repeated(conversation_id, id).await? {
+            return Ok(KeyedSend::Repeat(repeat));
+        }
+        if in_flight {
+            return Err(ApiError::Conflict(format!(
+                "a request with idempotency key `{}` is being handled; send it again in a moment \
+                 for its answer",
+                keyed.key
+            )));
+        }
+        Ok(KeyedSend::New)
+    }
+
+    /// Keyed message `id` was taken (queued, or starting its turn).
+    fn accept_key(
+        &self,
+        id: &str,
+        keyed: Option<&Keyed>,
+        now: i64,
+    ) -> std::result::Result<(), ApiError> {
+        let Some(keyed) = keyed else {
+            return Ok(());
+        };
+        let mark = KeyMark {
+            body: keyed.body.clone(),
+            at: now,
+            accepted: true,
+        };
+        self.storage
+            .set_mark(&key_mark(id), &serde_json::to_string(&mark)?)?;
+        Ok(())
     }
 
     /// What a repeated send of message `id` gets: the running turn's stream when it started

@@ -41,7 +41,7 @@ pub fn not_json(why: impl std::fmt::Display) -> ApiError {
 
 /// The body as text, within the size limit (not generic: one copy of the reading serves every
 /// body type).
-async fn body_text(req: Request, limit: usize) -> Result<String, ApiError> {
+pub async fn body_text(req: Request, limit: usize) -> Result<String, ApiError> {
     let mut bytes = Vec::new();
     read_body(req, limit, &mut |chunk| {
         if bytes.len() + chunk.len() > limit {

@@ -130,11 +130,11 @@ async fn send(
     signal: Option<&AbortSignal>,
 ) -> Result<Fetched, String> {
     let body = (method == "POST").then_some(request.body.as_str());
-    fetched(
-        new_request(method, &request.url, &request.headers, body, signal)?,
-        Redirect::Follow,
-    )
-    .await
+    let sent = new_request(method, &request.url, &request.headers, body, signal)?;
+    // The runtime has its own copy of the body now: ours (a whole history, files inlined) is
+    // not held while the answer streams.
+    drop(request);
+    fetched(sent, Redirect::Follow).await
 }
 
 /// A request for `fetch` or a Durable Object stub, made with the platform's own `RequestInit`:

@@ -13,9 +13,12 @@ use crate::agent::ContextTransform;
 use crate::edge::platform::files::Files;
 use crate::llm::{Attachment, ContentBlock, FileData, FileKind, Message};
 
-/// The most a turn holds of its files' bytes: each also sits in memory base64 and in the
-/// request being written. The newest files are loaded first; older ones past it become notes.
-pub const MAX_TURN_FILE_BYTES: u64 = 32 << 20;
+/// The most a turn holds of its files' bytes, and so the most one provider request inlines:
+/// each is held base64 for the turn (4/3 of it), again in the request as it is written, and
+/// once more as the runtime's copy being sent, so a call's peak is about four times this, well
+/// within an isolate's 128 MB. The newest files are loaded first; older ones past it become
+/// notes.
+pub const MAX_TURN_FILE_BYTES: u64 = 16 << 20;
 
 /// Why a file reached the model as a note.
 type Unread = &'static str;
@@ -83,12 +86,13 @@ impl ContextTransform for FileLoader {
                 wanted.push(file);
             }
         }
-        let read = futures::future::join_all(wanted.iter().map(|file| self.load(file))).await;
+        // One after another: a file's bytes are dropped once encoded, before the next is read.
+        for file in &wanted {
+            let data = self.load(file).await;
+            self.loaded.borrow_mut().insert(file.id.clone(), data);
+        }
         {
             let mut loaded = self.loaded.borrow_mut();
-            for (file, data) in wanted.iter().zip(read) {
-                loaded.insert(file.id.clone(), data);
-            }
             for id in over {
                 loaded.insert(
                     id,

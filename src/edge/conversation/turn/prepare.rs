@@ -10,6 +10,7 @@ use crate::edge::d1::history::CreateRow;
 use crate::edge::d1::{BudgetRead, Conversation, TurnHistory};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::files::Files;
 use crate::edge::protocol::{ApprovalIn, ToolResultIn, TurnConversation};
 use crate::llm::{ModelRef, Provider, ToolDef, ToolResult};
 use futures::channel::oneshot;
@@ -123,13 +124,23 @@ pub async fn prepare(
         }
     }
     if let (true, Some(max)) = (refused, create_within) {
-        // Nothing of it was stored, and nothing of it is kept.
+        // Nothing of it was stored, and nothing of it is kept: its files neither.
         for (_, _, queue_seq) in &incoming {
             if let Some(queue_seq) = queue_seq {
                 turn_env.storage.dequeue(*queue_seq)?;
             }
         }
         turn_env.storage.forget_conversation()?;
+        let files: Vec<String> = incoming
+            .iter()
+            .flat_map(|(_, m, _)| crate::edge::conversation::send::files_of(m))
+            .map(|f| f.id.clone())
+            .collect();
+        if let (false, Some(bucket)) = (files.is_empty(), Files::from_env(&turn_env.env)) {
+            if let Err(e) = store.discard_files(&bucket, &files).await {
+                console_error!("removing the files of a refused chat: {e}");
+            }
+        }
         return Err(store.refused_conversation(&conversation.owner, max).await);
     }
     if together {
@@ -160,13 +171,16 @@ pub async fn prepare(
                 Recovery::Continue(messages) => messages,
             };
             for m in messages.into_iter().chain([rules::given_up_note()]) {
-                store.append_new(id, &m).await?;
+                super::partial::store_recovered(turn_env, conversation, &history, m).await?;
             }
             return Ok(Ready::GivenUp);
         }
     }
+    // The interrupted answer is charged as it is stored (what was reported, the rest estimated).
     for message in recovered {
-        seqs.push(Some(store.append_new(id, &message).await?));
+        let (seq, message) =
+            super::partial::store_recovered(turn_env, conversation, &history, message).await?;
+        seqs.push(Some(seq));
         history.push(message);
     }
 

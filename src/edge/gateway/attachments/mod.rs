@@ -3,7 +3,9 @@
 //! `MAX_FILES_PER_MESSAGE`), typed from their bytes ([`sniff`]), stored in R2, and turned into
 //! the references history keeps. Every file is checked before the message goes on; a refusal
 //! names the file and the rule, and the files stored before it are removed, so nothing of a
-//! refused message is kept.
+//! refused message is kept. Each file is recorded in D1 (`stored_files`: its owner, their
+//! quota `MAX_FILE_BYTES_PER_USER`) before its bytes are put, so an upload cut off anywhere is
+//! still found and removed (by the scheduled run, after an hour).
 
 pub mod sniff;
 
@@ -14,8 +16,11 @@ use worker::{console_error, Env, Response};
 use crate::agent::remote::redirects;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
+use crate::edge::d1::files::NewFile;
+use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::own;
+use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::fetch::FetchTransport;
 use crate::edge::platform::files::Files;
 use crate::edge::platform::ids::new_id;
@@ -27,6 +32,20 @@ pub const MAX_MESSAGE_CHARS: usize = 100_000;
 /// Largest body of a request that sends a message: its files come in it base64 (4 bytes for
 /// every 3), and it is read whole before they are checked.
 pub const MAX_MESSAGE_BODY_BYTES: usize = 32 << 20;
+
+/// The largest message body this deployment takes: what its files may need
+/// (`MAX_FILES_PER_MESSAGE` × `MAX_FILE_BYTES`, base64) and its text (UTF-8, escaped), within
+/// [`MAX_MESSAGE_BODY_BYTES`]. A body past it is refused as it streams in, never held whole.
+pub fn message_body_limit(config: &Config) -> usize {
+    let files = u64::from(config.max_files_per_message) * u64::from(config.max_file_bytes);
+    // Base64, plus a `data:` URL's head and a part's other members.
+    let files = files.div_ceil(3) * 4 + u64::from(config.max_files_per_message) * 1024;
+    // A character may take 6 bytes as JSON (`\uXXXX`); and the body's other members.
+    let text = (MAX_MESSAGE_CHARS as u64) * 6 + (64 << 10);
+    usize::try_from(files + text)
+        .unwrap_or(usize::MAX)
+        .min(MAX_MESSAGE_BODY_BYTES)
+}
 
 /// One part of a user message as a request carries it.
 pub enum Piece {
@@ -49,11 +68,19 @@ pub enum Source {
     Url(String),
 }
 
+/// Whose a message's files are, and the conversation the request names.
+#[derive(Clone, Copy)]
+pub struct Upload<'a> {
+    pub owner: &'a str,
+    pub conversation: &'a str,
+}
+
 /// The user message `pieces` make, with its files stored (returned too, so that a message the
 /// conversation then refuses can have them removed: [`kept_if_taken`]).
 pub async fn user_message(
     env: &Env,
     config: &Config,
+    upload: Upload<'_>,
     pieces: Vec<Piece>,
 ) -> Result<(AgentMessage, Vec<Attachment>), ApiError> {
     let chars: usize = pieces
@@ -83,7 +110,10 @@ pub async fn user_message(
         )));
     }
     let bucket = if files > 0 {
-        Some(Files::required(env)?)
+        Some((
+            Files::required(env)?,
+            Store::for_owner(env, upload.owner).await?,
+        ))
     } else {
         None
     };
@@ -95,14 +125,14 @@ pub async fn user_message(
             (Piece::Text(text), _) => content.push(ContentBlock::Text { text }),
             // Behind `own`, as the removals below: storing files stays out of `user_message`'s
             // own code, so a message without files (most of them) does not compile it.
-            (Piece::File(file), Some(bucket)) => {
-                match own(store_one(bucket, config, file, n)).await {
+            (Piece::File(file), Some((bucket, store))) => {
+                match own(store_one((bucket, store, upload), config, file, n)).await {
                     Ok(attachment) => {
                         stored.push(attachment.clone());
                         content.push(ContentBlock::File(attachment));
                     }
                     Err(refused) => {
-                        own(discard_from(bucket, &stored)).await;
+                        own(discard_from(bucket, store, &stored)).await;
                         return Err(refused);
                     }
                 }
@@ -113,34 +143,53 @@ pub async fn user_message(
     Ok((AgentMessage::User { content }, stored))
 }
 
-/// The conversation's answer to a message that carried `stored`: unless it took the message
-/// (a 2xx), the files are removed (best effort: an R2 failure is logged, and leaves a file no
-/// history names).
+/// The conversation's answer to a message that carried `stored`: when it took the message (a
+/// 2xx) the files are marked taken (they wait for it to be stored); otherwise they are removed
+/// (best effort: what fails is left to the scheduled run's sweep).
 pub async fn kept_if_taken(
     env: &Env,
+    owner: &str,
     stored: &[Attachment],
     answer: Result<Response, ApiError>,
 ) -> Result<Response, ApiError> {
-    let taken = answer.as_ref().is_ok_and(|a| a.status_code() < 300);
-    if let (false, false, Some(bucket)) = (taken, stored.is_empty(), Files::from_env(env)) {
-        own(discard_from(&bucket, stored)).await;
+    if stored.is_empty() {
+        return answer;
     }
+    own(settle_files(env, owner, stored, &answer)).await;
     answer
 }
 
-async fn discard_from(bucket: &Files, stored: &[Attachment]) {
-    if stored.is_empty() {
+async fn settle_files(
+    env: &Env,
+    owner: &str,
+    stored: &[Attachment],
+    answer: &Result<Response, ApiError>,
+) {
+    let taken = answer.as_ref().is_ok_and(|a| a.status_code() < 300);
+    let (Some(bucket), Ok(store)) = (Files::from_env(env), Store::for_owner(env, owner).await)
+    else {
         return;
+    };
+    if !taken {
+        return discard_from(&bucket, &store, stored).await;
     }
     let ids: Vec<String> = stored.iter().map(|a| a.id.clone()).collect();
-    if let Err(e) = bucket.delete(&ids).await {
+    if let Err(e) = store.accept_files(&ids).await {
+        console_error!("marking the files of a taken message: {e}");
+    }
+}
+
+/// Removes `stored` from R2, then their records (a failure leaves them for the sweep).
+async fn discard_from(bucket: &Files, store: &Store, stored: &[Attachment]) {
+    let ids: Vec<String> = stored.iter().map(|a| a.id.clone()).collect();
+    if let Err(e) = store.discard_files(bucket, &ids).await {
         console_error!("removing the files of a refused message: {e}");
     }
 }
 
-/// Reads, checks and stores one file (`n`: its place in the message, for errors).
+/// Reads, checks, records and stores one file (`n`: its place in the message, for errors).
 async fn store_one(
-    bucket: &Files,
+    (bucket, store, upload): (&Files, &Store, Upload<'_>),
     config: &Config,
     file: FileIn,
     n: usize,
@@ -192,14 +241,38 @@ async fn store_one(
         pages: found.pages,
         data: None,
     };
-    bucket
+    let new = NewFile {
+        id: &attachment.id,
+        owner: upload.owner,
+        conversation_id: upload.conversation,
+        size: attachment.size,
+    };
+    let quota = config.max_file_bytes_per_user;
+    if !store.record_file(&new, quota, now_ms()).await? {
+        let used = store.file_bytes_used(upload.owner).await?;
+        return Err(ApiError::PayloadTooLarge(format!(
+            "{label} is {} bytes, and your files take {used} of the {quota} bytes one user may \
+             keep (MAX_FILE_BYTES_PER_USER); delete conversations whose files you no longer need",
+            attachment.size
+        )));
+    }
+    let put = bucket
         .put(
             &attachment.id,
             bytes,
             &attachment.media_type,
             attachment.name.as_deref(),
         )
-        .await?;
+        .await;
+    if let Err(e) = put {
+        if let Err(e) = store
+            .forget_files(std::slice::from_ref(&attachment.id))
+            .await
+        {
+            console_error!("forgetting a file R2 did not take: {e}");
+        }
+        return Err(e);
+    }
     Ok(attachment)
 }
 
@@ -259,7 +332,14 @@ fn data_url(
     let bytes = if base64 {
         decode_base64(data, max, label, too_large)?
     } else {
-        let bytes: Vec<u8> = percent_encoding::percent_decode_str(data).collect();
+        // Each byte is 1 to 3 characters: refused before decoding when even a third is too
+        // much, and never decoded past the limit.
+        if data.len() as u64 / 3 > max {
+            return Err(too_large(data.len() as u64 / 3));
+        }
+        let bytes: Vec<u8> = percent_encoding::percent_decode_str(data)
+            .take(usize::try_from(max).unwrap_or(usize::MAX).saturating_add(1))
+            .collect();
         if bytes.len() as u64 > max {
             return Err(too_large(bytes.len() as u64));
         }
@@ -333,6 +413,15 @@ mod tests {
         let (declared, bytes) =
             data_url("data:,hello%20there", 100, "f", &too_large).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((declared, bytes), (None, b"hello there".to_vec()));
+        // Percent-encoded past the limit: refused by its length, or as soon as decoding passes.
+        assert!(matches!(
+            data_url(&format!("data:,{}", "a".repeat(400)), 100, "f", &too_large),
+            Err(ApiError::PayloadTooLarge(size)) if size == "133"
+        ));
+        assert!(matches!(
+            data_url(&format!("data:,{}", "a".repeat(150)), 100, "f", &too_large),
+            Err(ApiError::PayloadTooLarge(size)) if size == "101"
+        ));
         assert!(matches!(
             data_url(
                 "data:text/plain;base64,aGVsbG8gdGhlcmU=",
@@ -346,6 +435,19 @@ mod tests {
             data_url("data:image/png;base64,@@@@", 100, "f", &too_large),
             Err(ApiError::BadRequest(m)) if m.contains("not valid base64")
         ));
+    }
+
+    #[test]
+    fn a_message_body_is_capped_at_what_its_files_may_need() {
+        let mut config = Config::from_lookup(|_| None).unwrap_or_else(|e| panic!("{e}"));
+        // The defaults (5 files of 10 MiB) need more than the fixed ceiling.
+        assert_eq!(message_body_limit(&config), MAX_MESSAGE_BODY_BYTES);
+        config.max_file_bytes = 4096;
+        let limit = message_body_limit(&config);
+        assert!(limit >= 5 * 4096 * 4 / 3 + MAX_MESSAGE_CHARS, "{limit}");
+        assert!(limit < 1 << 20, "{limit}");
+        config.max_files_per_message = 0;
+        assert!(message_body_limit(&config) < limit);
     }
 
     #[test]

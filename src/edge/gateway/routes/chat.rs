@@ -14,17 +14,19 @@ use worker::{Env, Request, Response};
 
 use super::chat_body::{ChatBody, MAX_CHAT_BODY_BYTES};
 use super::client_tools::{client_tools, valid_name, yes, ClientTool};
-use super::messages::checked_turn;
+use super::messages::{carries_files, checked_turn, probe_keyed};
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{is_conversation_id, scoped_id};
 use crate::edge::error::ApiError;
-use crate::edge::gateway::attachments::{kept_if_taken, user_message, FileIn, Piece, Source};
+use crate::edge::gateway::attachments::{
+    kept_if_taken, message_body_limit, user_message, FileIn, Piece, Source, Upload,
+};
 use crate::edge::gateway::body::read_body;
 use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::{
-    check_key, keyed_id, ApprovalIn, ChatStart, Delivery, Handover, ToolResultIn, TurnConversation,
-    TurnRequest, ELSEWHERE,
+    check_key, keyed_id, ApprovalIn, ChatStart, Delivery, Handover, Keyed, ToolResultIn,
+    TurnConversation, TurnRequest, ELSEWHERE,
 };
 
 struct ChatRequest {
@@ -64,10 +66,14 @@ pub async fn post(
     user: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    let mut reader = ChatBody::default();
+    let mut reader = ChatBody::within(message_body_limit(config));
     read_body(req, MAX_CHAT_BODY_BYTES, &mut |chunk| reader.push(chunk)).await?;
     let kept = reader.finish()?;
-    let body: ChatRequest = kept.parse()?;
+    let mut body: ChatRequest = kept.parse()?;
+    // What an idempotency key is kept with; then the text goes, the parsed body holding what
+    // the turn needs (a second copy of the message's files otherwise).
+    let digest = body.message_id.as_ref().map(|_| kept.digest());
+    drop(kept);
     if !valid_name(&body.id) {
         return Err(ApiError::BadRequest(
             "`id` must be 1-64 letters, digits, `_` or `-`".into(),
@@ -77,23 +83,51 @@ pub async fn post(
     if let Some(key) = &body.message_id {
         check_key(key, "messageId")?;
     }
+    // The object the id most likely names: the caller's conversation when the id has the shape
+    // of one (made by `POST /v1/conversations`), else the caller's scoped one (a client's id).
+    // That object keeps its conversation after the first message, so the Worker reads no D1;
+    // when it keeps none it creates the scoped one (an id of another shape names no other) or
+    // resolves the id in D1 itself, and a wrong guess costs one more hop.
+    let guess = if is_conversation_id(&body.id) {
+        body.id.clone()
+    } else {
+        scoped_id(user, &body.id)
+    };
     let mut files = Vec::new();
+    let title = first_user_text(&body.messages).map(|t| t.chars().take(80).collect());
     let request = if body.trigger.as_deref() == Some("regenerate-message") {
         TurnRequest::Retry
     } else {
-        let Some(last) = body.messages.last() else {
+        let Some(last) = body.messages.pop() else {
             return Err(ApiError::BadRequest("`messages` is empty".into()));
         };
         match last.role.as_str() {
             "user" => {
-                let (message, stored) = user_message(env, config, pieces(&last.parts)?).await?;
+                let pieces = pieces(last.parts)?;
+                let keyed = body.message_id.as_ref().map(|key| Keyed {
+                    key: key.clone(),
+                    body: digest.clone().unwrap_or_default(),
+                });
+                let id = match &keyed {
+                    Some(keyed) => keyed_id(user, &body.id, &keyed.key),
+                    None => new_id()?,
+                };
+                if let Some(keyed) = keyed.as_ref().filter(|_| carries_files(&pieces)) {
+                    let object =
+                        ConversationClient::for_conversation(env, &guess)?.for_request(request_id);
+                    if let Some(repeat) = probe_keyed(&object, user, id.clone(), keyed).await? {
+                        return Ok(repeat);
+                    }
+                }
+                let upload = Upload {
+                    owner: user,
+                    conversation: &guess,
+                };
+                let (message, stored) = user_message(env, config, upload, pieces).await?;
                 files = stored;
                 TurnRequest::Message {
-                    id: match &body.message_id {
-                        Some(key) => keyed_id(user, &body.id, key),
-                        None => new_id()?,
-                    },
-                    keyed: body.message_id.is_some(),
+                    id,
+                    keyed,
                     message,
                     delivery: Delivery::Steering,
                 }
@@ -119,16 +153,6 @@ pub async fn post(
             }
         }
     };
-    // The object the id most likely names: the caller's conversation when the id has the shape
-    // of one (made by `POST /v1/conversations`), else the caller's scoped one (a client's id).
-    // That object keeps its conversation after the first message, so the Worker reads no D1;
-    // when it keeps none it creates the scoped one (an id of another shape names no other) or
-    // resolves the id in D1 itself, and a wrong guess costs one more hop.
-    let guess = if is_conversation_id(&body.id) {
-        body.id.clone()
-    } else {
-        scoped_id(user, &body.id)
-    };
     let send = Handover {
         conversation: None,
         caller: user.to_string(),
@@ -137,13 +161,14 @@ pub async fn post(
         stream: body.stream,
         toolsets: None,
         chat: Some(ChatStart {
-            title: first_user_text(&body.messages).map(|t| t.chars().take(80).collect()),
+            title,
             raw_id: body.id,
             target: guess.clone(),
         }),
+        probe: false,
     };
     let answer = deliver(env, config, &guess, send, request_id).await;
-    kept_if_taken(env, &files, answer).await
+    kept_if_taken(env, user, &files, answer).await
 }
 
 /// Hands the send to the object `guess` names, or to the conversation it resolves the chat to.
@@ -173,26 +198,35 @@ async fn deliver(
 
 /// A user message's text and file parts, in order. A file part is `{type: "file", mediaType,
 /// url, filename}`, its `url` a `data:` URL or an https one.
-fn pieces(parts: &[Value]) -> Result<Vec<Piece>, ApiError> {
+/// The last message's parts as pieces, their strings moved (a file's `data:` URL is most of the
+/// body: it is not copied).
+fn pieces(parts: Vec<Value>) -> Result<Vec<Piece>, ApiError> {
     let mut pieces = Vec::new();
-    for (n, part) in parts.iter().enumerate() {
-        match part["type"].as_str() {
+    for (n, part) in parts.into_iter().enumerate() {
+        let Value::Object(mut part) = part else {
+            continue;
+        };
+        let mut take = |name: &str| match part.remove(name) {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        match take("type").as_deref() {
             Some("text") => {
-                if let Some(text) = part["text"].as_str() {
-                    pieces.push(Piece::Text(text.to_string()));
+                if let Some(text) = take("text") {
+                    pieces.push(Piece::Text(text));
                 }
             }
             Some("file") => {
-                let Some(url) = part["url"].as_str() else {
+                let Some(url) = take("url") else {
                     return Err(ApiError::BadRequest(format!(
                         "part {} of the last message is a file without a `url`",
                         n + 1
                     )));
                 };
                 pieces.push(Piece::File(FileIn {
-                    name: part["filename"].as_str().map(str::to_string),
-                    declared: part["mediaType"].as_str().map(str::to_string),
-                    source: Source::Url(url.to_string()),
+                    name: take("filename"),
+                    declared: take("mediaType"),
+                    source: Source::Url(url),
                 }));
             }
             _ => {}

@@ -45,6 +45,8 @@ enum Mode {
 /// the kept document.
 #[derive(Default)]
 pub struct ChatBody {
+    /// The largest message kept (`None`: [`MAX_MESSAGE_BYTES`]): what its files may need.
+    message_limit: Option<usize>,
     kept: Vec<u8>,
     total: usize,
     /// Bytes kept other than the messages.
@@ -90,6 +92,18 @@ pub struct KeptBody {
 }
 
 impl ChatBody {
+    /// A reader whose last message may be at most `message_limit` bytes.
+    pub fn within(message_limit: usize) -> Self {
+        Self {
+            message_limit: Some(message_limit.min(MAX_MESSAGE_BYTES)),
+            ..Self::default()
+        }
+    }
+
+    fn message_limit(&self) -> usize {
+        self.message_limit.unwrap_or(MAX_MESSAGE_BYTES)
+    }
+
     /// Reads the next chunk of the body.
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
         self.total += chunk.len();
@@ -261,7 +275,7 @@ impl ChatBody {
             Mode::Between => {}
             Mode::Element if self.element_over => {}
             Mode::Element => {
-                if self.element.len() + bytes.len() > MAX_MESSAGE_BYTES {
+                if self.element.len() + bytes.len() > self.message_limit() {
                     self.element_over = true;
                     self.element.clear();
                 } else {
@@ -295,7 +309,9 @@ impl ChatBody {
     fn keep_messages(&mut self) -> Result<(), ApiError> {
         if self.last_over {
             return Err(ApiError::PayloadTooLarge(format!(
-                "the last message is over {MAX_MESSAGE_BYTES} bytes"
+                "the last message is over {} bytes, the most its files may need \
+                 (MAX_FILES_PER_MESSAGE × MAX_FILE_BYTES, base64, and its text)",
+                self.message_limit()
             )));
         }
         // Taken out to be kept, and put back: `keep` borrows the reader.
@@ -324,6 +340,12 @@ impl ChatBody {
 }
 
 impl KeptBody {
+    /// A digest of what was kept (the members but `messages`, the first user message and the
+    /// last): what an idempotency key is kept with, the rest of the chat being history.
+    pub fn digest(&self) -> String {
+        crate::edge::protocol::body_digest(self.text.as_bytes())
+    }
+
     /// The kept document read as `T`. An error names where it is in the body as sent.
     pub fn parse<'a, T: FromJson<'a>>(&'a self) -> Result<T, ApiError> {
         crate::llm::json::read(&self.text).map_err(|e| {

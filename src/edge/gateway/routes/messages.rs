@@ -11,15 +11,15 @@ use crate::edge::conversation::client::ConversationClient;
 use crate::edge::d1::{Conversation, Store};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::attachments::{
-    kept_if_taken, user_message, FileIn, Piece, Source, MAX_MESSAGE_BODY_BYTES,
+    kept_if_taken, message_body_limit, user_message, FileIn, Piece, Source, Upload,
 };
-use crate::edge::gateway::body::{json_body, json_body_within};
+use crate::edge::gateway::body::{body_text, json_body, json_text};
 use crate::edge::json_response;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::providers::provider_for;
 use crate::edge::protocol::{
-    check_key, keyed_id, ApprovalIn, Delivery, Handover, ToolResultIn, TurnConversation,
-    TurnRequest, UNKNOWN_CONVERSATION,
+    body_digest, check_key, keyed_id, ApprovalIn, Delivery, Handover, Keyed, ToolResultIn,
+    TurnConversation, TurnRequest, ELSEWHERE, UNKNOWN_CONVERSATION,
 };
 use crate::llm::json::{self, FromJson, Reader};
 use crate::llm::ToolDef;
@@ -156,7 +156,15 @@ pub async fn send(
     if let Some(key) = &key {
         check_key(key, "Idempotency-Key")?;
     }
-    let mut body: Send = json_body_within(req, MAX_MESSAGE_BODY_BYTES).await?;
+    let text = body_text(req, message_body_limit(config)).await?;
+    // What the key is kept with: the same key with another body is refused.
+    let keyed = key.map(|key| Keyed {
+        key,
+        body: body_digest(text.as_bytes()),
+    });
+    let mut body: Send = json_text(if text.is_empty() { "{}" } else { &text })?;
+    // The parsed body holds what it needs; the text would be a second copy of its files.
+    drop(text);
     let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
     let message = match body.message.take() {
         // Answers end a pause and a message starts a turn: one request may not do both, or a
@@ -168,7 +176,21 @@ pub async fn send(
                     .into(),
             ))
         }
-        Some(content) => Some(user_message(env, config, content.pieces()?).await?),
+        Some(content) => {
+            let pieces = content.pieces()?;
+            if let Some(keyed) = keyed.as_ref().filter(|_| carries_files(&pieces)) {
+                let message_id = keyed_id(user, id, &keyed.key);
+                let probe = ConversationClient::for_conversation(env, id)?.for_request(request_id);
+                if let Some(repeat) = probe_keyed(&probe, user, message_id, keyed).await? {
+                    return Ok(repeat);
+                }
+            }
+            let upload = Upload {
+                owner: user,
+                conversation: id,
+            };
+            Some(user_message(env, config, upload, pieces).await?)
+        }
         None if resuming => None,
         None => {
             return Err(ApiError::BadRequest(
@@ -180,8 +202,47 @@ pub async fn send(
         Some((message, files)) => (Some(message), files),
         None => (None, Vec::new()),
     };
-    let answer = deliver(env, config, (user, id, request_id), body, key, message).await;
-    kept_if_taken(env, &files, answer).await
+    let answer = deliver(env, config, (user, id, request_id), body, keyed, message).await;
+    kept_if_taken(env, user, &files, answer).await
+}
+
+/// Whether a message's pieces include a file.
+pub(crate) fn carries_files(pieces: &[Piece]) -> bool {
+    pieces.iter().any(|p| matches!(p, Piece::File(_)))
+}
+
+/// Asks the conversation's object whether keyed message `message_id` was taken before, before
+/// its files are stored: `Some` is the object's answer to the repeat (or its refusal: the key
+/// with another body, or in use right now), for the client; `None`, a new message.
+pub(crate) async fn probe_keyed(
+    object: &ConversationClient,
+    caller: &str,
+    message_id: String,
+    keyed: &Keyed,
+) -> Result<Option<Response>, ApiError> {
+    let answer = object
+        .send(&Handover {
+            conversation: None,
+            caller: caller.to_string(),
+            request: TurnRequest::Message {
+                id: message_id,
+                message: AgentMessage::User { content: vec![] },
+                delivery: Delivery::Steering,
+                keyed: Some(keyed.clone()),
+            },
+            client_tools: vec![],
+            stream: true,
+            toolsets: None,
+            chat: None,
+            probe: true,
+        })
+        .await?;
+    // Unknown there (204), or an object that keeps no conversation of the caller's: the send
+    // itself finds out.
+    Ok(match answer.status_code() {
+        204 | 404 | UNKNOWN_CONVERSATION | ELSEWHERE => None,
+        _ => Some(answer),
+    })
 }
 
 /// Hands the send to the conversation's object (resolving the conversation in D1 when the
@@ -191,7 +252,7 @@ async fn deliver(
     config: &Config,
     (user, id, request_id): (&str, &str, &str),
     body: Send,
-    key: Option<String>,
+    keyed: Option<Keyed>,
     message: Option<AgentMessage>,
 ) -> Result<Response, ApiError> {
     let client_tools = client_tools(body.tools)?;
@@ -202,11 +263,11 @@ async fn deliver(
             only_pending: false,
         },
         Some(message) => TurnRequest::Message {
-            id: match &key {
-                Some(key) => keyed_id(user, id, key),
+            id: match &keyed {
+                Some(keyed) => keyed_id(user, id, &keyed.key),
                 None => new_id()?,
             },
-            keyed: key.is_some(),
+            keyed,
             message,
             delivery: match body.delivery {
                 DeliveryRequest::Auto | DeliveryRequest::Steer => Delivery::Steering,
@@ -223,6 +284,7 @@ async fn deliver(
         stream: body.stream,
         toolsets: body.toolsets,
         chat: None,
+        probe: false,
     };
     // The conversation's object checks the caller against the conversation it keeps; only an
     // object that keeps none (a first message, or a narrowed turn, which needs the row) makes
@@ -296,6 +358,7 @@ pub(crate) async fn hand_over(
             stream,
             toolsets,
             chat: None,
+            probe: false,
         })
         .await
 }
