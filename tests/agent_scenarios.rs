@@ -426,6 +426,7 @@ impl Provider for Thinks {
                 usage: Usage::default(),
             },
             error: None,
+            given_up: Vec::new(),
         }
     }
 }

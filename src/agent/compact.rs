@@ -194,9 +194,10 @@ pub struct Compaction {
     pub summary: Option<AgentMessage>,
     /// Left out of this call's view, kept in the history (indices before `apply`).
     pub hidden: Range<usize>,
-    /// The summary request, when one was made (whether or not it succeeded): the model that
-    /// answered and what it used (estimated when the provider never said), for the ledger.
-    pub call: Option<(ModelRef, Usage)>,
+    /// The summary request's calls, when one was made (whether or not it succeeded): the model
+    /// that answered and what it used (estimated when the provider never said), then each
+    /// attempt given up on before it that was billed, for the ledger.
+    pub calls: Vec<(ModelRef, Usage)>,
 }
 
 impl Compaction {
@@ -247,19 +248,19 @@ impl Compactor {
             return None;
         }
         let cut = cut(messages, &tokens, threshold / 2)?;
-        let (summary, call) = self.summarise(&messages[..cut], &tokens[..cut]).await;
+        let (summary, calls) = self.summarise(&messages[..cut], &tokens[..cut]).await;
         Some(match summary {
             Some((text, covered)) => Compaction {
                 replaces: 0..covered,
                 summary: Some(AgentMessage::Summary { text }),
                 hidden: covered..cut,
-                call,
+                calls,
             },
             None => Compaction {
                 replaces: 0..0,
                 summary: None,
                 hidden: 0..cut,
-                call,
+                calls,
             },
         })
     }
@@ -272,7 +273,7 @@ impl Compactor {
         &self,
         old: &[AgentMessage],
         tokens: &[u64],
-    ) -> (Option<(String, usize)>, Option<(ModelRef, Usage)>) {
+    ) -> (Option<(String, usize)>, Vec<(ModelRef, Usage)>) {
         // The summary request must fit the window too: it gets a quarter of it to answer in
         // (at most 1,024 tokens) and the oldest exchanges that fit in the rest, less room for
         // the instruction and the system prompt.
@@ -282,7 +283,7 @@ impl Compactor {
         let budget = self.context_window.saturating_sub(max_tokens + 96);
         let covered = fitting_head(old, tokens, budget);
         if covered == 0 {
-            return (None, None);
+            return (None, Vec::new());
         }
         let input = || tokens[..covered].iter().sum::<u64>() + estimate_tokens(INSTRUCTION);
         let plan = CallPlan {
@@ -294,7 +295,7 @@ impl Compactor {
             max_tokens,
         }) = self.summariser.resolve(plan).await
         else {
-            return (None, None);
+            return (None, Vec::new());
         };
         let old = &old[..covered];
         let mut history = crate::llm::transform::prepare_for(
@@ -316,12 +317,17 @@ impl Compactor {
         // Whatever the provider did not report is estimated (see `charge_unreported`).
         super::turn::charge_unreported(&mut completion.message, input);
         self.summariser.settle(&completion.message).await;
-        // The model that answered (a fallback's, after a switch) is the one that is paid.
-        let call = Some((completion.message.model_ref(), completion.message.usage));
+        // The model that answered (a fallback's, after a switch) is the one that is paid, and
+        // each attempt given up on, its own.
+        let mut calls = vec![(completion.message.model_ref(), completion.message.usage)];
+        for attempt in &completion.given_up {
+            self.summariser.settle(attempt).await;
+            calls.push((attempt.model_ref(), attempt.usage));
+        }
         let text = completion.message.text();
         let summary =
             (completion.error.is_none() && !text.trim().is_empty()).then_some((text, covered));
-        (summary, call)
+        (summary, calls)
     }
 }
 

@@ -144,7 +144,7 @@ pub async fn run_agent_turn(
         let mut hidden = 0..0;
         if let Some(compactor) = state.compactor.clone() {
             if let Some(compaction) = compactor.compact(&state.messages).await {
-                if let Some((model, usage)) = &compaction.call {
+                for (model, usage) in &compaction.calls {
                     if let Err(e) = hooks.on_summary_call(model, usage).await {
                         hooks.warn(&format!("on_summary_call failed; the turn goes on: {e}"));
                     }
@@ -176,6 +176,14 @@ pub async fn run_agent_turn(
                         .iter()
                         .map(super::compact::tool_tokens)
                         .sum::<u64>()
+                    // The plan recited at the end of the call (written by the model: no cap).
+                    + match super::plan::recitation(&state.plan.borrow()) {
+                        Some(Message::User { content }) => content
+                            .iter()
+                            .map(|b| super::compact::block_tokens(b, None))
+                            .sum::<u64>(),
+                        _ => 0,
+                    }
             })
         };
         let plan = CallPlan {
@@ -242,6 +250,13 @@ pub async fn run_agent_turn(
         charge_unreported(&mut completion.message, input_tokens);
         resolver.settle(&completion.message).await;
         state.total_usage.add(&completion.message.usage);
+        // Attempts a retry or a fallback gave up on were billed too, at their own models'
+        // prices: settled, and each a ledger row of its own.
+        for attempt in &completion.given_up {
+            resolver.settle(attempt).await;
+            state.total_usage.add(&attempt.usage);
+            charge_unstored(hooks, attempt).await;
+        }
 
         if state.cancel.is_cancelled() {
             // Keep what was said, marked aborted (never replayed to a model); its calls do not run.

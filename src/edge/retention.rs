@@ -34,6 +34,10 @@ pub const BATCH: u32 = 25;
 
 const DAY_MS: i64 = 86_400_000;
 
+/// How long a conversation retention could not decide on (its object did not answer, or a
+/// scheduled run is under way) is left before it is asked again.
+const RETRY_MS: i64 = 3_600_000;
+
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     match Config::cached(&env) {
@@ -78,19 +82,23 @@ pub async fn run(env: &Env, config: &Config) {
             match scheduled_until(env, &id, started).await {
                 Ok(Some(until)) => {
                     kept += 1;
-                    // A run under way (`until` is now) is asked about again next time.
-                    if until > started {
-                        if let Err(e) = store.retain_until(&id, until).await {
-                            console_error!("retention: keeping conversation {id}: {e}");
-                        }
+                    // A run under way (`until` is now) is asked about again an hour on; the
+                    // kept ones never fill the next run's batch.
+                    let until = until.max(started + RETRY_MS);
+                    if let Err(e) = store.retain_until(&id, until).await {
+                        console_error!("retention: keeping conversation {id}: {e}");
                     }
                     continue;
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    // Not known to have no schedule: kept, and asked again next run.
+                    // Not known to have no schedule: kept, asked again an hour on (not at the
+                    // head of every batch, where the oldest would stall the rest).
                     failed += 1;
                     console_error!("retention: asking conversation {id} for its schedules: {e}");
+                    if let Err(e) = store.retain_until(&id, started + RETRY_MS).await {
+                        console_error!("retention: keeping conversation {id}: {e}");
+                    }
                     continue;
                 }
             }

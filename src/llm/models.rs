@@ -477,6 +477,21 @@ impl CustomModel {
         {
             return Err("`price.above.input_tokens` must be at least 1".into());
         }
+        // A price below zero would make the model free to a budget, and pay the user back.
+        let prices = self.price.map(|p| {
+            let mut all = vec![p.input, p.output, p.cache_read, p.cache_write];
+            if let Some(t) = p.above {
+                all.extend([t.input, t.output, t.cache_read, t.cache_write]);
+            }
+            all
+        });
+        if prices
+            .unwrap_or_default()
+            .iter()
+            .any(|usd| !usd.is_finite() || *usd < 0.0)
+        {
+            return Err("prices must be numbers of US dollars, 0 or more".into());
+        }
         Ok(())
     }
 }
@@ -862,5 +877,19 @@ mod tests {
                 }),
             Some(0.0)
         );
+    }
+
+    #[test]
+    fn a_negative_price_is_refused() {
+        for price in [
+            r#"{"input": -1, "output": 1, "cache_read": 0, "cache_write": 0}"#,
+            r#"{"input": 1, "output": 1, "cache_read": 0, "cache_write": 0, "above": {"input_tokens": 10, "input": 1, "output": -2, "cache_read": 0, "cache_write": 0}}"#,
+        ] {
+            let json = format!(
+                r#"[{{"id": "a:b", "context_window": 4096, "max_output_tokens": 1, "price": {price}}}]"#
+            );
+            let e = Registry::parse(&json).unwrap_err();
+            assert!(e.contains("0 or more"), "{e}");
+        }
     }
 }

@@ -18,6 +18,9 @@ use super::{
 pub struct Completion {
     pub message: AssistantMessage,
     pub error: Option<LlmError>,
+    /// Attempts given up on before `message` (retried, or passed to a fallback) that reported
+    /// usage: they were billed all the same, each at its own model's prices. No content.
+    pub given_up: Vec<AssistantMessage>,
 }
 
 /// One configured model of one provider.
@@ -259,7 +262,11 @@ pub(crate) async fn decode_body(
     if error.is_some() {
         message.stop_reason = StopReason::Error;
     }
-    Completion { message, error }
+    Completion {
+        message,
+        error,
+        given_up: Vec::new(),
+    }
 }
 
 /// Turns a non-2xx answer into an error carrying the provider's own message and its wait hint.
@@ -335,5 +342,6 @@ pub(crate) fn failed(model: &ModelRef, error: LlmError) -> Completion {
             usage: Default::default(),
         },
         error: Some(error),
+        given_up: Vec::new(),
     }
 }

@@ -6,14 +6,15 @@
 //! in the chain takes over, announced by [`LlmEvent::Fallback`]. Once output has streamed
 //! nothing is retried: the partial answer is kept and the error reported, since replaying it
 //! would show the user the same words twice. An attempt given up on may still have been billed
-//! (Anthropic reports a prompt's tokens before an overload cuts it off): what it reported is
-//! added to the usage of the answer that ends the call, so the ledger and the budget see it.
+//! (Anthropic reports a prompt's tokens before an overload cuts it off): what it reported goes
+//! with the answer that ends the call ([`Completion::given_up`]), each attempt with its own
+//! model, so the ledger and the budget see it at that model's prices.
 
 use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::{Completion, LlmEvent, LlmRequest, ModelRef, Provider, Usage};
+use super::{AssistantMessage, Completion, LlmEvent, LlmRequest, ModelRef, Provider, Usage};
 
 /// The models a call to `model` may be answered by, in the order [`Resilient`] tries them:
 /// `model`, then each of `fallbacks` but it. The factory builds its chain from this, and a
@@ -114,8 +115,8 @@ impl Provider for Resilient {
     ) -> Completion {
         // The last model's last failure, by its place in the chain.
         let mut last: Option<(usize, Completion)> = None;
-        // What the attempts given up on reported, by their model's place in the chain.
-        let mut spent: Vec<(usize, Usage)> = Vec::new();
+        // The attempts given up on that reported usage (billed all the same).
+        let mut spent: Vec<AssistantMessage> = Vec::new();
         for (i, provider) in self.chain.iter().enumerate() {
             if let (Some(previous), Some((_, failed))) = (i.checked_sub(1), &last) {
                 on_event(&LlmEvent::Fallback {
@@ -152,16 +153,18 @@ impl Provider for Resilient {
                     })
                     .await;
                 let retryable = match &completion.error {
-                    None => return with_spent(completion, &spent, i),
+                    None => return with_spent(completion, spent),
                     Some(error) => error.is_retryable() && !streamed,
                 };
                 if !retryable {
-                    return with_spent(completion, &spent, i);
+                    return with_spent(completion, spent);
                 }
-                // Given up on, and perhaps billed all the same: its usage goes with the answer.
-                let usage = std::mem::take(&mut completion.message.usage);
-                if usage != Usage::default() {
-                    spent.push((i, usage));
+                // Given up on, and perhaps billed all the same: it goes with the answer.
+                if completion.message.usage != Usage::default() {
+                    let mut attempt = completion.message.clone();
+                    attempt.content.clear();
+                    completion.message.usage = Usage::default();
+                    spent.push(attempt);
                 }
                 if attempt >= self.policy.max_attempts {
                     last = Some((i, completion));
@@ -184,24 +187,15 @@ impl Provider for Resilient {
         }
         // Every model failed retryably: report the last failure, with what every attempt used.
         match last {
-            Some((i, failed)) => with_spent(failed, &spent, i),
+            Some((_, failed)) => with_spent(failed, spent),
             None => unreachable_empty_chain(self.model()),
         }
     }
 }
 
-/// `completion`, from the model at `answering` in the chain, charged with what the attempts
-/// given up on before it reported (`spent`). One message has one model: another model's tokens
-/// are counted at the answering model's prices, and the usage is marked estimated.
-fn with_spent(
-    mut completion: Completion,
-    spent: &[(usize, Usage)],
-    answering: usize,
-) -> Completion {
-    for (model, usage) in spent {
-        completion.message.usage.add(usage);
-        completion.message.usage.estimated |= *model != answering;
-    }
+/// `completion`, with the attempts given up on before it that were billed.
+fn with_spent(mut completion: Completion, spent: Vec<AssistantMessage>) -> Completion {
+    completion.given_up = spent;
     completion
 }
 
@@ -290,6 +284,7 @@ mod tests {
                     },
                 },
                 error,
+                given_up: Vec::new(),
             }
         }
     }
@@ -434,34 +429,43 @@ mod tests {
     #[test]
     fn every_attempt_given_up_on_is_charged_with_the_answer() {
         // Issue 56: a retried attempt that reported its prompt was billed for it.
+        let given_up = |c: &Completion| -> Vec<(String, u64)> {
+            c.given_up
+                .iter()
+                .map(|a| (a.model.clone(), a.usage.input_tokens))
+                .collect()
+        };
         let primary = flaky(
             "anthropic:claude-sonnet-4-5",
             vec![Err((overloaded(), "")), Err((overloaded(), "")), Ok("hi")],
         );
         let clock = Rc::new(FakeClock::default());
         let (c, _) = run(vec![primary], &clock);
-        assert_eq!(c.message.usage.input_tokens, 3);
-        assert!(
-            !c.message.usage.estimated,
-            "one model: the counts are its own"
-        );
+        assert_eq!(c.message.usage.input_tokens, 1, "the answer's own");
+        let sonnet = "claude-sonnet-4-5".to_string();
+        assert_eq!(given_up(&c), [(sonnet.clone(), 1), (sonnet.clone(), 1)]);
+        assert!(c.given_up.iter().all(|a| a.content.is_empty()));
 
-        // After a fallback the first model's attempts count too, at the answering model's
-        // prices: the usage says it is estimated.
+        // After a fallback the first model's attempts count too, each at its own model.
         let primary = flaky(
             "anthropic:claude-sonnet-4-5",
             vec![Err((overloaded(), "")); 3],
         );
         let fallback = flaky("openai:gpt-4o", vec![Ok("from the fallback")]);
         let (c, _) = run(vec![primary, fallback], &clock);
-        assert_eq!(c.message.usage.input_tokens, 4);
-        assert!(c.message.usage.estimated);
+        assert_eq!(
+            (c.message.model.as_str(), c.message.usage.input_tokens),
+            ("gpt-4o", 1)
+        );
+        assert_eq!(given_up(&c), vec![(sonnet.clone(), 1); 3]);
 
         // Every model failed: the reported failure carries all of them, and nothing twice.
         let primary = flaky("anthropic:a", vec![Err((overloaded(), "")); 3]);
         let fallback = flaky("openai:b", vec![Err((rate_limited(None), "")); 3]);
         let (c, _) = run(vec![primary, fallback], &clock);
-        assert_eq!(c.message.usage.input_tokens, 6);
+        let all: u64 = c.message.usage.input_tokens
+            + c.given_up.iter().map(|a| a.usage.input_tokens).sum::<u64>();
+        assert_eq!(all, 6);
 
         // An answer that fails after streaming is not retried: it is its own usage.
         let primary = flaky(
@@ -471,8 +475,9 @@ mod tests {
         let (c, _) = run(vec![primary], &clock);
         assert_eq!(
             (c.message.text().as_str(), c.message.usage.input_tokens),
-            ("Partial", 2)
+            ("Partial", 1)
         );
+        assert_eq!(given_up(&c), [(sonnet, 1)]);
     }
 
     #[test]

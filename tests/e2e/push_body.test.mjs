@@ -33,7 +33,7 @@ test("a burst of writes comes out as one chunk; a write after a quiet spell come
   assert.equal((await reader.read()).done, true);
 });
 
-test("a reader that leaves more than its bound unread is closed; what it had stays readable", async () => {
+test("a reader that leaves more than its bound unread is closed with an error chunk; what it had stays readable", async () => {
   const body = new PushBody(64 << 10);
   const piece = encode(`data: ${"x".repeat(4090)}\n\n`);
   let accepted = 0;
@@ -46,13 +46,49 @@ test("a reader that leaves more than its bound unread is closed; what it had sta
   assert.equal(body.gone, true);
   assert.equal(body.write(piece), false, "it takes nothing more");
   const reader = body.stream.getReader();
-  let read = 0;
+  const chunks = [];
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    read += value.length;
+    chunks.push(value);
   }
-  assert.equal(read, (accepted + 1) * piece.length, "the stream ends after what it held");
+  const all = Buffer.concat(chunks);
+  const last = text(chunks.at(-1));
+  assert.match(last, /^data: \{"type":"error","errorText":"This reader fell more than 1 MB behind/, "it ends with an error, not a clean close");
+  assert.equal(all.length - chunks.at(-1).length, (accepted + 1) * piece.length, "after what it held");
+});
+
+test("the backlog a reader attaches to does not count against its bound, and the end is never a lag", async () => {
+  const backlog = encode(`data: ${"b".repeat(200 << 10)}\n\n`);
+  const body = new PushBody(64 << 10, backlog.length);
+  assert.ok(body.write(backlog), "the backlog, written at once, is over the bound but taken");
+  const piece = encode(`data: ${"x".repeat(4090)}\n\n`);
+  let accepted = 0;
+  while (body.write(piece)) {
+    accepted++;
+    assert.ok(accepted < 1000, "never closed");
+    await sleep(5);
+  }
+  assert.ok(accepted >= 15 && accepted <= 17, `closed after ${accepted} writes past the backlog`);
+
+  // A reader that keeps up and is behind only when the turn ends gets the end, not an error.
+  const ending = new PushBody(64 << 10);
+  for (let n = 0; n < 14; n++) {
+    await sleep(5);
+    assert.ok(ending.write(piece));
+  }
+  // Held (within the coalescing window), then sent with the end: past the bound only then.
+  assert.ok(ending.write(encode(`data: ${"y".repeat(12 << 10)}\n\n`)));
+  assert.ok(ending.write(encode("data: [DONE]\n\n")));
+  ending.close();
+  const reader = ending.stream.getReader();
+  let tail = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    tail = text(value);
+  }
+  assert.ok(tail.endsWith("data: [DONE]\n\n"), tail.slice(-80));
 });
 
 test("a reader that cancels is gone at once, and writes after it are refused", async () => {

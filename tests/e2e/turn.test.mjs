@@ -16,6 +16,8 @@ before(async () => {
     OPENAI_BASE_URL: `${openai.url}/v1`,
     OPENAI_API_KEY: "sk-loopback",
     DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
+    // A window past a megabyte of history: two-byte letters are counted a token each.
+    MODELS: JSON.stringify([{ id: "anthropic:claude-long-window", context_window: 2_000_000, max_output_tokens: 8192 }]),
   };
   worker = await startWorker({ persistDir, vars });
 });
@@ -171,11 +173,12 @@ describe("a long history", () => {
   // The object reads a turn's history from D1 as rows and hands them to wasm as one document,
   // each stored message embedded in it as it is: nothing bounds its length.
   test("reaches the model whole and in order, past a megabyte", async () => {
-    const id = await createConversation();
+    const id = await createConversation({ model: "anthropic:claude-long-window" });
     // Messages of up to 100 KB; two-byte characters in some.
     // More than a megabyte of UTF-8 (two-byte characters mostly), under the share of the
-    // model's window that starts a compaction (160,000 tokens of 200,000): messages of up to
-    // 90 KB (a message may be 100 KB) and answers of up to 240 KB.
+    // model's window that starts a compaction (two-byte letters count a token each, so the
+    // window is a large one): messages of up to 90 KB (a message may be 100 KB) and answers of
+    // up to 240 KB.
     const sent = [45_000, 0, 45_000, 100, 45_000, 5].map((n, i) => `m${i} ${n ? "é".repeat(n) : "x".repeat(90_000)}`);
     const answers = [120_000, 10, 120_000, 0, 120_000, 10].map((n, i) => `answer ${i} ${"ü".repeat(n)}`);
     const expected = [];

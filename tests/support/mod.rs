@@ -156,6 +156,7 @@ impl Provider for Scripted {
                 usage,
             },
             error: answer.error,
+            given_up: Vec::new(),
         }
     }
 }

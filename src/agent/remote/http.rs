@@ -304,10 +304,10 @@ impl HttpTool {
     }
 }
 
-/// The key a tool call is known by to the API: derived from the conversation, the tool and the
-/// call's id (which a resumed or recovered turn keeps, and which is unique in its conversation),
-/// never the id itself.
-pub fn idempotency_key(scope: &str, tool: &str, call_id: &str) -> String {
+/// The key a tool call is known by to the API: derived from the conversation, the tool, the
+/// call's id (which a resumed or recovered turn keeps) and its arguments (a server may give two
+/// calls one id), never the id itself.
+pub fn idempotency_key(scope: &str, tool: &str, call_id: &str, arguments: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::new()
         .chain_update(scope.as_bytes())
@@ -315,6 +315,8 @@ pub fn idempotency_key(scope: &str, tool: &str, call_id: &str) -> String {
         .chain_update(tool.as_bytes())
         .chain_update([0])
         .chain_update(call_id.as_bytes())
+        .chain_update([0])
+        .chain_update(arguments.as_bytes())
         .finalize();
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -355,7 +357,12 @@ impl ServerTool for HttpTool {
         if !call_id.is_empty() && !request.headers.iter().any(|(n, _)| n == "idempotency-key") {
             request.headers.push((
                 "idempotency-key".into(),
-                idempotency_key(&self.scope, name, call_id),
+                idempotency_key(
+                    &self.scope,
+                    name,
+                    call_id,
+                    &serde_json::to_string(arguments).unwrap_or_default(),
+                ),
             ));
         }
         let who = format!("`{name}`");
@@ -592,7 +599,10 @@ mod tests {
             .collect();
         assert_eq!(keys[0], keys[1], "a retry is the same call");
         assert_ne!(keys[1], keys[2]);
-        assert_eq!(keys[0], idempotency_key("", "weather", "toolu_01"));
+        assert_eq!(
+            keys[0],
+            idempotency_key("", "weather", "toolu_01", r#"{"city":"A"}"#)
+        );
         assert!(!keys[0].contains("toolu") && keys[0].len() == 32);
     }
 
@@ -612,6 +622,22 @@ mod tests {
             header.map(|(_, v)| v.clone()).unwrap()
         };
         assert_ne!(key("conversation-a"), key("conversation-b"));
+        // A server that gives two calls one id: their arguments tell them apart.
+        let (api, breakers, waits) = (Rc::new(Api::default()), Rc::default(), Rc::default());
+        let t = tool(&api, &breakers, &waits, WEATHER).scoped("conversation-a");
+        for city in ["A", "B"] {
+            api.answers
+                .borrow_mut()
+                .push_back(Ok((200, r#"{"forecast": "sun"}"#)));
+            let args = json!({ "city": city });
+            futures::executor::block_on(t.call_as("call_0", args.as_object().unwrap())).unwrap();
+        }
+        let sent = api.sent.borrow();
+        let keys: Vec<_> = sent
+            .iter()
+            .filter_map(|r| r.headers.iter().find(|(n, _)| n == "idempotency-key"))
+            .collect();
+        assert_ne!(keys[0], keys[1]);
         assert_eq!(
             key("conversation-a"),
             key("conversation-a"),

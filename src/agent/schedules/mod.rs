@@ -348,8 +348,10 @@ fn recurring_end(
             "`max_runs` is {max_runs}; a recurring schedule may run from 1 to {MAX_RUNS} times"
         ));
     }
+    // Without an end date it ends within the farthest a schedule may be set: a yearly cron with
+    // thousands of runs would otherwise keep its conversation from retention for ever.
     let Some(text) = until else {
-        return Ok((Some(max_runs), None));
+        return Ok((Some(max_runs), Some(latest)));
     };
     let end = parse_utc(&text).map_err(|why| ScheduleError::Invalid(format!("`until`: {why}")))?;
     if end < next {
@@ -849,7 +851,11 @@ mod tests {
         let mut r = request(None, None, Some("@hourly"));
         r.max_runs = Some(2);
         let mut s = make(r).unwrap();
-        assert_eq!((s.max_runs, s.until), (Some(2), None));
+        // Without `until` it ends within the farthest a schedule may be set.
+        assert_eq!(
+            (s.max_runs, s.until),
+            (Some(2), Some(NOW + MAX_AHEAD_DAYS * DAY_MS))
+        );
         s.start_run(NOW + HOUR);
         assert!(s.next_run_at.is_some());
         assert_eq!(s.finish_run(&RunOutcome::Completed), Finished::Recorded);

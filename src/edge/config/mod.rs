@@ -226,6 +226,15 @@ impl Config {
             },
         };
         config.check_prices()?;
+        if config.max_file_bytes_per_user < u64::from(config.max_file_bytes) {
+            return Err(ApiError::config(
+                "MAX_FILE_BYTES_PER_USER",
+                format!(
+                    "is less than MAX_FILE_BYTES ({}): every file would be refused",
+                    config.max_file_bytes
+                ),
+            ));
+        }
         Ok(config)
     }
 }

@@ -192,6 +192,7 @@ fn file_limits_and_retention_have_defaults_and_bounds() {
         ("MAX_FILE_BYTES", "999999999"),
         ("MAX_FILES_PER_MESSAGE", "21"),
         ("MAX_FILE_BYTES_PER_USER", "0"),
+        ("MAX_FILE_BYTES_PER_USER", "1000"),
     ] {
         let e = config(&[(name, bad)]).unwrap_err().to_string();
         assert!(e.contains(name), "{name}={bad}: {e}");

@@ -156,12 +156,12 @@ impl ChunkLog {
     /// chunks as they come, until the turn ends.
     pub fn attach_body(&self) -> Result<Rc<PushBody>, NoReader> {
         let backlog = self.backlog()?;
-        // The body bounds what its reader leaves unread, and the backlog is its first write,
-        // all at once: the bound starts above it, so that only what comes after counts toward
-        // MAX_BEHIND_BYTES. (It stays that high once the backlog is read: a reader of a long
-        // turn may hold up to MAX_LOG_BYTES more than one that attached early.)
-        let behind = u32::try_from(MAX_BEHIND_BYTES + backlog.len()).unwrap_or(u32::MAX);
-        let body = Rc::new(PushBody::new(behind));
+        // The body bounds what its reader leaves unread of what comes after the backlog, its
+        // first write: only that counts toward MAX_BEHIND_BYTES, and once the backlog is read
+        // the bound is MAX_BEHIND_BYTES again.
+        let behind = u32::try_from(MAX_BEHIND_BYTES).unwrap_or(u32::MAX);
+        let backlog_len = u32::try_from(backlog.len()).unwrap_or(u32::MAX);
+        let body = Rc::new(PushBody::new(behind, backlog_len));
         let follower = self.follow(backlog, Taker::Body(body.clone()));
         follower.deliver();
         if follower.ended.get() {

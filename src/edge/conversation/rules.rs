@@ -212,12 +212,22 @@ pub enum Recovery {
     /// Store these (the partial answer marked interrupted, results for calls left without one),
     /// then call the model.
     Continue(Vec<AgentMessage>),
+    /// The turn was cancelled (its last answer is stored, aborted): store these (results for
+    /// calls left without one) and call no model.
+    Closed(Vec<AgentMessage>),
 }
 
 /// `history` is what D1 holds; `partial` what the turn had streamed of an answer it never
 /// stored.
 pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> Recovery {
     let mut messages = Vec::new();
+    let last_answer = history.iter().rev().find_map(|m| match m {
+        AgentMessage::Assistant(a) => Some(a),
+        _ => None,
+    });
+    // A partial answer the turn went on to store (cancelled or failed, the runtime dying before
+    // its saved copy was cleared) is that answer: stored and charged once.
+    let partial = partial.filter(|p| last_answer.is_none_or(|a| a.content != p.content));
     if let Some(mut partial) = partial.filter(|p| !p.content.is_empty()) {
         partial.stop_reason = StopReason::Interrupted;
         messages.push(AgentMessage::Assistant(partial));
@@ -233,8 +243,14 @@ pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> 
     let last_seen = history.iter().rev().find(|m| m.to_llm().is_some());
     let answered = matches!(last_seen, Some(AgentMessage::Assistant(a))
         if a.tool_calls().next().is_none() && !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted | StopReason::Interrupted));
+    let cancelled = !messages
+        .iter()
+        .any(|m| matches!(m, AgentMessage::Assistant(_)))
+        && last_answer.is_some_and(|a| a.stop_reason == StopReason::Aborted);
     if messages.is_empty() && answered {
         Recovery::Answered
+    } else if cancelled {
+        Recovery::Closed(messages)
     } else {
         Recovery::Continue(messages)
     }
@@ -456,6 +472,37 @@ mod tests {
             AgentMessage::Assistant(failed),
         ];
         assert_eq!(recovery(&history, None), Recovery::Continue(vec![]));
+    }
+
+    #[test]
+    fn a_partial_answer_already_stored_is_not_stored_again_and_a_cancelled_turn_stays_so() {
+        // Cancelled mid-answer, the runtime dying before the saved copy was cleared: the
+        // answer is in D1, aborted, its call without a result.
+        let AgentMessage::Assistant(mut cut) = answer("Checking.", &["a"]) else {
+            unreachable!()
+        };
+        cut.stop_reason = StopReason::Aborted;
+        let history = vec![
+            AgentMessage::user_text("what time is it?"),
+            AgentMessage::Assistant(cut.clone()),
+        ];
+        let Recovery::Closed(stored) = recovery(&history, Some(cut)) else {
+            panic!("a cancelled turn calls no model again");
+        };
+        assert!(
+            matches!(&stored[..], [AgentMessage::ToolResult(r)] if r.tool_call_id == "a"),
+            "only the open call's result: {stored:?}"
+        );
+        // A failed answer stored whole is not stored again either; the model is called again.
+        let AgentMessage::Assistant(mut failed) = answer("Hel", &[]) else {
+            unreachable!()
+        };
+        failed.stop_reason = StopReason::Error;
+        let history = vec![
+            AgentMessage::user_text("hi"),
+            AgentMessage::Assistant(failed.clone()),
+        ];
+        assert_eq!(recovery(&history, Some(failed)), Recovery::Continue(vec![]));
     }
 
     #[test]

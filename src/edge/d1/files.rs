@@ -38,6 +38,10 @@ crate::json_struct!(Used {
     "bytes" => bytes,
 });
 
+/// The least a file counts against its owner's quota: a quota of tiny files would otherwise
+/// be a great many rows, each read by every upload's check (about 16,000 per GiB).
+pub const FILE_FLOOR_BYTES: u64 = 64 << 10;
+
 /// How long an upload no conversation took may stay: a request cut off between storing its
 /// files and the conversation's answer leaves them, and the scheduled run removes them after.
 pub const UNACCEPTED_GRACE_MS: i64 = 60 * 60 * 1000;
@@ -102,7 +106,8 @@ impl Store {
             .prepare(
                 "INSERT INTO stored_files (id, owner, conversation_id, size, created_at)
                  SELECT ?1, ?2, ?3, ?4, ?5
-                 WHERE (SELECT COALESCE(SUM(size), 0) FROM stored_files WHERE owner = ?2) + ?4 <= ?6
+                 WHERE (SELECT COALESCE(SUM(MAX(size, ?7)), 0) FROM stored_files WHERE owner = ?2)
+                   + MAX(?4, ?7) <= ?6
                  RETURNING id",
             )
             .bind_params(&[
@@ -112,17 +117,21 @@ impl Store {
                 (file.size as f64).into(),
                 (now_ms as f64).into(),
                 (quota as f64).into(),
+                (FILE_FLOOR_BYTES as f64).into(),
             ])?;
         Ok(!rows::all::<Id>(&statement).await?.is_empty())
     }
 
-    /// The bytes of the files `owner` keeps.
+    /// The bytes of the files `owner` keeps, as the quota counts them (at least
+    /// [`FILE_FLOOR_BYTES`] each).
     pub async fn file_bytes_used(&self, owner: &str) -> Result<u64, ApiError> {
         self.tick(1);
         let statement = self
             .db
-            .prepare("SELECT COALESCE(SUM(size), 0) AS bytes FROM stored_files WHERE owner = ?1")
-            .bind_params(&[owner.into()])?;
+            .prepare(
+                "SELECT COALESCE(SUM(MAX(size, ?2)), 0) AS bytes FROM stored_files WHERE owner = ?1",
+            )
+            .bind_params(&[owner.into(), (FILE_FLOOR_BYTES as f64).into()])?;
         Ok(rows::first::<Used>(&statement)
             .await?
             .map_or(0, |u| u.bytes as u64))
@@ -131,7 +140,7 @@ impl Store {
     /// The conversation took the message that carries `ids`: they wait for it to be stored,
     /// and the sweep leaves them.
     pub async fn accept_files(&self, ids: &[String]) -> Result<(), ApiError> {
-        self.by_ids("UPDATE stored_files SET accepted = 1", ids)
+        self.by_ids("UPDATE stored_files SET accepted = MAX(accepted, 1)", ids)
             .await
     }
 
@@ -185,7 +194,7 @@ impl Store {
             .db
             .prepare(
                 "SELECT id FROM stored_files s
-                 WHERE created_at < CASE accepted WHEN 0 THEN ?1 ELSE ?2 END
+                 WHERE ((accepted = 0 AND created_at < ?1) OR (accepted = 1 AND created_at < ?2))
                    AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = s.id)
                  ORDER BY created_at LIMIT ?3",
             )

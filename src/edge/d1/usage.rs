@@ -99,7 +99,8 @@ impl Store {
             "INSERT INTO usage_ledger (owner, conversation_id, model, provider, input_tokens,
                output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at,
                estimated)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+             VALUES (?1, CASE WHEN EXISTS (SELECT 1 FROM conversations WHERE id = ?2) THEN ?2
+                 ELSE '' END, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             conversation_id,
             row,
             now_ms,

@@ -42,7 +42,11 @@ pub fn not_json(why: impl std::fmt::Display) -> ApiError {
 /// The body as text, within the size limit (not generic: one copy of the reading serves every
 /// body type).
 pub async fn body_text(req: Request, limit: usize) -> Result<String, ApiError> {
-    let mut bytes = Vec::new();
+    // Sized once from the declared length: grown by doubling, a large body would be held
+    // twice over while it is copied.
+    let declared = req.headers().get("content-length")?;
+    let declared = declared.and_then(|v| v.trim().parse::<usize>().ok());
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(limit));
     read_body(req, limit, &mut |chunk| {
         if bytes.len() + chunk.len() > limit {
             return Err(body_too_large(format!("over {limit} bytes"), limit));

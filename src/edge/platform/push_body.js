@@ -20,9 +20,12 @@ const LAGGED = new TextEncoder().encode(
 );
 
 export class PushBody {
-  /** `behind`: the most bytes the reader may leave unread; past that the body is closed. */
-  constructor(behind) {
+  /** `behind`: the most bytes the reader may leave unread of what comes after its first
+   * `backlog` bytes (the turn so far, written at once); past that the body is closed. */
+  constructor(behind, backlog = 0) {
     this.behind = behind;
+    this.backlog = backlog;
+    this.enqueued = 0;
     this.held = [];
     this.heldBytes = 0;
     this.lastAt = -Infinity;
@@ -64,14 +67,15 @@ export class PushBody {
   /** Sends what is held, then ends the stream. */
   close() {
     if (this.gone) return;
-    this.enqueue(Date.now());
+    // The end is sent whole: a reader behind at the end has the turn to read, not a lag.
+    this.enqueue(Date.now(), true);
     this.gone = true;
     try {
       this.controller.close();
     } catch {}
   }
 
-  enqueue(now) {
+  enqueue(now, closing = false) {
     this.clearTimer();
     if (this.held.length === 0 || this.gone) return;
     let chunk = this.held[0];
@@ -92,8 +96,13 @@ export class PushBody {
       this.gone = true; // cancelled or errored: the reader went away
       return;
     }
-    // A reader that has left this much unread is closed: it may attach again and replay.
-    if (-this.controller.desiredSize > this.behind) {
+    this.enqueued += chunk.length;
+    if (closing) return;
+    // A reader that has left this much unread of what came after its backlog is closed: it may
+    // attach again and replay. What it has read was the backlog first.
+    const unread = -this.controller.desiredSize;
+    const backlogLeft = Math.max(0, this.backlog - (this.enqueued - unread));
+    if (unread - backlogLeft > this.behind) {
       this.gone = true;
       try {
         this.controller.enqueue(LAGGED);

@@ -8,9 +8,10 @@ use worker::web_sys;
 extern "C" {
     pub type PushBody;
 
-    /// A new body; a reader that leaves more than `behind` bytes unread is closed.
+    /// A new body; a reader that leaves more than `behind` bytes unread of what comes after
+    /// its first `backlog` bytes is closed, with an `error` chunk.
     #[wasm_bindgen(constructor)]
-    pub fn new(behind: u32) -> PushBody;
+    pub fn new(behind: u32, backlog: u32) -> PushBody;
 
     /// Sends a copy of `bytes` (held a few milliseconds while a burst lasts); `false` once the
     /// reader has gone away or been closed for falling behind.

@@ -203,6 +203,9 @@ impl Spend {
         if !current && ask.ledger.period_start != start {
             return Reply::Reseed;
         }
+        // Ids go on counting across periods: a call that streams past a period's turn settles
+        // its own reservation, never the new period's call of the same number.
+        let next = spend.as_ref().map_or(0, |s| s.next);
         let spend = match spend {
             Some(held) if current => held,
             _ => spend.insert(Spend {
@@ -210,7 +213,7 @@ impl Spend {
                 period_start: start,
                 spent_usd: ask.ledger.spent_usd,
                 open: vec![],
-                next: 0,
+                next,
             }),
         };
         spend.open.retain(|o| o.expires_at > now_ms);

@@ -84,7 +84,11 @@ impl Provider for WorkersAi {
             Ok(input) => input,
             Err(e) => return failed(&self.model, e),
         };
-        match self.binding.run_stream(&self.model.model, &input).await {
+        let started = self.binding.run_stream(&self.model.model, &input).await;
+        // The binding has its own copy: ours (the history, files inlined) is not held while
+        // the answer streams.
+        drop(input);
+        match started {
             Ok(body) => {
                 let mut decoder = Decoder {
                     id_prefix: request.call_ids.to_string(),

@@ -23,9 +23,27 @@ pub const MAX_TURN_FILE_BYTES: u64 = 16 << 20;
 /// Why a file reached the model as a note.
 type Unread = &'static str;
 
+/// The most the turns of one isolate hold of their files' bytes together: conversation objects
+/// share an isolate (and its 128 MB), so a turn whose file would pass it sends a note instead.
+pub const MAX_ISOLATE_FILE_BYTES: u64 = 24 << 20;
+
+thread_local! {
+    /// The file bytes the isolate's turns hold now.
+    static HELD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 pub struct FileLoader {
     files: Files,
     loaded: RefCell<HashMap<String, Result<FileData, Unread>>>,
+    /// What this turn counts in [`HELD`], given back when it ends.
+    held: std::cell::Cell<u64>,
+}
+
+impl Drop for FileLoader {
+    fn drop(&mut self) {
+        let held = self.held.get();
+        HELD.with(|h| h.set(h.get().saturating_sub(held)));
+    }
 }
 
 impl FileLoader {
@@ -33,7 +51,20 @@ impl FileLoader {
         Self {
             files,
             loaded: RefCell::default(),
+            held: std::cell::Cell::new(0),
         }
+    }
+
+    /// Counts `size` bytes against the isolate's budget, unless they would pass it.
+    fn hold(&self, size: u64) -> bool {
+        HELD.with(|h| {
+            if h.get() + size > MAX_ISOLATE_FILE_BYTES {
+                return false;
+            }
+            h.set(h.get() + size);
+            self.held.set(self.held.get() + size);
+            true
+        })
     }
 
     async fn load(&self, file: &Attachment) -> Result<FileData, Unread> {
@@ -88,7 +119,11 @@ impl ContextTransform for FileLoader {
         }
         // One after another: a file's bytes are dropped once encoded, before the next is read.
         for file in &wanted {
-            let data = self.load(file).await;
+            let data = if self.hold(file.size) {
+                self.load(file).await
+            } else {
+                Err("other conversations' files fill this server's memory just now, so it is not shown")
+            };
             self.loaded.borrow_mut().insert(file.id.clone(), data);
         }
         {

@@ -164,11 +164,17 @@ pub async fn prepare(
         Kickoff::Recover { partial } => match rules::recovery(&history, partial) {
             Recovery::Answered => return Ok(Ready::Nothing),
             Recovery::Continue(messages) => recovered = messages,
+            Recovery::Closed(messages) => {
+                for m in messages {
+                    super::partial::store_recovered(turn_env, conversation, &history, m).await?;
+                }
+                return Ok(Ready::Nothing);
+            }
         },
         Kickoff::GiveUp { partial } => {
             let messages = match rules::recovery(&history, partial) {
                 Recovery::Answered => vec![],
-                Recovery::Continue(messages) => messages,
+                Recovery::Continue(messages) | Recovery::Closed(messages) => messages,
             };
             for m in messages.into_iter().chain([rules::given_up_note()]) {
                 super::partial::store_recovered(turn_env, conversation, &history, m).await?;

@@ -40,8 +40,9 @@ pub fn message_body_limit(config: &Config) -> usize {
     let files = u64::from(config.max_files_per_message) * u64::from(config.max_file_bytes);
     // Base64, plus a `data:` URL's head and a part's other members.
     let files = files.div_ceil(3) * 4 + u64::from(config.max_files_per_message) * 1024;
-    // A character may take 6 bytes as JSON (`\uXXXX`); and the body's other members.
-    let text = (MAX_MESSAGE_CHARS as u64) * 6 + (64 << 10);
+    // A character may take 12 bytes as JSON (`\uD83D\uDE00`); and the body's other members
+    // (tool results, tool definitions) as much as any body may be.
+    let text = (MAX_MESSAGE_CHARS as u64) * 12 + crate::edge::gateway::body::MAX_BODY_BYTES as u64;
     usize::try_from(files + text)
         .unwrap_or(usize::MAX)
         .min(MAX_MESSAGE_BODY_BYTES)
@@ -143,9 +144,11 @@ pub async fn user_message(
     Ok((AgentMessage::User { content }, stored))
 }
 
-/// The conversation's answer to a message that carried `stored`: when it took the message (a
-/// 2xx) the files are marked taken (they wait for it to be stored); otherwise they are removed
-/// (best effort: what fails is left to the scheduled run's sweep).
+/// The conversation's answer to a message that carried `stored`: when it refused the message
+/// (a 4xx) the files are removed (best effort: what fails is left to the scheduled run's
+/// sweep); otherwise they are marked taken. An answer that failed or never came (a 5xx, a reset
+/// object) does not say the message was not taken: it may be held, and stored later, so its
+/// files stay, and the sweep removes them if no message ever names them.
 pub async fn kept_if_taken(
     env: &Env,
     owner: &str,
@@ -165,12 +168,17 @@ async fn settle_files(
     stored: &[Attachment],
     answer: &Result<Response, ApiError>,
 ) {
-    let taken = answer.as_ref().is_ok_and(|a| a.status_code() < 300);
+    let refused = answer
+        .as_ref()
+        .is_ok_and(|a| (400..500).contains(&a.status_code()))
+        || answer
+            .as_ref()
+            .is_err_and(|e| (400..500).contains(&e.status()));
     let (Some(bucket), Ok(store)) = (Files::from_env(env), Store::for_owner(env, owner).await)
     else {
         return;
     };
-    if !taken {
+    if refused {
         return discard_from(&bucket, &store, stored).await;
     }
     let ids: Vec<String> = stored.iter().map(|a| a.id.clone()).collect();
@@ -264,15 +272,8 @@ async fn store_one(
             attachment.name.as_deref(),
         )
         .await;
-    if let Err(e) = put {
-        if let Err(e) = store
-            .forget_files(std::slice::from_ref(&attachment.id))
-            .await
-        {
-            console_error!("forgetting a file R2 did not take: {e}");
-        }
-        return Err(e);
-    }
+    // A put that failed may still have written the object: its row stays, for the sweep.
+    put?;
     Ok(attachment)
 }
 
@@ -445,7 +446,7 @@ mod tests {
         config.max_file_bytes = 4096;
         let limit = message_body_limit(&config);
         assert!(limit >= 5 * 4096 * 4 / 3 + MAX_MESSAGE_CHARS, "{limit}");
-        assert!(limit < 1 << 20, "{limit}");
+        assert!(limit < 3 << 20, "{limit}");
         config.max_files_per_message = 0;
         assert!(message_body_limit(&config) < limit);
     }

@@ -130,6 +130,7 @@ const PDF_PAGE_BYTES: usize = 10 * 1024;
 /// streams counts at least a page per [`PDF_PAGE_BYTES`].
 fn pdf_pages(b: &[u8]) -> Option<u32> {
     let mut pages = 0u32;
+    let mut counted = 0u32;
     let mut streams = false;
     // Every `/` by memchr, then a look at what follows: a substring searcher would add its
     // own code to the Worker for this one scan.
@@ -137,6 +138,17 @@ fn pdf_pages(b: &[u8]) -> Option<u32> {
         let rest = &b[at..];
         if rest.starts_with(b"/ObjStm") {
             streams = true;
+            continue;
+        }
+        // A page tree's `/Count n`: its root's is the whole document's, pages typed or not.
+        if let Some(rest) = rest.strip_prefix(b"/Count") {
+            let skip = rest.iter().take_while(|c| c.is_ascii_whitespace()).count();
+            let digits: u32 = rest[skip..]
+                .iter()
+                .take_while(|c| c.is_ascii_digit())
+                .take(9)
+                .fold(0, |n, d| n * 10 + u32::from(d - b'0'));
+            counted = counted.max(digits);
             continue;
         }
         let Some(rest) = rest.strip_prefix(b"/Type") else {
@@ -148,6 +160,7 @@ fn pdf_pages(b: &[u8]) -> Option<u32> {
             pages = pages.saturating_add(1);
         }
     }
+    pages = pages.max(counted);
     if streams {
         pages = pages.max(u32::try_from(b.len() / PDF_PAGE_BYTES + 1).unwrap_or(u32::MAX));
     }
@@ -219,5 +232,12 @@ mod tests {
         pdf.extend(std::iter::repeat_n(0x9c, 200 * 1024));
         pdf.extend_from_slice(b"\nendstream\n2 0 obj <</Type /Page>>");
         assert_eq!(sniff(&pdf, false).map(|s| s.pages), Some(Some(21)));
+    }
+
+    #[test]
+    fn a_page_trees_count_stands_for_pages_it_does_not_type() {
+        // Pages found through `/Kids` need no `/Type`: the root's `/Count` says how many.
+        let pdf = b"%PDF-1.4\n1 0 obj <</Type /Pages /Kids [2 0 R] /Count 100>> endobj\n2 0 obj <<>> endobj";
+        assert_eq!(sniff(pdf, false).map(|s| s.pages), Some(Some(100)));
     }
 }
