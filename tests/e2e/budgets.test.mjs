@@ -177,13 +177,23 @@ test("turns of one user running at once cannot spend past the budget together", 
   const before = anthropic.requests.length;
   anthropic.respond = () => ({ text: "Sure.", usage: { output: 100_000 } });
   try {
-    const turns = await Promise.all(Array.from({ length: 20 }, (_, i) => turn(strict, as("zed"), `question ${i}`)));
-    const answered = turns.filter((t) => t.chunks.at(-1).finishReason === "stop");
-    const refused = turns.filter((t) => t.chunks.at(-1).finishReason === "error");
+    // A turn whose first call the rest cannot cover is refused before any stream: a 402.
+    const send = async (i) => {
+      const { id } = await (await api(strict.url, "POST", "/v1/conversations", {}, as("zed"))).json();
+      const r = await api(strict.url, "POST", `/v1/conversations/${id}/messages`, { message: `question ${i}` }, as("zed"));
+      if (r.status === 402) return { refused: (await r.json()).error };
+      return { chunks: (await readUiStream(r)).chunks };
+    };
+    const turns = await Promise.all(Array.from({ length: 20 }, (_, i) => send(i)));
+    const answered = turns.filter((t) => t.chunks?.at(-1).finishReason === "stop");
+    const refused = turns.filter((t) => t.refused);
     assert.equal(answered.length + refused.length, 20);
     assert.ok(answered.length >= 2, `${answered.length} answered`);
     assert.ok(refused.length >= 10, `${refused.length} refused`);
-    for (const t of refused) assert.match(t.chunks.find((c) => c.type === "error").errorText, /^your budget of \$0\.15 per day/);
+    for (const t of refused) {
+      assert.equal(t.refused.code, "budget_exceeded");
+      assert.match(t.refused.message, /^your budget of \$0\.15 per day/);
+    }
     assert.equal(anthropic.requests.length - before, answered.length, "a refused turn calls no model");
     // The ledger's total, what users are billed from, stays within the budget.
     const usage = await (await api(strict.url, "GET", "/v1/usage", undefined, as("zed"))).json();
@@ -192,6 +202,37 @@ test("turns of one user running at once cannot spend past the budget together", 
   } finally {
     anthropic.respond = null;
   }
+});
+
+test("a message whose first call the rest of the budget cannot cover is a 402 before any stream, and is not kept", async () => {
+  // $0.004 left: less than the 256 output tokens a call needs on Sonnet ($15 per million).
+  assert.equal((await setBudget(strict, "gil", 1)).status, 200);
+  anthropic.script({ text: "First, fine.", usage: { output: 10 } });
+  const first = await turn(strict, as("gil"), "hello");
+  assert.deepEqual(first.chunks.at(-1), { type: "finish", finishReason: "stop" });
+  const { spent_usd } = await (await api(strict.url, "GET", "/v1/usage", undefined, as("gil"))).json();
+  assert.equal((await setBudget(strict, "gil", spent_usd + 0.002)).status, 200);
+  const before = anthropic.requests.length;
+  const send = (extra = {}) => api(strict.url, "POST", `/v1/conversations/${first.id}/messages`, { message: "and now?", ...extra }, as("gil"));
+  for (const r of [await send(), await send({ stream: false })]) {
+    assert.equal(r.status, 402);
+    const { error } = await r.json();
+    assert.equal(error.code, "budget_exceeded");
+    assert.match(error.message, /has \$0\.00\d* left, too little for an answer; it resets at \S+Z/);
+  }
+  const chat = await api(strict.url, "POST", "/v1/chat", { id: "gil-chat", messages: [{ id: "m", role: "user", parts: [{ type: "text", text: "hi" }] }] }, as("gil"));
+  assert.equal(chat.status, 402);
+  assert.equal(anthropic.requests.length, before, "no provider call");
+  // Nothing of the refused messages was kept, nor the chat they would have made.
+  const history = (await (await api(strict.url, "GET", `/v1/conversations/${first.id}/messages`, undefined, as("gil"))).json()).messages;
+  assert.deepEqual(history.map((m) => m.kind), ["user", "assistant"]);
+  const listed = (await (await api(strict.url, "GET", "/v1/conversations", undefined, as("gil"))).json()).conversations;
+  assert.deepEqual(listed.map((c) => c.id), [first.id]);
+  // With room again, the same message goes through.
+  assert.equal((await setBudget(strict, "gil", 1)).status, 200);
+  anthropic.script({ text: "Now, yes." });
+  const { chunks } = await readUiStream(await send());
+  assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "stop" });
 });
 
 const usageOf = async (worker, who) => (await api(worker.url, "GET", "/v1/usage", undefined, who)).json();

@@ -162,6 +162,7 @@ impl Object {
             create: Some(create),
             // Its first message was accepted already.
             create_within: None,
+            first_call: None,
         };
         let object = self.clone();
         self.state.wait_until(async move {

@@ -201,6 +201,7 @@ impl Object {
             settled: self.storage.paused()?.is_none(),
             create: None,
             create_within: None,
+            first_call: None,
         };
         let object = self.clone();
         self.state.wait_until(async move {

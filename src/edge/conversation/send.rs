@@ -7,6 +7,7 @@ use crate::agent::AgentMessage;
 use crate::edge::conversation::replay::{LogReader, NoReader};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
+use crate::edge::conversation::turn::resolver::FirstCall;
 use crate::edge::conversation::turn::{choose_model, prepare, Kickoff, Start};
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
 use crate::edge::error::ApiError;
@@ -301,6 +302,18 @@ impl Object {
             }
         };
         let new_message = matches!(kickoff, Kickoff::Queued);
+        // With budgets on and no BUDGET_MODEL, a new message's answer waits for its turn's
+        // first reservation: one the rest of the budget cannot cover is a 402, before any
+        // stream (a budget spent already is refused by the Worker before it comes here).
+        let config = &turn_env.config;
+        let (first_call, first_decided) =
+            match (new_message, config.user_budget_usd, &config.budget_model) {
+                (true, Some(_), None) => {
+                    let (first, decided) = FirstCall::new();
+                    (Some(first), Some(decided))
+                }
+                _ => (None, None),
+            };
         let start = Start {
             kickoff,
             queued,
@@ -309,6 +322,7 @@ impl Object {
             settled: self.storage.paused()?.is_none(),
             create,
             create_within: new_chat.then_some(turn_env.config.max_conversations_per_user),
+            first_call,
         };
         // The request's own reader, attached before the turn's first chunk: the response body
         // it streams into, or for `stream: false` a reader to collect the stream from.
@@ -334,6 +348,11 @@ impl Object {
                     .prepare_and_run(turn_env, claimed, conversation, start, client_tools, chosen)
                     .await;
             });
+            if let Some(decided) = first_decided {
+                if let Ok(Some(why)) = decided.await {
+                    return Err(ApiError::PaymentRequired(why));
+                }
+            }
             return sse(body);
         }
         let ready = prepare(
@@ -357,6 +376,11 @@ impl Object {
             (!stream).then_some(summary_tx),
             true,
         );
+        if let Some(decided) = first_decided {
+            if let Ok(Some(why)) = decided.await {
+                return Err(ApiError::PaymentRequired(why));
+            }
+        }
         let reader = match own_reader {
             OwnReader::Body(body) => return sse(&body),
             OwnReader::Collected(reader) => reader,

@@ -166,6 +166,51 @@ impl Store {
     }
 
     /// Appends an answer and its row in the owner's usage ledger, in the same round trip.
+    /// Takes back message `id` of a turn refused at its first call for its owner's budget (its
+    /// request was answered 402): the message and the `files` rows it made go, and with
+    /// `new_chat`, the conversation's row when nothing else is in it. `true` when the row went.
+    pub async fn take_back(
+        &self,
+        conversation_id: &str,
+        owner: &str,
+        id: &str,
+        new_chat: bool,
+    ) -> Result<bool, ApiError> {
+        self.tick(1);
+        let mut batch = vec![
+            self.db
+                .prepare(
+                    "DELETE FROM files WHERE conversation_id = ?1 AND id IN (
+                       SELECT json_extract(c.value, '$.id')
+                       FROM messages m, json_each(m.body, '$.content') c
+                       WHERE m.id = ?2 AND m.conversation_id = ?1
+                         AND json_extract(c.value, '$.type') = 'file')",
+                )
+                .bind_params(&[conversation_id.into(), id.into()])?,
+            self.db
+                .prepare("DELETE FROM messages WHERE id = ?2 AND conversation_id = ?1")
+                .bind_params(&[conversation_id.into(), id.into()])?,
+        ];
+        if new_chat {
+            batch.push(
+                self.db
+                    .prepare(
+                        "DELETE FROM conversations WHERE id = ?1 AND owner = ?2
+                           AND NOT EXISTS (SELECT 1 FROM messages WHERE conversation_id = ?1)
+                         RETURNING 1 AS seq",
+                    )
+                    .bind_params(&[conversation_id.into(), owner.into()])?,
+            );
+        }
+        let results = rows::batch(&self.db, &batch).await?;
+        Ok(match results.get(2) {
+            Some(deleted) => !rows::results::<Seq>(deleted)
+                .map(|r| r.is_empty())
+                .unwrap_or(true),
+            None => false,
+        })
+    }
+
     pub async fn append_answer(
         &self,
         conversation_id: &str,

@@ -90,6 +90,11 @@ pub struct Prepared {
     mcp: remote_tools::Listed,
     /// The toolsets the turn may use (`None`: all).
     toolsets: Option<Vec<String>>,
+    /// Told how the first reservation goes; refused, the request's own message is taken back
+    /// (`own_id`, and the chat's row when the message made it: `new_chat`).
+    first_call: Option<Rc<resolver::FirstCall>>,
+    own_id: Option<String>,
+    new_chat: bool,
 }
 
 /// What preparing found.
@@ -120,6 +125,8 @@ pub struct Start {
     /// `Some(max)`: the row is created only while its owner keeps fewer than `max` (a chat's
     /// first message to this object); otherwise the turn is refused with nothing stored.
     pub create_within: Option<u32>,
+    /// Told how the turn's first reservation goes, when its request waits for that.
+    pub first_call: Option<Rc<resolver::FirstCall>>,
 }
 
 /// The model a turn of `conversation` calls and its provider; checked before anything is stored,

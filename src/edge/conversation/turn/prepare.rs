@@ -36,7 +36,9 @@ pub async fn prepare(
         settled,
         create,
         create_within,
+        first_call,
     } = start;
+    let own_id = own.as_ref().map(|(id, _, _)| id.clone());
     let store = &turn_env.store;
     let id = conversation.id.as_str();
     if matches!(kickoff, Kickoff::Retry) {
@@ -241,6 +243,9 @@ pub async fn prepare(
         budget,
         mcp,
         toolsets: narrowed.or_else(|| conversation.toolsets.clone()),
+        first_call,
+        own_id,
+        new_chat: create_within.is_some(),
     })))
 }
 

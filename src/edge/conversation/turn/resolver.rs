@@ -40,6 +40,46 @@ pub trait BudgetStore {
     async fn mark_warned(&self, period: Period);
 }
 
+/// How a new message's turn's first reservation went: the request waits for it (with budgets on
+/// and no `BUDGET_MODEL`), so a budget that cannot cover the first call is a 402 before any
+/// stream, not a stream that ends in an error. Dropped undecided (the turn never reached a
+/// call), the request goes on as it would.
+#[derive(Default)]
+pub struct FirstCall {
+    decided: RefCell<Option<futures::channel::oneshot::Sender<Option<String>>>>,
+    refused: Cell<bool>,
+}
+
+impl FirstCall {
+    /// A first call to be decided, and what the request waits on: `Some(why)` when it was
+    /// refused for the budget.
+    pub fn new() -> (
+        Rc<Self>,
+        futures::channel::oneshot::Receiver<Option<String>>,
+    ) {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let first = Self {
+            decided: RefCell::new(Some(tx)),
+            refused: Cell::new(false),
+        };
+        (Rc::new(first), rx)
+    }
+
+    /// The first reservation was made (`None`) or refused (`Some(why)`); later ones change
+    /// nothing.
+    fn decide(&self, refused: Option<String>) {
+        if let Some(tx) = self.decided.borrow_mut().take() {
+            self.refused.set(refused.is_some());
+            let _ = tx.send(refused);
+        }
+    }
+
+    /// Whether the first call was refused: the request was answered 402.
+    pub fn refused(&self) -> bool {
+        self.refused.get()
+    }
+}
+
 /// The fewest output tokens worth a call on the conversation's model: below them it goes to
 /// `BUDGET_MODEL`, or is refused.
 pub const MIN_TOKENS: u32 = 256;
@@ -63,6 +103,8 @@ pub struct BudgetResolver {
     pub read: RefCell<Option<Option<Budget>>>,
     /// The reservation the call in flight holds.
     pub open: RefCell<Option<String>>,
+    /// Told how the turn's first reservation goes (its request waits for it).
+    pub first: Option<Rc<FirstCall>>,
 }
 
 impl BudgetResolver {
@@ -128,6 +170,39 @@ impl BudgetResolver {
 #[async_trait(?Send)]
 impl ProviderResolver for BudgetResolver {
     async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        let resolved = self.resolve_call(call).await;
+        if let Some(first) = &self.first {
+            first.decide(match &resolved {
+                Err(LlmError::BudgetExceeded(why)) => Some(why.clone()),
+                _ => None,
+            });
+        }
+        resolved
+    }
+
+    /// Settles the call to what its answer cost: at the prices of the model that answered (a
+    /// fallback's, after a switch), every attempt included (see [`crate::llm::retry`]).
+    async fn settle(&self, answer: &AssistantMessage) {
+        let call = self.open.borrow_mut().take();
+        let cost = self.models.answer_cost(answer).unwrap_or(0.0);
+        if call.is_some() || cost > 0.0 {
+            self.store
+                .settle(&Settle {
+                    call,
+                    cost_usd: cost,
+                })
+                .await;
+        }
+    }
+
+    fn intended(&self) -> Option<crate::llm::ModelRef> {
+        Some(self.model.model().clone())
+    }
+}
+
+impl BudgetResolver {
+    /// [`ProviderResolver::resolve`], before the turn's first call hears how it went.
+    async fn resolve_call(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
         let Some(mut budget) = self.budget(false).await? else {
             return Ok(Resolved {
                 provider: self.model.clone(),
@@ -200,25 +275,6 @@ impl ProviderResolver for BudgetResolver {
                 "the budget could not be checked: the ledger's total is of another period".into(),
             )),
         }
-    }
-
-    /// Settles the call to what its answer cost: at the prices of the model that answered (a
-    /// fallback's, after a switch), every attempt included (see [`crate::llm::retry`]).
-    async fn settle(&self, answer: &AssistantMessage) {
-        let call = self.open.borrow_mut().take();
-        let cost = self.models.answer_cost(answer).unwrap_or(0.0);
-        if call.is_some() || cost > 0.0 {
-            self.store
-                .settle(&Settle {
-                    call,
-                    cost_usd: cost,
-                })
-                .await;
-        }
-    }
-
-    fn intended(&self) -> Option<crate::llm::ModelRef> {
-        Some(self.model.model().clone())
     }
 }
 
@@ -314,6 +370,7 @@ mod tests {
             switches: Rc::default(),
             read: RefCell::default(),
             open: RefCell::default(),
+            first: None,
         };
         (resolver, memory)
     }
@@ -409,6 +466,25 @@ mod tests {
         assert_eq!(call_of(&on_pro(), 300_000).ok(), Some((pro.clone(), 3_333)));
         // Below the threshold the base prices hold: $0.1875 + $0.04 leave all 4,000.
         assert_eq!(call_of(&on_pro(), 150_000).ok(), Some((pro, 4_000)));
+    }
+
+    #[test]
+    fn the_first_call_tells_its_request_whether_it_was_refused() {
+        // $0.002 covers no answer on Sonnet (256 tokens at $15 per million are $0.0038).
+        let (mut turn, _) = resolver(0.002, false);
+        let (first, decided) = FirstCall::new();
+        turn.first = Some(first.clone());
+        assert!(call(&turn).is_err());
+        let why = block_on(decided).unwrap_or_else(|e| panic!("{e}"));
+        assert!(why.is_some_and(|w| w.contains("too little for an answer")));
+        assert!(first.refused());
+        // Granted: the request goes on, and later calls change nothing.
+        let (mut turn, _) = resolver(1.0, false);
+        let (first, decided) = FirstCall::new();
+        turn.first = Some(first.clone());
+        assert!(call(&turn).is_ok());
+        assert_eq!(block_on(decided).ok(), Some(None));
+        assert!(!first.refused());
     }
 
     #[test]

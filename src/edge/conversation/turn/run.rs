@@ -56,6 +56,9 @@ impl Prepared {
             budget,
             mcp,
             toolsets,
+            first_call,
+            own_id,
+            new_chat,
         } = self;
         let config = &turn_env.config;
         let info = config.models.info(&model);
@@ -105,6 +108,8 @@ impl Prepared {
                     switches: budget_switches.clone(),
                     read: RefCell::new(budget.clone()),
                     open: RefCell::default(),
+                    // The first reservation of either kind (a summary's comes first) decides.
+                    first: first_call.clone(),
                 }),
                 None => Rc::new(FixedProvider(answers)),
             }
@@ -247,6 +252,23 @@ impl Prepared {
         // A turn that stored nothing still waits for its new messages to land (or fail), so
         // the queue the object looks at next no longer holds them.
         let unstored = persisted.settle().await.err().map(|e| e.to_string());
+        // Refused at its first call, the message was answered 402: it is taken back, as if it
+        // had never been sent (a chat's row too when the message made it).
+        if let (true, Some(id)) = (first_call.is_some_and(|f| f.refused()), &own_id) {
+            let taken = turn_env
+                .store
+                .take_back(&conversation.id, &conversation.owner, id, new_chat)
+                .await;
+            match taken {
+                Ok(true) => {
+                    if let Err(e) = turn_env.storage.forget_conversation() {
+                        console_error!("forgetting a refused chat: {e}");
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => console_error!("taking back a message refused for its budget: {e}"),
+            }
+        }
         stats.budget_switches = budget_switches.get();
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial, now_ms());
