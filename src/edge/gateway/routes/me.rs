@@ -15,7 +15,7 @@
 //! A request may make at most 1,000 subrequests (each D1 query, each call to a Durable Object),
 //! and schedules live in each conversation's object, not in D1: one call per conversation. So
 //! an account is exported in parts. Each part is a whole JSON document that stops once it has
-//! spent [`SUBREQUESTS`] or sent [`PART_BYTES`], and names in `next` the cursor that
+//! spent `SUBREQUESTS` or sent `PART_BYTES`, and names in `next` the cursor that
 //! `GET /v1/me/export?after=<cursor>` continues from (`null`: this was the last part). A part
 //! that stops inside a conversation closes its entry with `"incomplete": true`; the next part
 //! opens with an entry of the same `id` marked `"continued": true` that holds the rest of the
