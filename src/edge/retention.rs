@@ -117,6 +117,10 @@ pub async fn run(env: &Env, config: &Config) {
                 Err(e) => {
                     failed += 1;
                     console_error!("retention: deleting conversation {id}: {e}");
+                    // Tried again an hour on, not at the head of every batch.
+                    if let Err(e) = store.retain_until(&id, started + RETRY_MS).await {
+                        console_error!("retention: keeping conversation {id}: {e}");
+                    }
                 }
             }
         }

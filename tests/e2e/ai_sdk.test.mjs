@@ -36,7 +36,13 @@ before(async () => {
   anthropic = await anthropicLoopback();
   worker = await startWorker({
     persistDir: freshPersistDir(),
-    vars: { ...anthropicVars(anthropic), APPROVAL_REQUIRED_TOOLS: "update_plan" },
+    vars: {
+      ...anthropicVars(anthropic),
+      APPROVAL_REQUIRED_TOOLS: "update_plan",
+      // A window past a megabyte of history (two-byte letters count a token each), for the
+      // long chat below.
+      MODELS: JSON.stringify([{ id: "anthropic:claude-sonnet-4-5", context_window: 2_000_000, max_output_tokens: 64_000, capabilities: { tools: true, thinking: true, vision: true } }]),
+    },
   });
 });
 
@@ -163,7 +169,7 @@ test("a chat whose messages pass a megabyte goes on: the transport sends them al
     onError: (e) => errors.push(e),
   });
   // Two-byte characters: over a megabyte of body while the history stays under the share of
-  // the model's window that starts a compaction.
+  // the model's (large) window that starts a compaction.
   const answers = [0, 1, 2].map((i) => `answer ${i} ${"ü".repeat(190_000)}`);
   for (const [i, answer] of answers.entries()) {
     anthropic.script({ text: answer, writes: "one" });

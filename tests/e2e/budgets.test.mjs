@@ -267,14 +267,14 @@ test("a call past the budget goes to BUDGET_MODEL alone, never to a pricier fall
 
 test("a retried attempt that reported its prompt is charged with the answer", async () => {
   // The first attempt reports 50,000 input tokens, then stalls until PROVIDER_IDLE_TIMEOUT_MS
-  // and is retried: both prompts were billed, and both are in the ledger.
+  // and is retried: both prompts were billed, and both are in the ledger, a row each.
   const before = anthropic.requests.length;
   anthropic.script({ stallAfter: 1, usage: { input: 50_000 } }, { text: "Second time lucky.", usage: { input: 50_000 } });
   const { chunks } = await turn(chained, as("jay"), "hello");
   assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Second time lucky.");
   assert.equal(anthropic.requests.length - before, 2);
   const { models } = await usageOf(chained, as("jay"));
-  assert.deepEqual(models.map((m) => [m.model, m.calls, m.input_tokens]), [["claude-sonnet-4-5", 1, 100_000]]);
+  assert.deepEqual(models.map((m) => [m.model, m.calls, m.input_tokens]), [["claude-sonnet-4-5", 2, 100_000]]);
 });
 
 test("a finished answer whose provider reported no usage is charged from estimates", async () => {

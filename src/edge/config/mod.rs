@@ -226,13 +226,13 @@ impl Config {
             },
         };
         config.check_prices()?;
-        if config.max_file_bytes_per_user < u64::from(config.max_file_bytes) {
+        // Each file counts at least its floor against the quota.
+        let largest =
+            u64::from(config.max_file_bytes).max(crate::edge::d1::files::FILE_FLOOR_BYTES);
+        if config.max_file_bytes_per_user < largest {
             return Err(ApiError::config(
                 "MAX_FILE_BYTES_PER_USER",
-                format!(
-                    "is less than MAX_FILE_BYTES ({}): every file would be refused",
-                    config.max_file_bytes
-                ),
+                format!("is less than {largest} bytes (MAX_FILE_BYTES, and at least 64 KiB): every file would be refused"),
             ));
         }
         Ok(config)

@@ -217,6 +217,21 @@ pub enum Recovery {
     Closed(Vec<AgentMessage>),
 }
 
+/// The last user message, schedule instruction or answer: who spoke last.
+fn last_exchange(history: &[AgentMessage]) -> Option<&AgentMessage> {
+    history.iter().rev().find(|m| {
+        matches!(
+            m,
+            AgentMessage::User { .. }
+                | AgentMessage::Assistant(_)
+                | AgentMessage::SystemEvent {
+                    schedule: Some(_),
+                    ..
+                }
+        )
+    })
+}
+
 /// `history` is what D1 holds; `partial` what the turn had streamed of an answer it never
 /// stored.
 pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> Recovery {
@@ -226,8 +241,11 @@ pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> 
         _ => None,
     });
     // A partial answer the turn went on to store (cancelled or failed, the runtime dying before
-    // its saved copy was cleared) is that answer: stored and charged once.
-    let partial = partial.filter(|p| last_answer.is_none_or(|a| a.content != p.content));
+    // its saved copy was cleared) is that answer, stored and charged once: an aborted or failed
+    // answer ends its turn, so a partial saved after it with no message since is its own.
+    let ended = matches!(last_exchange(history), Some(AgentMessage::Assistant(a))
+        if matches!(a.stop_reason, StopReason::Aborted | StopReason::Error));
+    let partial = partial.filter(|p| !ended && last_answer.is_none_or(|a| a.content != p.content));
     if let Some(mut partial) = partial.filter(|p| !p.content.is_empty()) {
         partial.stop_reason = StopReason::Interrupted;
         messages.push(AgentMessage::Assistant(partial));
@@ -243,10 +261,11 @@ pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> 
     let last_seen = history.iter().rev().find(|m| m.to_llm().is_some());
     let answered = matches!(last_seen, Some(AgentMessage::Assistant(a))
         if a.tool_calls().next().is_none() && !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted | StopReason::Interrupted));
+    // Cancelled: the aborted answer is the last word (a message after it starts another turn).
     let cancelled = !messages
         .iter()
         .any(|m| matches!(m, AgentMessage::Assistant(_)))
-        && last_answer.is_some_and(|a| a.stop_reason == StopReason::Aborted);
+        && matches!(last_exchange(history), Some(AgentMessage::Assistant(a)) if a.stop_reason == StopReason::Aborted);
     if messages.is_empty() && answered {
         Recovery::Answered
     } else if cancelled {
@@ -487,8 +506,21 @@ mod tests {
             AgentMessage::Assistant(cut.clone()),
         ];
         // Nothing to store (an aborted answer's calls are never replayed, so none is open),
-        // and no model to call.
-        assert_eq!(recovery(&history, Some(cut)), Recovery::Closed(vec![]));
+        // and no model to call; a partial saved a little before the end is that answer too.
+        assert_eq!(
+            recovery(&history, Some(cut.clone())),
+            Recovery::Closed(vec![])
+        );
+        let mut earlier = cut.clone();
+        earlier.content.truncate(0);
+        earlier.content.push(crate::llm::ContentBlock::Text {
+            text: "Check".into(),
+        });
+        assert_eq!(recovery(&history, Some(earlier)), Recovery::Closed(vec![]));
+        // A message after the cancelled answer is a new turn: it is answered.
+        let mut next = history.clone();
+        next.push(AgentMessage::user_text("and now?"));
+        assert_eq!(recovery(&next, None), Recovery::Continue(vec![]));
         // A failed answer stored whole is not stored again either; the model is called again.
         let AgentMessage::Assistant(mut failed) = answer("Hel", &[]) else {
             unreachable!()

@@ -306,20 +306,26 @@ impl Object {
         // first reservation: one the rest of the budget cannot cover is a 402, before any
         // stream (a budget spent already is refused by the Worker before it comes here).
         let config = &turn_env.config;
-        let (first_call, first_decided) =
-            match (new_message, config.user_budget_usd, &config.budget_model) {
-                (true, Some(_), None) => {
-                    let (first, decided) = FirstCall::new();
-                    (Some(first), Some(decided))
-                }
-                _ => (None, None),
-            };
+        // Not after a pause: the calls it waits on are answered for the record before the
+        // first call, and a refusal would leave them so.
+        let settled = self.storage.paused()?.is_none();
+        let (first_call, first_decided) = match (
+            new_message && settled,
+            config.user_budget_usd,
+            &config.budget_model,
+        ) {
+            (true, Some(_), None) => {
+                let (first, decided) = FirstCall::new();
+                (Some(first), Some(decided))
+            }
+            _ => (None, None),
+        };
         let start = Start {
             kickoff,
             queued,
             own,
             narrowed,
-            settled: self.storage.paused()?.is_none(),
+            settled,
             create,
             create_within: new_chat.then_some(turn_env.config.max_conversations_per_user),
             first_call,

@@ -178,6 +178,17 @@ impl Store {
     ) -> Result<bool, ApiError> {
         self.tick(1);
         let mut batch = vec![
+            // Its files are the Worker's to remove (it was answered 402): back to unaccepted,
+            // so the sweep finds them should that fail.
+            self.db
+                .prepare(
+                    "UPDATE stored_files SET accepted = 0 WHERE id IN (
+                       SELECT json_extract(c.value, '$.id')
+                       FROM messages m, json_each(m.body, '$.content') c
+                       WHERE m.id = ?2 AND m.conversation_id = ?1
+                         AND json_extract(c.value, '$.type') = 'file')",
+                )
+                .bind_params(&[conversation_id.into(), id.into()])?,
             self.db
                 .prepare(
                     "DELETE FROM files WHERE conversation_id = ?1 AND id IN (
@@ -203,7 +214,7 @@ impl Store {
             );
         }
         let results = rows::batch(&self.db, &batch).await?;
-        Ok(match results.get(2) {
+        Ok(match results.get(3) {
             Some(deleted) => !rows::results::<Seq>(deleted)
                 .map(|r| r.is_empty())
                 .unwrap_or(true),

@@ -42,14 +42,18 @@ pub fn not_json(why: impl std::fmt::Display) -> ApiError {
 /// The body as text, within the size limit (not generic: one copy of the reading serves every
 /// body type).
 pub async fn body_text(req: Request, limit: usize) -> Result<String, ApiError> {
-    // Sized once from the declared length: grown by doubling, a large body would be held
-    // twice over while it is copied.
+    // Sized from the declared length once a first megabyte has come (grown by doubling, a
+    // large body would be held twice over while it is copied), never for bytes only claimed.
     let declared = req.headers().get("content-length")?;
     let declared = declared.and_then(|v| v.trim().parse::<usize>().ok());
-    let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(limit));
+    let expected = declared.unwrap_or(0).min(limit);
+    let mut bytes = Vec::with_capacity(expected.min(1 << 20));
     read_body(req, limit, &mut |chunk| {
         if bytes.len() + chunk.len() > limit {
             return Err(body_too_large(format!("over {limit} bytes"), limit));
+        }
+        if bytes.len() + chunk.len() > bytes.capacity() && expected > bytes.capacity() {
+            bytes.reserve_exact(expected.max(bytes.len() + chunk.len()) - bytes.len());
         }
         bytes.extend_from_slice(chunk);
         Ok(())

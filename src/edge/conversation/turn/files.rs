@@ -118,12 +118,14 @@ impl ContextTransform for FileLoader {
             }
         }
         // One after another: a file's bytes are dropped once encoded, before the next is read.
+        let mut busy = Vec::new();
         for file in &wanted {
-            let data = if self.hold(file.size) {
-                self.load(file).await
-            } else {
-                Err("other conversations' files fill this server's memory just now, so it is not shown")
-            };
+            if !self.hold(file.size) {
+                // Not kept: the next call tries again.
+                busy.push(file.id.clone());
+                continue;
+            }
+            let data = self.load(file).await;
             self.loaded.borrow_mut().insert(file.id.clone(), data);
         }
         {
@@ -152,6 +154,14 @@ impl ContextTransform for FileLoader {
                     Some(Err(why)) => {
                         *block = ContentBlock::Text {
                             text: file.note(why),
+                        }
+                    }
+                    None if busy.contains(&file.id) => {
+                        *block = ContentBlock::Text {
+                            text: file.note(
+                                "other conversations' files fill this server's memory just now, \
+                                 so it is not shown",
+                            ),
                         }
                     }
                     None => {}

@@ -47,7 +47,7 @@ pub trait BudgetStore {
 #[derive(Default)]
 pub struct FirstCall {
     decided: RefCell<Option<futures::channel::oneshot::Sender<Option<String>>>>,
-    refused: Cell<bool>,
+    refused: RefCell<Option<String>>,
 }
 
 impl FirstCall {
@@ -60,7 +60,7 @@ impl FirstCall {
         let (tx, rx) = futures::channel::oneshot::channel();
         let first = Self {
             decided: RefCell::new(Some(tx)),
-            refused: Cell::new(false),
+            refused: RefCell::new(None),
         };
         (Rc::new(first), rx)
     }
@@ -69,14 +69,18 @@ impl FirstCall {
     /// nothing.
     fn decide(&self, refused: Option<String>) {
         if let Some(tx) = self.decided.borrow_mut().take() {
-            self.refused.set(refused.is_some());
+            self.refused.replace(refused.clone());
             let _ = tx.send(refused);
         }
     }
 
     /// Whether the first call was refused: the request was answered 402.
     pub fn refused(&self) -> bool {
-        self.refused.get()
+        self.refused.borrow().is_some()
+    }
+
+    fn refusal(&self) -> Option<String> {
+        self.refused.borrow().clone()
     }
 }
 
@@ -170,6 +174,12 @@ impl BudgetResolver {
 #[async_trait(?Send)]
 impl ProviderResolver for BudgetResolver {
     async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        // Its request was answered 402: the turn makes no call at all (a summary's refusal
+        // would otherwise let the main call through, for a message the client was told was
+        // refused).
+        if let Some(why) = self.first.as_ref().and_then(|f| f.refusal()) {
+            return Err(LlmError::BudgetExceeded(why));
+        }
         let resolved = self.resolve_call(call).await;
         if let Some(first) = &self.first {
             first.decide(match &resolved {

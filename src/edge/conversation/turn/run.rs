@@ -255,18 +255,25 @@ impl Prepared {
         // Refused at its first call, the message was answered 402: it is taken back, as if it
         // had never been sent (a chat's row too when the message made it).
         if let (true, Some(id)) = (first_call.is_some_and(|f| f.refused()), &own_id) {
+            // The chat's row goes too only when nothing else waits for it (a message queued to
+            // it meanwhile keeps it), and the object forgets it first: a crash in between
+            // leaves a row the next message finds, never an object that names a gone row.
+            let whole_chat = new_chat && turn_env.storage.queue_len(None).is_ok_and(|n| n == 0);
+            if whole_chat {
+                if let Err(e) = turn_env.storage.forget_conversation() {
+                    console_error!("forgetting a refused chat: {e}");
+                }
+            }
             let taken = turn_env
                 .store
-                .take_back(&conversation.id, &conversation.owner, id, new_chat)
+                .take_back(&conversation.id, &conversation.owner, id, whole_chat)
                 .await;
-            match taken {
-                Ok(true) => {
-                    if let Err(e) = turn_env.storage.forget_conversation() {
-                        console_error!("forgetting a refused chat: {e}");
-                    }
-                }
-                Ok(false) => {}
-                Err(e) => console_error!("taking back a message refused for its budget: {e}"),
+            if let Err(e) = taken {
+                console_error!("taking back a message refused for its budget: {e}");
+            }
+            // Its key may be sent again, as a new message.
+            if let Err(e) = turn_env.storage.clear_mark(&format!("key:{id}")) {
+                console_error!("forgetting a refused message's key: {e}");
             }
         }
         stats.budget_switches = budget_switches.get();
