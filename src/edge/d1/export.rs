@@ -231,22 +231,19 @@ fn message_page(rows: Vec<MessageRow>) -> Result<Page<i64>, ApiError> {
     } else {
         None
     };
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let mut value: Value = crate::llm::json::from_str(&row.body)?;
-        if let Value::Object(map) = &mut value {
-            map.insert("id".into(), row.id.into());
-            map.insert("seq".into(), row.seq.into());
-            map.insert("created_at".into(), row.created_at.into());
-            if row.superseded != 0 {
-                map.insert("superseded".into(), true.into());
-            }
-            if row.compacted != 0 {
-                map.insert("compacted".into(), true.into());
-            }
-        }
-        out.push(value);
-    }
+    // The shape of `GET .../messages`.
+    let out = rows
+        .into_iter()
+        .map(|r| {
+            super::history::api_message(
+                &r.body,
+                r.id,
+                r.seq,
+                r.created_at,
+                (r.superseded, r.compacted),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Page { rows: out, next })
 }
 

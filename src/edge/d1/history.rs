@@ -63,6 +63,11 @@ const HISTORY: &str = "SELECT seq, id, kind = 'summary' AS summary, body AS mess
      FROM messages WHERE conversation_id = ?1 AND compacted = 0 AND superseded = 0
        AND id NOT IN (SELECT value FROM json_each(?2))";
 
+/// The ids of the files message `?2` of conversation `?1` carries.
+const FILES_OF_MESSAGE: &str = "SELECT json_extract(c.value, '$.id')
+     FROM messages m, json_each(m.body, '$.content') c
+     WHERE m.id = ?2 AND m.conversation_id = ?1 AND json_extract(c.value, '$.type') = 'file'";
+
 /// What a turn starts from.
 pub struct TurnHistory {
     /// Each message's sequence number in D1.
@@ -181,22 +186,14 @@ impl Store {
             // Its files are the Worker's to remove (it was answered 402): back to unaccepted,
             // so the sweep finds them should that fail.
             self.db
-                .prepare(
-                    "UPDATE stored_files SET accepted = 0 WHERE id IN (
-                       SELECT json_extract(c.value, '$.id')
-                       FROM messages m, json_each(m.body, '$.content') c
-                       WHERE m.id = ?2 AND m.conversation_id = ?1
-                         AND json_extract(c.value, '$.type') = 'file')",
-                )
+                .prepare(format!(
+                    "UPDATE stored_files SET accepted = 0 WHERE id IN ({FILES_OF_MESSAGE})"
+                ))
                 .bind_params(&[conversation_id.into(), id.into()])?,
             self.db
-                .prepare(
-                    "DELETE FROM files WHERE conversation_id = ?1 AND id IN (
-                       SELECT json_extract(c.value, '$.id')
-                       FROM messages m, json_each(m.body, '$.content') c
-                       WHERE m.id = ?2 AND m.conversation_id = ?1
-                         AND json_extract(c.value, '$.type') = 'file')",
-                )
+                .prepare(format!(
+                    "DELETE FROM files WHERE conversation_id = ?1 AND id IN ({FILES_OF_MESSAGE})"
+                ))
                 .bind_params(&[conversation_id.into(), id.into()])?,
             self.db
                 .prepare("DELETE FROM messages WHERE id = ?2 AND conversation_id = ?1")
@@ -541,22 +538,18 @@ impl Store {
         } else {
             None
         };
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let mut value: Value = crate::llm::json::from_str(&row.body)?;
-            if let Value::Object(map) = &mut value {
-                map.insert("id".into(), row.id.into());
-                map.insert("seq".into(), row.seq.into());
-                map.insert("created_at".into(), row.created_at.into());
-                if row.superseded != 0 {
-                    map.insert("superseded".into(), true.into());
-                }
-                if row.compacted != 0 {
-                    map.insert("compacted".into(), true.into());
-                }
-            }
-            out.push(value);
-        }
+        let out = rows
+            .into_iter()
+            .map(|r| {
+                api_message(
+                    &r.body,
+                    r.id,
+                    r.seq,
+                    r.created_at,
+                    (r.superseded, r.compacted),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok((out, next))
     }
 
@@ -610,6 +603,30 @@ fn history_of_rows(
         });
     }
     in_order(entries)
+}
+
+/// A stored message as the API shows it: its body, with its id, place and time, and whether
+/// it was superseded or compacted (`marks`, as the row's 0 or 1).
+pub(super) fn api_message(
+    body: &str,
+    id: String,
+    seq: i64,
+    created_at: i64,
+    (superseded, compacted): (i64, i64),
+) -> Result<Value, ApiError> {
+    let mut value: Value = crate::llm::json::from_str(body)?;
+    if let Value::Object(map) = &mut value {
+        map.insert("id".into(), id.into());
+        map.insert("seq".into(), seq.into());
+        map.insert("created_at".into(), created_at.into());
+        if superseded != 0 {
+            map.insert("superseded".into(), true.into());
+        }
+        if compacted != 0 {
+            map.insert("compacted".into(), true.into());
+        }
+    }
+    Ok(value)
 }
 
 /// The latest summary first, then the rest in order of `seq`.
