@@ -96,7 +96,7 @@ impl Object {
                     claimed.cancel.clone(),
                     claimed.signal.clone(),
                     claimed.log.clone(),
-                    claimed.reference(),
+                    (claimed.reference(), &claimed.turn_id),
                 )
                 .await;
             match &result.unstored {

@@ -33,14 +33,15 @@ impl Prepared {
         &self.conversation
     }
 
-    /// Runs the turn, streaming it into `log`; `cancel` stops it.
+    /// Runs the turn, streaming it into `log`; `cancel` stops it. `turn_id` is the random id
+    /// this run of the turn was claimed with.
     pub async fn run(
         self,
         turn_env: &TurnEnv,
         cancel: CancelToken,
         signal: AbortSignal,
         log: Rc<ChunkLog>,
-        reference: &str,
+        (reference, turn_id): (&str, &str),
     ) -> TurnSummary {
         let Prepared {
             pending,
@@ -72,11 +73,9 @@ impl Prepared {
         state.max_tokens = config.max_tokens.min(info.max_output_tokens);
         state.answers = answers;
         state.cancel = cancel;
-        // 48 random bits: calls of one run are told apart by their number.
-        state.call_id_nonce = new_id()
-            .ok()
-            .and_then(|id| id.get(..12).map(str::to_string))
-            .unwrap_or_else(|| format!("{:x}", now_ms()));
+        // 48 of the claim's random bits (no id of its own to make): calls of one run are told
+        // apart by their number.
+        state.call_id_nonce = turn_id.get(..12).unwrap_or(turn_id).to_string();
         // Within a budget, or moved to the economy model once it is spent (`USER_BUDGET_USD`):
         // the turn's calls and compaction's summary calls alike.
         let budget_switches = Rc::new(Cell::new(0u32));
