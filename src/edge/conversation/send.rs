@@ -52,8 +52,28 @@ fn key_mark(id: &str) -> String {
     format!("key:{id}")
 }
 
+/// The ids of the files `messages` carry.
+pub(super) fn file_ids<'a>(messages: impl IntoIterator<Item = &'a AgentMessage>) -> Vec<String> {
+    messages
+        .into_iter()
+        .flat_map(files_of)
+        .map(|f| f.id.clone())
+        .collect()
+}
+
+/// Removes files `ids` (of messages no history will name) from R2, then their records; best
+/// effort: a failure is logged and left to the scheduled run's sweep.
+pub(super) async fn discard(turn_env: &crate::edge::conversation::turn::TurnEnv, ids: &[String]) {
+    let Some(bucket) = Files::from_env(&turn_env.env).filter(|_| !ids.is_empty()) else {
+        return;
+    };
+    if let Err(e) = turn_env.store.discard_files(&bucket, ids).await {
+        worker::console_error!("removing the files of messages no history will name: {e}");
+    }
+}
+
 /// The files a user message carries.
-pub(super) fn files_of(message: &AgentMessage) -> impl Iterator<Item = &Attachment> {
+fn files_of(message: &AgentMessage) -> impl Iterator<Item = &Attachment> {
     let content = match message {
         AgentMessage::User { content } => content.as_slice(),
         _ => &[],
@@ -450,22 +470,13 @@ impl Object {
     /// refused message's, a deleted conversation's queue's; no history names them (best
     /// effort: a failure is logged and left to the scheduled run's sweep).
     pub(super) async fn discard_files(&self, messages: &[&AgentMessage]) {
-        let ids: Vec<String> = messages
-            .iter()
-            .flat_map(|m| files_of(m))
-            .map(|f| f.id.clone())
-            .collect();
+        let ids = file_ids(messages.iter().copied());
+        // No files, no turn environment made for them.
         if ids.is_empty() {
             return;
         }
-        let Ok(turn_env) = self.turn_env() else {
-            return;
-        };
-        let Some(bucket) = Files::from_env(&turn_env.env) else {
-            return;
-        };
-        if let Err(e) = turn_env.store.discard_files(&bucket, &ids).await {
-            worker::console_error!("removing the files of messages no history will name: {e}");
+        if let Ok(turn_env) = self.turn_env() {
+            discard(&turn_env, &ids).await;
         }
     }
 

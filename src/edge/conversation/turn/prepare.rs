@@ -6,11 +6,11 @@ use super::{remote_tools, Kickoff, Prepared, Ready, Start, TurnEnv};
 use crate::agent::{pending_calls, AgentMessage, Approval, ToolAnswers, MOVED_ON};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::Recovery;
+use crate::edge::conversation::send::{discard, file_ids};
 use crate::edge::d1::history::CreateRow;
 use crate::edge::d1::{BudgetRead, Conversation, TurnHistory};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::platform::files::Files;
 use crate::edge::protocol::{ApprovalIn, ToolResultIn, TurnConversation};
 use crate::llm::{ModelRef, Provider, ToolDef, ToolResult};
 use futures::channel::oneshot;
@@ -133,16 +133,7 @@ pub async fn prepare(
             }
         }
         turn_env.storage.forget_conversation()?;
-        let files: Vec<String> = incoming
-            .iter()
-            .flat_map(|(_, m, _)| crate::edge::conversation::send::files_of(m))
-            .map(|f| f.id.clone())
-            .collect();
-        if let (false, Some(bucket)) = (files.is_empty(), Files::from_env(&turn_env.env)) {
-            if let Err(e) = store.discard_files(&bucket, &files).await {
-                console_error!("removing the files of a refused chat: {e}");
-            }
-        }
+        discard(turn_env, &file_ids(incoming.iter().map(|(_, m, _)| m))).await;
         return Err(store.refused_conversation(&conversation.owner, max).await);
     }
     if together {
