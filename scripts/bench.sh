@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench --quiet --bench decode
+cargo bench --quiet --bench estimate
 [ -f build/index_bg.wasm ] || scripts/build.sh
 . scripts/env.sh
 echo

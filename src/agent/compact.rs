@@ -29,32 +29,72 @@ pub fn estimate_tokens(text: &str) -> u64 {
     count.tokens()
 }
 
-/// The characters an estimate is made of: ASCII apart, the rest as the tokens each may cost.
+/// The characters an estimate is made of, by class: ASCII letters and spaces, ASCII digits and
+/// marks, and the rest as the tokens each may cost.
+///
+/// Letters and spaces make words, about four characters a token. Digits and punctuation merge
+/// far less (Gemini's tokenizer gives each digit a token, and a run of marks chosen for it
+/// costs about one a character), so they count at two a token: text of any ASCII class is
+/// counted at no less than about half what it costs, and ordinary code and JSON at about what
+/// they cost.
 ///
 /// Every LLM call estimates the whole history, so this runs over every character of it: ASCII
-/// is counted eight bytes at a time, and only other text is decoded character by character. A
-/// tool call's input is counted as the JSON the model sees, without writing it.
+/// is classed eight bytes at a time (comparisons on every byte of a word at once), and only
+/// other text is decoded character by character. A tool call's input is counted as the JSON
+/// the model sees, without writing it.
 #[derive(Default)]
 struct Characters {
-    /// ASCII characters, about four a token.
-    ascii: u64,
+    /// ASCII letters and white space, about four a token.
+    letters: u64,
+    /// ASCII digits, punctuation and control characters, about two a token.
+    marks: u64,
     /// Tokens of the other characters, each counted on its own ([`wide_tokens`]).
     wide: u64,
 }
 
+/// One in every byte of a word.
+const ONES: u64 = 0x0101_0101_0101_0101;
+/// The high bit of every byte: set in none of an ASCII word.
+const HIGH_BITS: u64 = ONES * 0x80;
+
+/// The high bit of each byte of the ASCII `word` that is at least `low` (at most 0x80): each
+/// byte with its high bit set minus `low` borrows from none of its neighbours.
+fn at_least(word: u64, low: u8) -> u64 {
+    ((word | HIGH_BITS) - ONES * u64::from(low)) & HIGH_BITS
+}
+
+/// The high bit of each byte of the ASCII `word` within `low..=high`.
+fn within(word: u64, low: u8, high: u8) -> u64 {
+    at_least(word, low) & !at_least(word, high + 1)
+}
+
+/// How many bytes of the ASCII `word` are letters or white space.
+fn letters_in(word: u64) -> u64 {
+    // Upper case folded to lower; no other byte lands among the letters.
+    let letters = within(word | (ONES * 0x20), b'a', b'z');
+    let space = within(word, b'\t', b'\r') | within(word, b' ', b' ');
+    u64::from((letters | space).count_ones())
+}
+
+fn is_letter(c: u8) -> bool {
+    c.is_ascii_alphabetic() || matches!(c, b'\t'..=b'\r' | b' ')
+}
+
 impl Characters {
     fn tokens(&self) -> u64 {
-        self.wide + self.ascii.div_ceil(4)
+        self.wide + self.letters.div_ceil(4) + self.marks.div_ceil(2)
     }
 
     fn text(&mut self, text: &str) {
-        const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
             if let Some(Ok(word)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
-                if u64::from_le_bytes(word) & HIGH_BITS == 0 {
-                    self.ascii += 8;
+                let word = u64::from_le_bytes(word);
+                if word & HIGH_BITS == 0 {
+                    let letters = letters_in(word);
+                    self.letters += letters;
+                    self.marks += 8 - letters;
                     i += 8;
                     continue;
                 }
@@ -64,10 +104,10 @@ impl Characters {
             let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
                 break;
             };
-            if c.is_ascii() {
-                self.ascii += 1;
-            } else {
-                self.wide += wide_tokens(c);
+            match u8::try_from(c) {
+                Ok(b) if b.is_ascii() && is_letter(b) => self.letters += 1,
+                Ok(b) if b.is_ascii() => self.marks += 1,
+                _ => self.wide += wide_tokens(c),
             }
             i += c.len_utf8();
         }
@@ -76,25 +116,25 @@ impl Characters {
     /// `value` as compact JSON (escapes counted as the character they stand for).
     fn json(&mut self, value: &Value) {
         match value {
-            Value::Null | Value::Bool(true) => self.ascii += 4,
-            Value::Bool(false) => self.ascii += 5,
+            Value::Null | Value::Bool(true) => self.letters += 4,
+            Value::Bool(false) => self.letters += 5,
             Value::Number(n) => {
                 let _ = write!(self, "{n}");
             }
             Value::String(s) => {
-                self.ascii += 2;
+                self.marks += 2;
                 self.text(s);
             }
             // Brackets and commas.
             Value::Array(items) => {
-                self.ascii += 1 + items.len().max(1) as u64;
+                self.marks += 1 + items.len().max(1) as u64;
                 items.iter().for_each(|item| self.json(item));
             }
             // Braces and commas; each key's quotes and colon.
             Value::Object(fields) => {
-                self.ascii += 1 + fields.len().max(1) as u64;
+                self.marks += 1 + fields.len().max(1) as u64;
                 for (key, value) in fields {
-                    self.ascii += 3;
+                    self.marks += 3;
                     self.text(key);
                     self.json(value);
                 }
@@ -312,16 +352,16 @@ impl Compactor {
             temperature: None,
             // No tools are offered: a summary has no calls to name.
             call_ids: "call_summary_",
+            billing: Some(&super::turn::Billed(self.summariser.as_ref())),
         };
         let mut completion = provider.complete(&request).await;
         // Whatever the provider did not report is estimated (see `charge_unreported`).
         super::turn::charge_unreported(&mut completion.message, input);
         self.summariser.settle(&completion.message).await;
         // The model that answered (a fallback's, after a switch) is the one that is paid, and
-        // each attempt given up on, its own.
+        // each attempt given up on (charged as it was given up on), its own.
         let mut calls = vec![(completion.message.model_ref(), completion.message.usage)];
         for attempt in &completion.given_up {
-            self.summariser.settle(attempt).await;
             calls.push((attempt.model_ref(), attempt.usage));
         }
         let text = completion.message.text();
@@ -386,9 +426,20 @@ mod tests {
     #[test]
     fn cjk_text_counts_about_a_token_a_character() {
         assert_eq!(estimate_tokens("你好世界"), 4);
-        assert_eq!(estimate_tokens("hello world!"), 3);
+        assert_eq!(estimate_tokens("hello world!"), 3 + 1);
         assert_eq!(estimate_tokens("こんにちは world"), 5 + 2);
         assert_eq!(estimate_tokens(""), 0);
+    }
+
+    #[test]
+    fn digits_and_marks_count_at_two_a_token() {
+        // Issue 56: they were counted as letters, four a token, and a prompt of digits or
+        // marks cost four times what was held for it.
+        assert_eq!(estimate_tokens("31415926"), 4);
+        assert_eq!(estimate_tokens("!@#$%^&*()"), 5);
+        assert_eq!(estimate_tokens("x = 12;"), 1 + 2);
+        // Words are as they were.
+        assert_eq!(estimate_tokens("The quick brown fox"), 5);
     }
 
     #[test]
@@ -407,20 +458,33 @@ mod tests {
     #[test]
     fn the_word_at_a_time_count_is_the_character_by_character_one() {
         let by_character = |text: &str| {
-            let ascii = text.chars().filter(char::is_ascii).count() as u64;
+            let class = |letter: bool| {
+                text.chars()
+                    .filter(|c| {
+                        c.is_ascii()
+                            && (c.is_ascii_alphabetic() || c.is_ascii_whitespace() || *c == '\x0b')
+                                == letter
+                    })
+                    .count() as u64
+            };
             let wide: u64 = text
                 .chars()
                 .filter(|c| !c.is_ascii())
                 .map(wide_tokens)
                 .sum();
-            wide + ascii.div_ceil(4)
+            wide + class(true).div_ceil(4) + class(false).div_ceil(2)
         };
         // ASCII runs of every length around a word, between CJK, accented letters and emoji
-        // (four bytes), so that words start at every offset.
+        // (four bytes), so that words start at every offset; the runs hold every ASCII class
+        // and the bytes at the edges of each ('@' and '[' beside the letters, '/' and ':'
+        // beside the digits, the control characters around the white space).
         let pieces = ["你", "é", "🙂", "한", "𠀀", "ｈ"];
+        let every: String = (0u8..128).map(char::from).collect();
         for run in 0..20 {
             for piece in pieces {
-                let ascii = "abcdefghijklmnopqrstu"[..run].to_string();
+                let ascii = "aZ@[`{09/: \t\n\r\x0b\x0c\x08\x0e\x1f\x7f"[..run].to_string();
+                let text = format!("{piece}{}{piece}", &every[run..]);
+                assert_eq!(estimate_tokens(&text), by_character(&text), "{text:?}");
                 for text in [
                     format!("{ascii}{piece}{ascii}"),
                     format!("{piece}{ascii}{piece}{piece}{ascii}x"),

@@ -57,10 +57,27 @@ pub trait ProviderResolver {
     /// cancelled and failed ones included.
     async fn settle(&self, _answer: &crate::llm::AssistantMessage) {}
 
+    /// An attempt of the call in flight was given up on after it was billed (see
+    /// [`crate::llm::retry::Billing`]): it is charged now, and the answer is whether the call
+    /// may be tried again. [`Self::settle`] never sees it.
+    async fn given_up(&self, _attempt: &crate::llm::AssistantMessage) -> bool {
+        true
+    }
+
     /// The model the conversation asked for, when the resolver may answer with another from
     /// the first call on: a turn that starts on another model announces the switch too.
     fn intended(&self) -> Option<ModelRef> {
         None
+    }
+}
+
+/// A resolver as the [`Billing`](crate::llm::retry::Billing) of the calls it resolved.
+pub(crate) struct Billed<'a>(pub &'a dyn ProviderResolver);
+
+#[async_trait(?Send)]
+impl crate::llm::retry::Billing for Billed<'_> {
+    async fn given_up(&self, attempt: &crate::llm::AssistantMessage) -> bool {
+        self.0.given_up(attempt).await
     }
 }
 
@@ -235,6 +252,7 @@ pub async fn run_agent_turn(
             max_tokens,
             temperature: state.temperature,
             call_ids: &call_ids,
+            billing: Some(&Billed(resolver)),
         };
         let mut completion = provider
             .stream(&request, &mut |event| match event {
@@ -251,9 +269,8 @@ pub async fn run_agent_turn(
         resolver.settle(&completion.message).await;
         state.total_usage.add(&completion.message.usage);
         // Attempts a retry or a fallback gave up on were billed too, at their own models'
-        // prices: settled, and each a ledger row of its own.
+        // prices: charged as they were given up on (`Billed`), and each a ledger row of its own.
         for attempt in &completion.given_up {
-            resolver.settle(attempt).await;
             state.total_usage.add(&attempt.usage);
             charge_unstored(hooks, attempt).await;
         }

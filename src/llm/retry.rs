@@ -8,7 +8,10 @@
 //! would show the user the same words twice. An attempt given up on may still have been billed
 //! (Anthropic reports a prompt's tokens before an overload cuts it off): what it reported goes
 //! with the answer that ends the call ([`Completion::given_up`]), each attempt with its own
-//! model, so the ledger and the budget see it at that model's prices.
+//! model, so the ledger and the budget see it at that model's prices. The request's
+//! [`Billing`] hears of each such attempt as it is given up on, before the next is made: a
+//! budget charges it at once and may stop the call there, so no attempt is made that the
+//! budget no longer covers.
 
 use std::rc::Rc;
 
@@ -24,6 +27,20 @@ pub fn chain(model: &ModelRef, fallbacks: &[ModelRef]) -> Vec<ModelRef> {
         .chain(fallbacks.iter().filter(|m| *m != model))
         .cloned()
         .collect()
+}
+
+/// Hears of an attempt given up on that reported usage (billed all the same), as it happens.
+#[async_trait(?Send)]
+pub trait Billing {
+    /// `attempt` was given up on (no content, its model's usage): whether another attempt may
+    /// be made. Asked for the last attempt of a call too, whose answer is then ignored.
+    async fn given_up(&self, attempt: &AssistantMessage) -> bool;
+}
+
+impl std::fmt::Debug for dyn Billing + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Billing")
+    }
 }
 
 /// Waiting and randomness, supplied by the platform (timers and RNGs differ between wasm and
@@ -159,12 +176,20 @@ impl Provider for Resilient {
                 if !retryable {
                     return with_spent(completion, spent);
                 }
-                // Given up on, and perhaps billed all the same: it goes with the answer.
+                // Given up on, and perhaps billed all the same: it goes with the answer, and
+                // the request's billing hears of it before anything else is tried.
+                let mut go_on = true;
                 if completion.message.usage != Usage::default() {
                     let mut attempt = completion.message.clone();
                     attempt.content.clear();
                     completion.message.usage = Usage::default();
+                    if let Some(billing) = request.billing {
+                        go_on = billing.given_up(&attempt).await;
+                    }
                     spent.push(attempt);
+                }
+                if !go_on {
+                    return with_spent(completion, spent);
                 }
                 if attempt >= self.policy.max_attempts {
                     last = Some((i, completion));
@@ -478,6 +503,55 @@ mod tests {
             ("Partial", 1)
         );
         assert_eq!(given_up(&c), [(sonnet, 1)]);
+    }
+
+    #[test]
+    fn billing_hears_of_each_billed_attempt_before_the_next_and_may_stop_the_call() {
+        // Issue 56: a budget charges an attempt as it is given up on, and no attempt is made
+        // that it no longer covers.
+        struct Covers {
+            heard: RefCell<Vec<String>>,
+            attempts: usize,
+        }
+        #[async_trait(?Send)]
+        impl Billing for Covers {
+            async fn given_up(&self, attempt: &AssistantMessage) -> bool {
+                self.heard.borrow_mut().push(attempt.model.clone());
+                self.heard.borrow().len() < self.attempts
+            }
+        }
+        let attempt = |billing: &Covers, chain: Vec<Rc<dyn Provider>>| {
+            let resilient =
+                Resilient::new(chain, RetryPolicy::default(), Rc::new(FakeClock::default()))
+                    .unwrap();
+            let mut request = crate::llm::providers::testing::request();
+            request.billing = Some(billing);
+            futures::executor::block_on(resilient.stream(&request, &mut |_| {}))
+        };
+        // Covered: every attempt heard of, in order, then the answer.
+        let billing = Covers {
+            heard: RefCell::default(),
+            attempts: 9,
+        };
+        let primary = flaky(
+            "anthropic:claude-sonnet-4-5",
+            vec![Err((overloaded(), "")), Ok("hi")],
+        );
+        let c = attempt(&billing, vec![primary]);
+        assert_eq!((c.error, c.given_up.len()), (None, 1));
+        assert_eq!(*billing.heard.borrow(), ["claude-sonnet-4-5"]);
+        // The budget covers no third attempt: the call ends with the second's failure, the
+        // fallback never called, both attempts carried with it.
+        let billing = Covers {
+            heard: RefCell::default(),
+            attempts: 2,
+        };
+        let primary = flaky("anthropic:a", vec![Err((overloaded(), "")); 3]);
+        let fallback = flaky("openai:b", vec![Ok("unused")]);
+        let c = attempt(&billing, vec![primary.clone(), fallback.clone()]);
+        assert_eq!(c.error, Some(overloaded()));
+        assert_eq!((*primary.calls.borrow(), *fallback.calls.borrow()), (2, 0));
+        assert_eq!(c.given_up.len(), 2);
     }
 
     #[test]

@@ -370,4 +370,7 @@ pub struct LlmRequest<'a> {
     /// Workers AI, id-less OpenAI-compatible servers): `<call_ids><n>`. Unique per call, so no
     /// two calls anywhere share an id (an HTTP tool's `Idempotency-Key` is derived from it).
     pub call_ids: &'a str,
+    /// Told of every attempt a retry or a fallback gives up on that was billed, before the call
+    /// goes on (see [`super::retry::Billing`]); `None` goes on regardless.
+    pub billing: Option<&'a dyn super::retry::Billing>,
 }

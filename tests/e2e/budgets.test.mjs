@@ -2,7 +2,8 @@
 // moved to BUDGET_MODEL (in the stream, in history, in GET /v1/usage), warned once at 80%, and,
 // with no cheaper model configured, refused with 402 before any work or stopped mid-turn. Every
 // call is held at the priciest model that may answer it and charged for every attempt, an
-// answer with no reported usage or cut off by a crash included (issue 56).
+// answer with no reported usage or cut off by a crash included, an attempt given up on as it is
+// given up on (issue 56).
 
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
@@ -275,6 +276,24 @@ test("a retried attempt that reported its prompt is charged with the answer", as
   assert.equal(anthropic.requests.length - before, 2);
   const { models } = await usageOf(chained, as("jay"));
   assert.deepEqual(models.map((m) => [m.model, m.calls, m.input_tokens]), [["claude-sonnet-4-5", 2, 100_000]]);
+});
+
+test("an attempt given up on is charged at once, and no attempt is made that the budget no longer covers", async () => {
+  // $0.1 is held whole by the call (Opus's prices, fewer output tokens). Its first attempt
+  // reports 50,000 prompt tokens ($0.15 on Sonnet) and stalls: charged as it is given up on,
+  // it leaves nothing to cover a second, which is not made.
+  assert.equal((await setBudget(chained, "lou", 0.1)).status, 200);
+  const before = anthropic.requests.length;
+  anthropic.script({ stallAfter: 1, usage: { input: 50_000 } }, { text: "Never sent." });
+  try {
+    const { chunks } = await turn(chained, as("lou"), "hello");
+    assert.deepEqual(chunks.at(-1), { type: "finish", finishReason: "error" });
+    assert.equal(anthropic.requests.length - before, 1);
+    const { models } = await usageOf(chained, as("lou"));
+    assert.deepEqual(models.map((m) => [m.model, m.calls, m.input_tokens]), [["claude-sonnet-4-5", 1, 50_000]]);
+  } finally {
+    anthropic.clear();
+  }
 });
 
 test("a finished answer whose provider reported no usage is charged from estimates", async () => {

@@ -2,7 +2,7 @@
 
 use worker::{Env, Method, Request, Stub};
 
-use super::{Ask, Renew, Reply, Settle, BINDING};
+use super::{Ask, Charge, Renew, Reply, Settle, BINDING};
 use crate::edge::error::ApiError;
 use crate::edge::platform::fetch::new_request;
 
@@ -37,6 +37,12 @@ impl SpendClient {
             call: call.to_string(),
         };
         let text = self.post("renew", &serde_json::to_string(&renew)?).await?;
+        Ok(crate::llm::json::from_str(&text)?)
+    }
+
+    /// Charges an attempt given up on; whether the call may try again (see [`Charge`]).
+    pub async fn charge(&self, charge: &Charge) -> Result<bool, ApiError> {
+        let text = self.post("charge", &serde_json::to_string(charge)?).await?;
         Ok(crate::llm::json::from_str(&text)?)
     }
 

@@ -132,6 +132,21 @@ crate::json_struct!(Settle {
     "cost_usd" => cost_usd,
 });
 
+/// What an attempt of a call in flight cost that was given up on (a retry or a fallback comes
+/// next): charged at once, the call's reservation still held for the next attempt.
+#[derive(Debug, Clone, Serialize)]
+pub struct Charge {
+    pub call: String,
+    pub cost_usd: f64,
+    pub limit_usd: f64,
+}
+
+crate::json_struct!(Charge {
+    "call" => call,
+    "cost_usd" => cost_usd,
+    "limit_usd" => limit_usd,
+});
+
 /// A call in flight that renews its reservation; the object answers whether it still holds
 /// one (`false`: settled, lapsed, or of a period that ended, and the caller stops renewing).
 #[derive(Debug, Clone, Serialize)]
@@ -253,6 +268,23 @@ impl Spend {
         }
     }
 
+    /// Charges an attempt of a call in flight that was given up on (see [`Charge`]). `true`
+    /// when the call may try again: its reservation is still held, in the current period, and
+    /// what is spent and held is within the limit, so the next attempt is covered as the first
+    /// was. Otherwise the call ends with the attempt's failure, and no attempt is made that
+    /// the budget no longer covers.
+    pub fn charge(&mut self, charge: &Charge, now_ms: i64) -> bool {
+        const SLACK: f64 = 1e-8;
+        if self.period.bounds(now_ms).0 != self.period_start {
+            return false;
+        }
+        self.spent_usd += charge.cost_usd.max(0.0);
+        self.open.retain(|o| o.expires_at > now_ms);
+        let held = self.open.iter().any(|o| o.call == charge.call);
+        let committed = self.spent_usd + self.open.iter().map(|o| o.usd).sum::<f64>();
+        held && committed <= charge.limit_usd + SLACK
+    }
+
     /// Replaces a call's reservation by what it cost. A cost from another period than the one
     /// held is left to the ledger, which the next period is seeded from.
     pub fn settle(&mut self, settle: &Settle, now_ms: i64) {
@@ -323,6 +355,44 @@ mod tests {
             granted(&Spend::reserve(&mut spend, &ask(0.03, 1_000), NOW)),
             Some(800)
         );
+    }
+
+    #[test]
+    fn an_attempt_given_up_on_is_charged_at_once_and_a_retry_only_while_covered() {
+        // Issue 56: a call's reservation covers one attempt; an attempt billed and given up on
+        // (an overload after the prompt was counted) is charged as it happens, so calls at
+        // once see it, and the call is tried again only while the budget still covers it.
+        let mut spend = None;
+        let Reply::Granted { call, .. } = Spend::reserve(&mut spend, &ask(0.03, 1_000), NOW) else {
+            panic!("granted")
+        };
+        let charge = |cost_usd| Charge {
+            call: call.clone(),
+            cost_usd,
+            limit_usd: 0.03,
+        };
+        let state = spend.as_mut().expect("seeded");
+        // $0.011 held, $0.001 charged: $0.018 left, the retry is covered.
+        assert!(state.charge(&charge(0.001), NOW));
+        // Another call at once sees the charge: the $0.018 left covers its $0.011.
+        assert_eq!(
+            granted(&Spend::reserve(&mut spend, &ask(0.03, 1_000), NOW)),
+            Some(1_000)
+        );
+        let state = spend.as_mut().expect("seeded");
+        // Spent $0.001 + $0.007, held $0.022: $0.03, still covered.
+        assert!(state.charge(&charge(0.007), NOW));
+        // One more attempt billed: spent and held pass the limit, no attempt is made past it.
+        assert!(!state.charge(&charge(0.001), NOW));
+        // A call whose reservation is gone (settled or lapsed) is not tried again.
+        let later = NOW + RESERVATION_MS + 1;
+        assert!(!state.charge(
+            &Charge {
+                limit_usd: 1.0,
+                ..charge(0.0)
+            },
+            later
+        ));
     }
 
     #[test]

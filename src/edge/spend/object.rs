@@ -4,7 +4,7 @@ use std::cell::RefCell;
 
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
-use super::{Ask, Renew, Settle, Spend};
+use super::{Ask, Charge, Renew, Settle, Spend};
 
 /// The object of one user's spend.
 #[durable_object]
@@ -40,6 +40,11 @@ impl DurableObject for UserSpend {
                 let renew: Renew = crate::llm::json::from_str(&body)?;
                 let held = spend.as_mut().is_some_and(|s| s.renew(&renew.call, now));
                 Some(serde_json::to_string(&held)?)
+            }
+            "/charge" => {
+                let charge: Charge = crate::llm::json::from_str(&body)?;
+                let go_on = spend.as_mut().is_some_and(|s| s.charge(&charge, now));
+                Some(serde_json::to_string(&go_on)?)
             }
             "/settle" => {
                 let settle: Settle = crate::llm::json::from_str(&body)?;

@@ -700,6 +700,7 @@ mod tests {
             max_tokens: 10,
             temperature: None,
             call_ids: "call_1_",
+            billing: None,
         };
         let body: serde_json::Value =
             crate::llm::json::from_str(&provider.http_request(&request).unwrap().body).unwrap();
@@ -842,6 +843,7 @@ mod tests {
             max_tokens: 100,
             temperature: None,
             call_ids: "call_1_",
+            billing: None,
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(http.url, "http://127.0.0.1:1/v1/messages");

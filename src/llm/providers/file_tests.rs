@@ -64,6 +64,7 @@ fn sent_for(
         max_tokens: 100,
         temperature: None,
         call_ids: "call_1_",
+        billing: None,
     };
     futures::executor::block_on(provider.stream(&request, &mut |_| {}));
     let sent = transport.last_request.borrow().clone().unwrap();

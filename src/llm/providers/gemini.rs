@@ -706,6 +706,7 @@ mod tests {
             max_tokens: 64,
             temperature: None,
             call_ids: "call_1_",
+            billing: None,
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(

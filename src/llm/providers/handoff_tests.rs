@@ -192,6 +192,7 @@ fn request(messages: &[Message]) -> LlmRequest<'_> {
         max_tokens: 100,
         temperature: None,
         call_ids: "call_1_",
+        billing: None,
     }
 }
 

@@ -766,6 +766,7 @@ mod tests {
             max_tokens: 50,
             temperature: Some(0.5),
             call_ids: "call_1_",
+            billing: None,
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(http.url, "http://127.0.0.1:1/v1/chat/completions");

@@ -88,6 +88,7 @@ pub fn request() -> LlmRequest<'static> {
         max_tokens: 1024,
         temperature: None,
         call_ids: "call_0_",
+        billing: None,
     }
 }
 

@@ -266,6 +266,7 @@ mod tests {
             max_tokens: 256,
             temperature: None,
             call_ids: "call_1_",
+            billing: None,
         };
         let c = futures::executor::block_on(provider.stream(&request, &mut |_| {}));
         let (model, input) = binding.seen.borrow()[0].clone();

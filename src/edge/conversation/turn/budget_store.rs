@@ -8,7 +8,7 @@ use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::spend::client::SpendClient;
-use crate::edge::spend::{Ask, Reply, Settle, RENEW_MS};
+use crate::edge::spend::{Ask, Charge, Reply, Settle, RENEW_MS};
 use async_trait::async_trait;
 use futures::channel::oneshot;
 use futures::future::Either;
@@ -94,6 +94,18 @@ impl BudgetStore for D1Budget {
         if let Err(e) = settled {
             console_error!("settling a call's cost: {e}");
         }
+    }
+
+    async fn charge(&self, charge: &Charge) -> bool {
+        let charged = match SpendClient::for_user(&self.env, &self.owner) {
+            Ok(client) => client.charge(charge).await,
+            Err(e) => Err(e),
+        };
+        // Unknown whether the budget covers another attempt: none is made.
+        charged.unwrap_or_else(|e| {
+            console_error!("charging an attempt given up on: {e}");
+            false
+        })
     }
 
     async fn note(&self, message: AgentMessage) {

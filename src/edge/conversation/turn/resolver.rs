@@ -18,7 +18,7 @@ use crate::agent::calendar::format_utc;
 use crate::agent::{AgentMessage, CallPlan, ProviderResolver, Resolved};
 use crate::edge::budget::{usd, Budget, Period, WARN_AT};
 use crate::edge::error::ApiError;
-use crate::edge::spend::{Ask, Reply, Settle};
+use crate::edge::spend::{Ask, Charge, Reply, Settle};
 use crate::llm::models::Registry;
 use crate::llm::retry::chain;
 use crate::llm::{AssistantMessage, LlmError, ModelRef, Provider};
@@ -33,6 +33,9 @@ pub trait BudgetStore {
     async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError>;
     /// Settles a call that ended.
     async fn settle(&self, settle: &Settle);
+    /// Charges an attempt given up on while its call goes on; whether it may try again (a
+    /// store that cannot tell says no).
+    async fn charge(&self, charge: &Charge) -> bool;
     /// Stores a message in the conversation that never reaches a model (a context note or a
     /// system event).
     async fn note(&self, message: AgentMessage);
@@ -205,6 +208,37 @@ impl ProviderResolver for BudgetResolver {
         }
     }
 
+    /// Charged at once at its own model's prices, so calls at once see it; with the call's
+    /// reservation held, another attempt only while the budget still covers it. An economy
+    /// call holds nothing and answers past the budget by design: it is charged and goes on.
+    async fn given_up(&self, attempt: &AssistantMessage) -> bool {
+        let cost_usd = self.models.answer_cost(attempt).unwrap_or(0.0);
+        let held = self.open.borrow().clone();
+        let limit_usd = self.read.borrow().clone().flatten().map(|b| b.limit_usd);
+        match (held, limit_usd) {
+            (Some(call), Some(limit_usd)) => {
+                self.store
+                    .charge(&Charge {
+                        call,
+                        cost_usd,
+                        limit_usd,
+                    })
+                    .await
+            }
+            _ => {
+                if cost_usd > 0.0 {
+                    self.store
+                        .settle(&Settle {
+                            call: None,
+                            cost_usd,
+                        })
+                        .await;
+                }
+                true
+            }
+        }
+    }
+
     fn intended(&self) -> Option<crate::llm::ModelRef> {
         Some(self.model.model().clone())
     }
@@ -345,6 +379,12 @@ mod tests {
             }
             self.settled.borrow_mut().push(settle.clone());
         }
+        async fn charge(&self, charge: &Charge) -> bool {
+            self.spend
+                .borrow_mut()
+                .as_mut()
+                .is_some_and(|spend| spend.charge(charge, self.now.get()))
+        }
         async fn note(&self, message: AgentMessage) {
             self.notes.borrow_mut().push(format!("{message:?}"));
         }
@@ -460,6 +500,34 @@ mod tests {
         let settled = memory.settled.borrow();
         assert_eq!(settled[0].call.as_deref(), Some("c1"));
         assert!((settled[0].cost_usd - 0.09).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_attempt_given_up_on_is_charged_before_the_retry_and_stops_it_past_the_budget() {
+        // Issue 56: $0.1 holds a 1,000-token prompt and 4,000 output tokens on Sonnet ($0.063).
+        // Each attempt an overload cut off after its prompt was billed costs $0.003: charged at
+        // once (another call of the user sees it), and the call is tried again only while the
+        // rest covers the next attempt.
+        let (turn, memory) = resolver(0.1, false);
+        call(&turn).expect("granted");
+        let billed = answer("claude-sonnet-4-5", 1_000, 0);
+        assert!(block_on(turn.given_up(&billed)));
+        // Spent $0.003 and held $0.063: $0.034 is left, which covers 2,066 tokens of another
+        // call of the same user, not the 4,000 it would have had.
+        let (other, _) = resolver(0.1, false);
+        let other = BudgetResolver {
+            store: memory.clone(),
+            ..other
+        };
+        let sonnet = "anthropic:claude-sonnet-4-5".to_string();
+        assert_eq!(call(&other).ok(), Some((sonnet, 2_066)));
+        // Now held $0.063 + $0.034 and spent $0.003: one more billed attempt passes the limit,
+        // and the call is not made again.
+        assert!(!block_on(turn.given_up(&billed)));
+        // The call's answer settles its reservation; the attempts are not charged twice.
+        block_on(turn.settle(&answer("claude-sonnet-4-5", 0, 0)));
+        let settled = memory.settled.borrow();
+        assert_eq!((settled.len(), settled[0].call.as_deref()), (1, Some("c1")));
     }
 
     #[test]
