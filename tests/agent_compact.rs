@@ -82,7 +82,7 @@ struct Persist {
 
 #[async_trait(?Send)]
 impl TurnHooks for Persist {
-    async fn on_summary_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
+    async fn on_unstored_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
         self.summary_calls
             .borrow_mut()
             .push((model.to_string(), *usage));

@@ -1,4 +1,4 @@
-//! The hook failure rules of the seed design, one scenario each: `on_turn_end` may stop the
+//! The hook failure rules of the seed design, one scenario each: `on_step_end` may stop the
 //! loop and its failure aborts it; `on_message` failing is logged and the loop goes on;
 //! `on_error` is told of LLM and resolver failures and its own failure is ignored.
 
@@ -9,31 +9,31 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    AgentMessage, AgentState, CallPlan, HookError, NoHooks, ProviderResolver, Resolved,
-    TurnEndInfo, TurnHooks, TurnOutcome,
+    AgentMessage, AgentState, CallSize, HookError, NoHooks, ProviderResolver, Resolved,
+    StepEndInfo, TurnHooks, TurnOutcome,
 };
 use edge_agent::llm::LlmError;
 use serde_json::json;
 use support::*;
 
 #[derive(Clone, Copy, PartialEq)]
-enum TurnEnd {
+enum StepEnd {
     Continue,
     Stop,
     Fail,
 }
 
 struct Hooks {
-    turn_end: TurnEnd,
+    step_end: StepEnd,
     fail_on_message: bool,
     fail_on_error: bool,
     log: RefCell<Vec<String>>,
 }
 
 impl Hooks {
-    fn new(turn_end: TurnEnd) -> Self {
+    fn new(step_end: StepEnd) -> Self {
         Self {
-            turn_end,
+            step_end,
             fail_on_message: false,
             fail_on_error: false,
             log: RefCell::new(vec![]),
@@ -47,15 +47,15 @@ impl Hooks {
 
 #[async_trait(?Send)]
 impl TurnHooks for Hooks {
-    async fn on_turn_end(&self, info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+    async fn on_step_end(&self, info: StepEndInfo<'_>) -> Result<bool, HookError> {
         self.log.borrow_mut().push(format!(
-            "turn_end {} {}:{} in={} out={}",
-            info.turn, info.provider, info.model, info.usage.input_tokens, info.usage.output_tokens
+            "step_end {} {}:{} in={} out={}",
+            info.step, info.provider, info.model, info.usage.input_tokens, info.usage.output_tokens
         ));
-        match self.turn_end {
-            TurnEnd::Continue => Ok(true),
-            TurnEnd::Stop => Ok(false),
-            TurnEnd::Fail => Err(HookError("credits service down".into())),
+        match self.step_end {
+            StepEnd::Continue => Ok(true),
+            StepEnd::Stop => Ok(false),
+            StepEnd::Fail => Err(HookError("credits service down".into())),
         }
     }
 
@@ -104,21 +104,21 @@ fn overloaded() -> LlmError {
 }
 
 #[test]
-fn hook_1_on_turn_end_true_lets_the_loop_run_tools_and_continue() {
+fn hook_1_on_step_end_true_lets_the_loop_run_tools_and_continue() {
     let provider = Scripted::new(vec![
         calls(vec![("c1", "current_time", json!({}))]),
         text("Noon."),
     ]);
-    let hooks = Hooks::new(TurnEnd::Continue);
+    let hooks = Hooks::new(StepEnd::Continue);
     let (outcome, _, state) = turn(&provider, &hooks);
     assert_eq!(outcome, TurnOutcome::Completed);
     assert_eq!(state.messages.len(), 4);
 }
 
 #[test]
-fn hook_2_on_turn_end_false_stops_before_the_tools_run() {
+fn hook_2_on_step_end_false_stops_before_the_tools_run() {
     let provider = Scripted::new(vec![calls(vec![("c1", "current_time", json!({}))])]);
-    let hooks = Hooks::new(TurnEnd::Stop);
+    let hooks = Hooks::new(StepEnd::Stop);
     let (outcome, events, state) = turn(&provider, &hooks);
     assert_eq!(outcome, TurnOutcome::Stopped);
     assert!(!events.iter().any(|e| e.starts_with("tool ")), "{events:?}");
@@ -127,16 +127,16 @@ fn hook_2_on_turn_end_false_stops_before_the_tools_run() {
 }
 
 #[test]
-fn hook_3_on_turn_end_failing_aborts_with_an_error_event() {
+fn hook_3_on_step_end_failing_aborts_with_an_error_event() {
     let provider = Scripted::new(vec![calls(vec![("c1", "current_time", json!({}))])]);
-    let hooks = Hooks::new(TurnEnd::Fail);
+    let hooks = Hooks::new(StepEnd::Fail);
     let (outcome, events, state) = turn(&provider, &hooks);
     assert!(
         matches!(&outcome, TurnOutcome::Failed { message, is_retryable: false } if message.contains("credits service down"))
     );
     assert_eq!(
         events.last().unwrap(),
-        "error on_turn_end failed: credits service down"
+        "error on_step_end failed: credits service down"
     );
     assert!(!events.iter().any(|e| e.starts_with("tool ")));
     assert_eq!(
@@ -147,34 +147,34 @@ fn hook_3_on_turn_end_failing_aborts_with_an_error_event() {
 }
 
 #[test]
-fn hook_4_on_turn_end_learns_turn_usage_model_and_provider() {
+fn hook_4_on_step_end_learns_turn_usage_model_and_provider() {
     let provider = Scripted::new(vec![
         calls(vec![("c1", "current_time", json!({}))]),
         text("Noon."),
     ]);
-    let hooks = Hooks::new(TurnEnd::Continue);
+    let hooks = Hooks::new(StepEnd::Continue);
     turn(&provider, &hooks);
     let ends: Vec<String> = hooks
         .log()
         .into_iter()
-        .filter(|l| l.starts_with("turn_end"))
+        .filter(|l| l.starts_with("step_end"))
         .collect();
     assert_eq!(
         ends,
         [
-            "turn_end 1 scripted:model-1 in=10 out=5",
-            "turn_end 2 scripted:model-1 in=10 out=5"
+            "step_end 1 scripted:model-1 in=10 out=5",
+            "step_end 2 scripted:model-1 in=10 out=5"
         ]
     );
 }
 
 #[test]
-fn hook_5_on_message_sees_every_added_message_in_order_before_on_turn_end() {
+fn hook_5_on_message_sees_every_added_message_in_order_before_on_step_end() {
     let provider = Scripted::new(vec![
         calls(vec![("c1", "current_time", json!({}))]),
         text("Noon."),
     ]);
-    let hooks = Hooks::new(TurnEnd::Continue);
+    let hooks = Hooks::new(StepEnd::Continue);
     turn(&provider, &hooks);
     let log: Vec<String> = hooks
         .log()
@@ -185,10 +185,10 @@ fn hook_5_on_message_sees_every_added_message_in_order_before_on_turn_end() {
         log,
         [
             "message assistant",
-            "turn_end 1",
+            "step_end 1",
             "message tool_result",
             "message assistant",
-            "turn_end 2"
+            "step_end 2"
         ]
     );
 }
@@ -199,7 +199,7 @@ fn hook_6_on_message_failing_is_logged_and_the_loop_goes_on() {
         calls(vec![("c1", "current_time", json!({}))]),
         text("Noon."),
     ]);
-    let mut hooks = Hooks::new(TurnEnd::Continue);
+    let mut hooks = Hooks::new(StepEnd::Continue);
     hooks.fail_on_message = true;
     let (outcome, _, state) = turn(&provider, &hooks);
     assert_eq!(outcome, TurnOutcome::Completed);
@@ -221,7 +221,7 @@ fn hook_7_on_error_hears_of_an_llm_failure_and_the_partial_answer_is_kept() {
     let mut answer = text("Partial");
     answer.error = Some(overloaded());
     let provider = Scripted::new(vec![answer]);
-    let hooks = Hooks::new(TurnEnd::Continue);
+    let hooks = Hooks::new(StepEnd::Continue);
     let (outcome, events, state) = turn(&provider, &hooks);
     assert!(matches!(
         outcome,
@@ -236,7 +236,7 @@ fn hook_7_on_error_hears_of_an_llm_failure_and_the_partial_answer_is_kept() {
     assert_eq!(events.last().unwrap(), &format!("error {}", overloaded()));
     assert_eq!(kinds(&state), ["user", "assistant"]);
     assert!(
-        !hooks.log().iter().any(|l| l.starts_with("turn_end")),
+        !hooks.log().iter().any(|l| l.starts_with("step_end")),
         "no turn end for a failed call"
     );
 }
@@ -246,7 +246,7 @@ fn hook_8_on_error_failing_does_not_hide_the_original_error() {
     let mut answer = text("");
     answer.error = Some(overloaded());
     let provider = Scripted::new(vec![answer]);
-    let mut hooks = Hooks::new(TurnEnd::Continue);
+    let mut hooks = Hooks::new(StepEnd::Continue);
     hooks.fail_on_error = true;
     let (outcome, events, state) = turn(&provider, &hooks);
     assert!(
@@ -265,11 +265,11 @@ fn hook_9_a_resolver_failure_reaches_on_error_and_ends_the_turn() {
     struct NoProvider;
     #[async_trait(?Send)]
     impl ProviderResolver for NoProvider {
-        async fn resolve(&self, _: CallPlan<'_>) -> Result<Resolved, LlmError> {
+        async fn resolve(&self, _: CallSize<'_>) -> Result<Resolved, LlmError> {
             Err(LlmError::Config("no credits left for any model".into()))
         }
     }
-    let hooks = Hooks::new(TurnEnd::Continue);
+    let hooks = Hooks::new(StepEnd::Continue);
     let (outcome, events, _) = turn_with(&NoProvider, &hooks);
     assert!(matches!(
         outcome,

@@ -35,12 +35,12 @@ fn text_only_turn() {
     assert_eq!(
         events,
         [
-            "turn-start 1",
+            "step-start 1",
             "llm",
             "text Hello!",
             "llm",
             "llm",
-            "turn-end 1",
+            "step-end 1",
             "done \"Hello!\" turns=1 in=10"
         ]
     );

@@ -11,8 +11,8 @@ use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, CallPlan, LocalQueues, ProviderResolver, Resolved,
-    ServerTool, ToolRegistry, TurnOutcome,
+    run_agent_turn, AgentMessage, AgentState, CallSize, HookError, LocalQueues, ProviderResolver,
+    Resolved, ServerTool, ToolRegistry, TurnHooks, TurnOutcome,
 };
 use edge_agent::llm::{
     AssistantMessage, Completion, LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider,
@@ -207,7 +207,7 @@ struct Fixed(Rc<dyn Provider>);
 
 #[async_trait(?Send)]
 impl ProviderResolver for Fixed {
-    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
         Ok(Resolved {
             provider: self.0.clone(),
             max_tokens: call.max_tokens,
@@ -249,7 +249,7 @@ struct Switches {
 
 #[async_trait(?Send)]
 impl ProviderResolver for Switches {
-    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
         let n = self.calls.get();
         self.calls.set(n + 1);
         let provider: Rc<dyn Provider> = if n == 0 {
@@ -272,7 +272,7 @@ struct StartsElsewhere {
 
 #[async_trait(?Send)]
 impl ProviderResolver for StartsElsewhere {
-    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
         Ok(Resolved {
             provider: self.answers.clone(),
             max_tokens: call.max_tokens,
@@ -576,7 +576,7 @@ struct Holding {
 
 #[async_trait(?Send)]
 impl ProviderResolver for Holding {
-    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
         self.plans
             .borrow_mut()
             .push(((call.input_tokens)(), call.max_tokens));
@@ -643,4 +643,158 @@ fn a_resolver_sees_each_call_before_it_is_made_and_is_settled_after_it_ends() {
     assert_eq!(settled.len(), 2);
     assert_eq!(settled[1].0, StopReason::Error);
     assert!(settled[1].1 >= 5, "{settled:?}");
+}
+
+/// A provider whose first attempt at every call is billed and given up on, as
+/// `llm::retry::Resilient` does after an overload: its request's billing hears of it first.
+struct BilledFirst {
+    inner: Rc<Scripted>,
+}
+
+#[async_trait(?Send)]
+impl Provider for BilledFirst {
+    fn model(&self) -> &ModelRef {
+        self.inner.model()
+    }
+
+    async fn health_check(&self) -> Result<(), LlmError> {
+        Ok(())
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        let attempt = AssistantMessage {
+            content: vec![],
+            stop_reason: StopReason::Error,
+            model: "model-1".into(),
+            provider: "scripted".into(),
+            usage: edge_agent::llm::Usage {
+                input_tokens: 700,
+                ..Default::default()
+            },
+        };
+        let billing = request.billing.expect("a turn's calls carry their billing");
+        if let Err(stop) = billing.given_up(&attempt).await {
+            return Completion {
+                message: AssistantMessage {
+                    usage: Default::default(),
+                    ..attempt.clone()
+                },
+                error: Some(stop),
+                given_up: vec![attempt],
+            };
+        }
+        let mut completion = self.inner.stream(request, on_event).await;
+        completion.given_up = vec![attempt];
+        completion
+    }
+}
+
+/// Records what a budget would be told: attempts given up on, and settlements.
+struct Told {
+    provider: Rc<BilledFirst>,
+    told: RefCell<Vec<String>>,
+    /// Refuses the attempts after this many.
+    covers: usize,
+}
+
+#[async_trait(?Send)]
+impl ProviderResolver for Told {
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
+        Ok(Resolved {
+            provider: self.provider.clone(),
+            max_tokens: call.max_tokens,
+        })
+    }
+
+    async fn settle(&self, answer: &AssistantMessage) {
+        self.told
+            .borrow_mut()
+            .push(format!("settle {}", answer.usage.input_tokens));
+    }
+
+    async fn given_up(&self, attempt: &AssistantMessage) -> Result<(), LlmError> {
+        let mut told = self.told.borrow_mut();
+        told.push(format!("given up {}", attempt.usage.input_tokens));
+        if told.iter().filter(|t| t.starts_with("given up")).count() > self.covers {
+            return Err(LlmError::BudgetExceeded("spent".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Issue 56: the ledger sees each paid attempt as it is given up on.
+struct Ledger(RefCell<Vec<String>>);
+
+#[async_trait(?Send)]
+impl TurnHooks for Ledger {
+    async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
+        self.0.borrow_mut().push(message.kind().to_string());
+        Ok(())
+    }
+
+    async fn on_unstored_call(
+        &self,
+        _: &ModelRef,
+        usage: &edge_agent::llm::Usage,
+    ) -> Result<(), HookError> {
+        self.0
+            .borrow_mut()
+            .push(format!("ledger {}", usage.input_tokens));
+        Ok(())
+    }
+}
+
+#[test]
+fn an_attempt_given_up_on_is_charged_and_ledgered_as_it_happens_and_never_settled_twice() {
+    let run = |covers: usize| {
+        let told = Told {
+            provider: Rc::new(BilledFirst {
+                inner: Scripted::new(vec![text("Done.")]),
+            }),
+            told: RefCell::default(),
+            covers,
+        };
+        let ledger = Ledger(RefCell::default());
+        let mut state = AgentState::new(None, vec![AgentMessage::user_text("hi")]);
+        let outcome = futures::executor::block_on(run_agent_turn(
+            &told,
+            &mut state,
+            &ToolRegistry::new(),
+            None,
+            &ledger,
+            &mut |_| {},
+        ));
+        (
+            outcome,
+            told.told.into_inner(),
+            ledger.0.into_inner(),
+            state,
+        )
+    };
+    // Covered: charged, ledgered before the answer is stored, settled once with the answer.
+    let (outcome, told, ledger, state) = run(1);
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(
+        told,
+        ["given up 700", "settle 10"],
+        "the answer's own prompt only"
+    );
+    assert_eq!(ledger, ["ledger 700", "assistant"]);
+    assert_eq!(state.total_usage.input_tokens, 710);
+    // Not covered: the call ends with the budget's error, the attempt still in the ledger.
+    let (outcome, told, ledger, _) = run(0);
+    assert!(
+        matches!(&outcome, TurnOutcome::Failed { message, is_retryable: false } if message.contains("spent")),
+        "{outcome:?}"
+    );
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert!(
+        told[1].starts_with("settle") && told[1] != "settle 700",
+        "{told:?}"
+    );
+    assert_eq!(ledger, ["ledger 700"]);
 }

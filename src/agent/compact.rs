@@ -2,10 +2,11 @@
 //! exchanges are summarised into one `summary` message (sent to the LLM as a user message).
 //!
 //! - Tokens are estimated, and pessimistically where text could be chosen to cost more than it
-//!   looks: ASCII about four characters a token; a common CJK character, or a letter of a
-//!   two-byte script (accented Latin, Greek, Cyrillic, Hebrew, Arabic), one; any other
-//!   character (Thai, Devanagari, emoji, rare ideographs) a token per UTF-8 byte, the most a
-//!   byte-level tokenizer spends on it.
+//!   looks: ASCII letters and spaces about four characters a token, digits and marks two, and
+//!   at least a token wherever letters meet other characters (see [`Characters`]); a common CJK
+//!   character, or a letter of a two-byte script (accented Latin, Greek, Cyrillic, Hebrew,
+//!   Arabic), one; any other character (Thai, Devanagari, emoji, rare ideographs) a token per
+//!   UTF-8 byte, the most a byte-level tokenizer spends on it.
 //! - Cuts fall only where an exchange starts (a user or summary message), so a tool call is
 //!   never separated from its result, and the latest user message always stays verbatim.
 //! - The summary comes from a resolved (usually cheaper) provider. If it fails, the oldest whole
@@ -19,7 +20,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use super::{convert_to_llm, AgentMessage, CallPlan, ProviderResolver, Resolved};
+use super::{convert_to_llm, AgentMessage, CallSize, ProviderResolver, Resolved};
 use crate::llm::{ContentBlock, LlmRequest, Message, ModelRef, Usage};
 
 /// Roughly how many tokens `text` is.
@@ -29,27 +30,50 @@ pub fn estimate_tokens(text: &str) -> u64 {
     count.tokens()
 }
 
-/// The characters an estimate is made of, by class: ASCII letters and spaces, ASCII digits and
-/// marks, and the rest as the tokens each may cost.
+/// The characters an estimate is made of, by class, and where ASCII text changes between
+/// letters and the rest.
 ///
-/// Letters and spaces make words, about four characters a token. Digits and punctuation merge
-/// far less (Gemini's tokenizer gives each digit a token, and a run of marks chosen for it
-/// costs about one a character), so they count at two a token: text of any ASCII class is
-/// counted at no less than about half what it costs, and ordinary code and JSON at about what
-/// they cost.
+/// Letters, spaces and line ends make words, about four characters a token. Digits,
+/// punctuation, tabs and carriage returns merge far less (Gemini's tokenizer gives each digit a
+/// token), so they count at two a token; other control characters a token each. A tokenizer
+/// also starts a token wherever letters meet other characters, so text that alternates
+/// (`a.b,c;`, `x1y2`) costs about a token a change: an ASCII text counts at the larger of its
+/// classes' figure and its changes. Ordinary prose, code and JSON count at about what they
+/// cost, and ASCII chosen to cost more than it looks at no less than about half.
 ///
 /// Every LLM call estimates the whole history, so this runs over every character of it: ASCII
 /// is classed eight bytes at a time (comparisons on every byte of a word at once), and only
 /// other text is decoded character by character. A tool call's input is counted as the JSON
 /// the model sees, without writing it.
-#[derive(Default)]
 struct Characters {
-    /// ASCII letters and white space, about four a token.
+    /// ASCII letters, spaces and line ends, about four a token.
     letters: u64,
-    /// ASCII digits, punctuation and control characters, about two a token.
+    /// ASCII digits, punctuation, tabs and carriage returns, about two a token.
     marks: u64,
+    /// Other ASCII control characters, a token each.
+    controls: u64,
+    /// Where an ASCII character is a letter and the one before it not, or the other way
+    /// round (other characters between them are passed over).
+    changes: u64,
+    /// Whether the last ASCII character was a letter, in its high bit (0x80), as a word's
+    /// bytes have theirs.
+    last_letter: u64,
     /// Tokens of the other characters, each counted on its own ([`wide_tokens`]).
     wide: u64,
+}
+
+impl Default for Characters {
+    fn default() -> Self {
+        Self {
+            letters: 0,
+            marks: 0,
+            controls: 0,
+            changes: 0,
+            // Text starts as if after a letter: a word at the start is no change.
+            last_letter: 0x80,
+            wide: 0,
+        }
+    }
 }
 
 /// One in every byte of a word.
@@ -63,26 +87,41 @@ fn at_least(word: u64, low: u8) -> u64 {
     ((word | HIGH_BITS) - ONES * u64::from(low)) & HIGH_BITS
 }
 
-/// The high bit of each byte of the ASCII `word` within `low..=high`.
+/// The high bit of each byte of the ASCII `word` within `low..=high` (`high` below 0x80).
 fn within(word: u64, low: u8, high: u8) -> u64 {
     at_least(word, low) & !at_least(word, high + 1)
 }
 
-/// How many bytes of the ASCII `word` are letters or white space.
-fn letters_in(word: u64) -> u64 {
+/// The high bits of the bytes of the ASCII `word` that are letters, spaces or line ends, and
+/// of those that are control characters other than a tab, a line end or a carriage return.
+fn classes(word: u64) -> (u64, u64) {
+    let printable = at_least(word, b' ');
+    let space = printable & !at_least(word, b' ' + 1);
     // Upper case folded to lower; no other byte lands among the letters.
-    let letters = within(word | (ONES * 0x20), b'a', b'z');
-    let space = within(word, b'\t', b'\r') | within(word, b' ', b' ');
-    u64::from((letters | space).count_ones())
+    let alpha = within(word | (ONES * 0x20), b'a', b'z');
+    let delete = at_least(word, 0x7f);
+    // Most words of text hold no control character: two comparisons say so.
+    if printable == HIGH_BITS && delete == 0 {
+        return (alpha | space, 0);
+    }
+    let line_end = within(word, b'\n', b'\n');
+    let spacing = within(word, b'\t', b'\n') | within(word, b'\r', b'\r');
+    let controls = (HIGH_BITS & !printable & !spacing) | delete;
+    (alpha | space | line_end, controls)
 }
 
 fn is_letter(c: u8) -> bool {
-    c.is_ascii_alphabetic() || matches!(c, b'\t'..=b'\r' | b' ')
+    c.is_ascii_alphabetic() || c == b' ' || c == b'\n'
+}
+
+fn is_control(c: u8) -> bool {
+    c.is_ascii_control() && !matches!(c, b'\t' | b'\n' | b'\r')
 }
 
 impl Characters {
     fn tokens(&self) -> u64 {
-        self.wide + self.letters.div_ceil(4) + self.marks.div_ceil(2)
+        let by_class = self.letters.div_ceil(4) + self.marks.div_ceil(2);
+        self.wide + self.controls + by_class.max(self.changes)
     }
 
     fn text(&mut self, text: &str) {
@@ -92,9 +131,17 @@ impl Characters {
             if let Some(Ok(word)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
                 let word = u64::from_le_bytes(word);
                 if word & HIGH_BITS == 0 {
-                    let letters = letters_in(word);
-                    self.letters += letters;
-                    self.marks += 8 - letters;
+                    let (letters, controls) = classes(word);
+                    let controls = u64::from(controls.count_ones());
+                    let count = u64::from(letters.count_ones());
+                    self.letters += count;
+                    self.controls += controls;
+                    self.marks += 8 - count - controls;
+                    // Each byte's class beside the one before it (the first byte's, the last
+                    // character's).
+                    let before = (letters << 8) | self.last_letter;
+                    self.changes += u64::from(((letters ^ before) & HIGH_BITS).count_ones());
+                    self.last_letter = (letters >> 56) & 0x80;
                     i += 8;
                     continue;
                 }
@@ -105,39 +152,65 @@ impl Characters {
                 break;
             };
             match u8::try_from(c) {
-                Ok(b) if b.is_ascii() && is_letter(b) => self.letters += 1,
-                Ok(b) if b.is_ascii() => self.marks += 1,
+                Ok(b) if b.is_ascii() => self.ascii(b),
                 _ => self.wide += wide_tokens(c),
             }
             i += c.len_utf8();
         }
     }
 
-    /// `value` as compact JSON (escapes counted as the character they stand for).
+    /// One ASCII character.
+    fn ascii(&mut self, b: u8) {
+        let letter = is_letter(b);
+        if letter {
+            self.letters += 1;
+        } else if is_control(b) {
+            self.controls += 1;
+        } else {
+            self.marks += 1;
+        }
+        let letter = if letter { 0x80 } else { 0 };
+        self.changes += u64::from(letter != self.last_letter);
+        self.last_letter = letter;
+    }
+
+    /// `value` as compact JSON (escapes counted as the character they stand for), character
+    /// by character as the model sees it.
     fn json(&mut self, value: &Value) {
         match value {
-            Value::Null | Value::Bool(true) => self.letters += 4,
-            Value::Bool(false) => self.letters += 5,
+            Value::Null => self.text("null"),
+            Value::Bool(true) => self.text("true"),
+            Value::Bool(false) => self.text("false"),
             Value::Number(n) => {
                 let _ = write!(self, "{n}");
             }
             Value::String(s) => {
-                self.marks += 2;
+                self.ascii(b'"');
                 self.text(s);
+                self.ascii(b'"');
             }
-            // Brackets and commas.
             Value::Array(items) => {
-                self.marks += 1 + items.len().max(1) as u64;
-                items.iter().for_each(|item| self.json(item));
+                self.ascii(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.ascii(b',');
+                    }
+                    self.json(item);
+                }
+                self.ascii(b']');
             }
-            // Braces and commas; each key's quotes and colon.
             Value::Object(fields) => {
-                self.marks += 1 + fields.len().max(1) as u64;
-                for (key, value) in fields {
-                    self.marks += 3;
+                self.ascii(b'{');
+                for (i, (key, value)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        self.ascii(b',');
+                    }
+                    self.ascii(b'"');
                     self.text(key);
+                    self.text("\":");
                     self.json(value);
                 }
+                self.ascii(b'}');
             }
         }
     }
@@ -326,14 +399,14 @@ impl Compactor {
             return (None, Vec::new());
         }
         let input = || tokens[..covered].iter().sum::<u64>() + estimate_tokens(INSTRUCTION);
-        let plan = CallPlan {
+        let size = CallSize {
             max_tokens: max_tokens as u32,
             input_tokens: &input,
         };
         let Ok(Resolved {
             provider,
             max_tokens,
-        }) = self.summariser.resolve(plan).await
+        }) = self.summariser.resolve(size).await
         else {
             return (None, Vec::new());
         };
@@ -344,6 +417,11 @@ impl Compactor {
             &provider.capabilities(),
         );
         history.push(Message::user_text(INSTRUCTION));
+        // Its attempts go to the ledger with its answer, from `calls`.
+        let billed = super::turn::Billed {
+            resolver: self.summariser.as_ref(),
+            hooks: None,
+        };
         let request = LlmRequest {
             system: Some("You compress conversations into faithful notes."),
             messages: &history,
@@ -352,7 +430,7 @@ impl Compactor {
             temperature: None,
             // No tools are offered: a summary has no calls to name.
             call_ids: "call_summary_",
-            billing: Some(&super::turn::Billed(self.summariser.as_ref())),
+            billing: Some(&billed),
         };
         let mut completion = provider.complete(&request).await;
         // Whatever the provider did not report is estimated (see `charge_unreported`).
@@ -432,6 +510,35 @@ mod tests {
     }
 
     #[test]
+    fn every_byte_is_classed_alike_at_every_place_in_a_word() {
+        for byte in 0u8..128 {
+            for place in 0..8 {
+                // The byte among letters, and among marks.
+                for fill in [b'a', b'.'] {
+                    let mut bytes = [fill; 8];
+                    bytes[place] = byte;
+                    let word = u64::from_le_bytes(bytes);
+                    let count =
+                        |class: fn(u8) -> bool| bytes.iter().filter(|&&b| class(b)).count() as u32;
+                    let (letters, controls) = classes(word);
+                    assert_eq!(letters.count_ones(), count(is_letter), "{byte:#x}");
+                    assert_eq!(controls.count_ones(), count(is_control), "{byte:#x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn text_that_alternates_counts_a_token_a_change() {
+        // Issue 56: letters and marks in turn cost about a token each.
+        assert_eq!(estimate_tokens("a.b,c;d:"), 7);
+        assert_eq!(estimate_tokens("x1y2z3w4"), 7);
+        // Control characters cost a token each, whatever their neighbours.
+        // (and the run of them is a change from the letters text starts as).
+        assert_eq!(estimate_tokens("\u{1}\u{2}\u{3}\u{4}"), 4 + 1);
+    }
+
+    #[test]
     fn digits_and_marks_count_at_two_a_token() {
         // Issue 56: they were counted as letters, four a token, and a prompt of digits or
         // marks cost four times what was held for it.
@@ -457,22 +564,26 @@ mod tests {
 
     #[test]
     fn the_word_at_a_time_count_is_the_character_by_character_one() {
+        // The rules, a character at a time.
         let by_character = |text: &str| {
-            let class = |letter: bool| {
-                text.chars()
-                    .filter(|c| {
-                        c.is_ascii()
-                            && (c.is_ascii_alphabetic() || c.is_ascii_whitespace() || *c == '\x0b')
-                                == letter
-                    })
-                    .count() as u64
-            };
+            let ascii: Vec<char> = text.chars().filter(char::is_ascii).collect();
+            let letter = |c: &char| c.is_ascii_alphabetic() || *c == ' ' || *c == '\n';
+            let control = |c: &char| c.is_ascii_control() && !matches!(c, '\t' | '\n' | '\r');
+            let letters = ascii.iter().filter(|c| letter(c)).count() as u64;
+            let controls = ascii.iter().filter(|c| control(c)).count() as u64;
+            let marks = ascii.len() as u64 - letters - controls;
+            let mut last = true;
+            let mut changes = 0;
+            for c in &ascii {
+                changes += u64::from(letter(c) != last);
+                last = letter(c);
+            }
             let wide: u64 = text
                 .chars()
                 .filter(|c| !c.is_ascii())
                 .map(wide_tokens)
                 .sum();
-            wide + class(true).div_ceil(4) + class(false).div_ceil(2)
+            wide + controls + (letters.div_ceil(4) + marks.div_ceil(2)).max(changes)
         };
         // ASCII runs of every length around a word, between CJK, accented letters and emoji
         // (four bytes), so that words start at every offset; the runs hold every ASCII class

@@ -7,13 +7,13 @@ use crate::llm::{AssistantMessage, LlmEvent, ModelRef, ToolCall, Usage};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent<'a> {
-    /// An LLM call starts (`turn` counts calls within this run, from 1).
-    TurnStart { turn: u32, model: &'a ModelRef },
+    /// An LLM call, a step, starts (`step` counts them within this run, from 1).
+    StepStart { step: u32, model: &'a ModelRef },
     /// A streamed piece of the answer, passed through as it arrives.
     Llm(&'a LlmEvent),
     /// The LLM call ended and its answer is stored.
-    TurnEnd {
-        turn: u32,
+    StepEnd {
+        step: u32,
         message: &'a AssistantMessage,
     },
     /// A server tool ran (or failed, or was unknown: `is_error`).
@@ -45,7 +45,7 @@ pub enum AgentEvent<'a> {
     /// The turn ended normally.
     Done {
         final_text: &'a str,
-        total_turns: u32,
+        total_steps: u32,
         total_usage: Usage,
     },
     /// The turn ended on an error: `message` has the detail (for logs), `public` what an end

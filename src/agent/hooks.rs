@@ -1,7 +1,7 @@
 //! Hooks: how the application takes part in a turn without the runtime knowing its types.
 //!
 //! Failure rules (docs/design.md):
-//! - `on_turn_end` failing aborts the turn with an error event;
+//! - `on_step_end` failing aborts the turn with an error event;
 //! - `on_message` failing is reported through `warn` and the loop goes on (the message is in the
 //!   state already);
 //! - `on_error` failing is ignored, so it never hides the original error.
@@ -15,10 +15,10 @@ use crate::llm::Usage;
 #[error("{0}")]
 pub struct HookError(pub String);
 
-/// What `on_turn_end` learns about the LLM call that just ended.
+/// What `on_step_end` learns about the LLM call that just ended.
 #[derive(Debug, Clone, Copy)]
-pub struct TurnEndInfo<'a> {
-    pub turn: u32,
+pub struct StepEndInfo<'a> {
+    pub step: u32,
     pub usage: &'a Usage,
     pub model: &'a str,
     pub provider: &'a str,
@@ -27,7 +27,7 @@ pub struct TurnEndInfo<'a> {
 #[async_trait(?Send)]
 pub trait TurnHooks {
     /// After each LLM answer is stored, before its tools run. `Ok(false)` ends the turn.
-    async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+    async fn on_step_end(&self, _info: StepEndInfo<'_>) -> Result<bool, HookError> {
         Ok(true)
     }
 
@@ -43,9 +43,10 @@ pub trait TurnHooks {
         Ok(())
     }
 
-    /// A summary request was made for compaction (whether or not it succeeded): `model`
-    /// answered and used `usage`. It costs like any call; the ledger records it here.
-    async fn on_summary_call(
+    /// A call was paid for that leaves no answer in the history: compaction's summary request
+    /// (whether or not it succeeded), an attempt a retry gave up on, an answer that showed
+    /// nothing. `model` answered and used `usage`; the ledger records it here.
+    async fn on_unstored_call(
         &self,
         _model: &crate::llm::ModelRef,
         _usage: &crate::llm::Usage,

@@ -7,7 +7,7 @@
 //! [`ProviderResolver`] and [`ContextTransform`].
 //!
 //! Vocabulary: a *turn* is one run of the loop (one user request); each LLM call inside it is
-//! numbered by [`AgentEvent::TurnStart`]'s `turn` field, and is a *step*
+//! numbered by [`AgentEvent::StepStart`]'s `turn` field, and is a *step*
 //! in the UI stream.
 
 pub mod artifacts;
@@ -28,7 +28,7 @@ mod turn;
 
 pub use compact::{Compaction, Compactor};
 pub use event::AgentEvent;
-pub use hooks::{HookError, NoHooks, TurnEndInfo, TurnHooks};
+pub use hooks::{HookError, NoHooks, StepEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
 pub use state::{AgentState, Approval, CancelToken, LocalQueues, Queues, ToolAnswers};
@@ -36,6 +36,6 @@ pub use stats::{CallStats, TurnStats};
 pub use tool_calls::{DENIED, SKIPPED_FOR_STEERING};
 pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
 pub use turn::{
-    charge_unreported, pending_calls, run_agent_turn, CallPlan, ContextTransform, ProviderResolver,
+    charge_unreported, pending_calls, run_agent_turn, CallSize, ContextTransform, ProviderResolver,
     Resolved, TurnOutcome, CANCELLED, MOVED_ON,
 };

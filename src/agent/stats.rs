@@ -48,13 +48,13 @@ impl TurnStats {
                 self.first_token_ms = Some(now_ms.saturating_sub(self.started_at_ms));
             }
             AgentEvent::Llm(LlmEvent::Retry { .. }) => self.retries += 1,
-            AgentEvent::TurnStart { model, .. } => self.calls.push(CallStats {
+            AgentEvent::StepStart { model, .. } => self.calls.push(CallStats {
                 provider: model.provider.clone(),
                 model: model.model.clone(),
                 usage: Usage::default(),
             }),
             // The call's answer names the model that gave it (a fallback's, after a switch).
-            AgentEvent::TurnEnd { message, .. } => {
+            AgentEvent::StepEnd { message, .. } => {
                 if let Some(call) = self.calls.last_mut() {
                     call.provider.clone_from(&message.provider);
                     call.model.clone_from(&message.model);
@@ -114,8 +114,8 @@ mod tests {
         let from = ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap();
         let to = ModelRef::parse("anthropic:claude-haiku-4-5").unwrap();
         stats.record(
-            &AgentEvent::TurnStart {
-                turn: 1,
+            &AgentEvent::StepStart {
+                step: 1,
                 model: &from,
             },
             1_001,
@@ -142,8 +142,8 @@ mod tests {
         stats.record(&AgentEvent::Llm(&delta), 1_300);
         let first = answer("claude-haiku-4-5", 10, 5);
         stats.record(
-            &AgentEvent::TurnEnd {
-                turn: 1,
+            &AgentEvent::StepEnd {
+                step: 1,
                 message: &first,
             },
             1_400,
@@ -155,8 +155,8 @@ mod tests {
             signature: None,
         };
         stats.record(
-            &AgentEvent::TurnStart {
-                turn: 2,
+            &AgentEvent::StepStart {
+                step: 2,
                 model: &to,
             },
             1_405,
@@ -172,8 +172,8 @@ mod tests {
         );
         let second = answer("claude-haiku-4-5", 20, 7);
         stats.record(
-            &AgentEvent::TurnEnd {
-                turn: 2,
+            &AgentEvent::StepEnd {
+                step: 2,
                 message: &second,
             },
             1_600,

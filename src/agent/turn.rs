@@ -6,7 +6,7 @@
 //!   check limits; resolve the provider (a change emits ProviderSwitch)
 //!   compact if the history is too long; convert it for the LLM, hand it over, transform
 //!   recite the plan; call the LLM, streaming its events through
-//!   store the answer (on_message), on_turn_end (false stops)
+//!   store the answer (on_message), on_step_end (false stops)
 //!   no tool calls: drain the queues at the end; nothing there ends the turn
 //!   for each tool call: drain steering first (a message skips the rest), then run it;
 //!   client tools and unapproved calls pause the turn
@@ -18,7 +18,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
-use super::{AgentEvent, AgentMessage, AgentState, ToolRegistry, TurnEndInfo, TurnHooks};
+use super::{AgentEvent, AgentMessage, AgentState, StepEndInfo, ToolRegistry, TurnHooks};
 use crate::llm::transform::prepare_for;
 use crate::llm::{
     LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, StopReason, ToolCall, ToolResult,
@@ -33,7 +33,7 @@ pub const CANCELLED: &str = "not run: the turn was cancelled";
 
 /// What an LLM call is about to ask for, so a resolver can hold its worst case against a budget.
 #[derive(Clone, Copy)]
-pub struct CallPlan<'a> {
+pub struct CallSize<'a> {
     /// The most the answer may be, as the turn would ask for it.
     pub max_tokens: u32,
     /// An estimate of the request's input tokens (system prompt, history, tool definitions),
@@ -50,7 +50,7 @@ pub struct Resolved {
 /// Picks the provider before every LLM call, so a turn can move to another model midway.
 #[async_trait(?Send)]
 pub trait ProviderResolver {
-    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError>;
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError>;
 
     /// The call the last `resolve` was for has ended with `answer` (its usage, estimated when
     /// the provider sent none): whatever was held for it is settled. Called on every ending,
@@ -58,10 +58,10 @@ pub trait ProviderResolver {
     async fn settle(&self, _answer: &crate::llm::AssistantMessage) {}
 
     /// An attempt of the call in flight was given up on after it was billed (see
-    /// [`crate::llm::retry::Billing`]): it is charged now, and the answer is whether the call
-    /// may be tried again. [`Self::settle`] never sees it.
-    async fn given_up(&self, _attempt: &crate::llm::AssistantMessage) -> bool {
-        true
+    /// [`crate::llm::retry::Billing`]): it is charged now, and `Err` ends the call instead of
+    /// another attempt. [`Self::settle`] never sees it.
+    async fn given_up(&self, _attempt: &crate::llm::AssistantMessage) -> Result<(), LlmError> {
+        Ok(())
     }
 
     /// The model the conversation asked for, when the resolver may answer with another from
@@ -71,13 +71,23 @@ pub trait ProviderResolver {
     }
 }
 
-/// A resolver as the [`Billing`](crate::llm::retry::Billing) of the calls it resolved.
-pub(crate) struct Billed<'a>(pub &'a dyn ProviderResolver);
+/// A resolver as the [`Billing`](crate::llm::retry::Billing) of the calls it resolved, and the
+/// hooks that write each attempt given up on to the ledger as it happens (so a runtime that
+/// dies later in the call loses no row the spend object was charged for).
+pub(crate) struct Billed<'a> {
+    pub resolver: &'a dyn ProviderResolver,
+    /// `None` where the caller records the attempts itself (compaction returns its calls).
+    pub hooks: Option<&'a dyn TurnHooks>,
+}
 
 #[async_trait(?Send)]
 impl crate::llm::retry::Billing for Billed<'_> {
-    async fn given_up(&self, attempt: &crate::llm::AssistantMessage) -> bool {
-        self.0.given_up(attempt).await
+    async fn given_up(&self, attempt: &crate::llm::AssistantMessage) -> Result<(), LlmError> {
+        let charged = self.resolver.given_up(attempt).await;
+        if let Some(hooks) = self.hooks {
+            charge_unstored(hooks, attempt).await;
+        }
+        charged
     }
 }
 
@@ -92,7 +102,7 @@ pub trait ContextTransform {
 pub enum TurnOutcome {
     /// The model finished and nothing was waiting in the queues.
     Completed,
-    /// `on_turn_end` asked to stop.
+    /// `on_step_end` asked to stop.
     Stopped,
     /// The model called client tools; the turn waits for their results.
     AwaitingToolResults(Vec<ToolCall>),
@@ -100,7 +110,7 @@ pub enum TurnOutcome {
     AwaitingApproval(Vec<ToolCall>),
     /// A limit ended the turn (`MAX_LLM_CALLS`, `TURN_DEADLINE_MS`); says which.
     LimitReached(String),
-    /// The LLM, the provider resolver or `on_turn_end` failed.
+    /// The LLM, the provider resolver or `on_step_end` failed.
     Failed { message: String, is_retryable: bool },
     /// The turn was cancelled; what the model had said is kept, marked aborted.
     Cancelled,
@@ -162,8 +172,8 @@ pub async fn run_agent_turn(
         if let Some(compactor) = state.compactor.clone() {
             if let Some(compaction) = compactor.compact(&state.messages).await {
                 for (model, usage) in &compaction.calls {
-                    if let Err(e) = hooks.on_summary_call(model, usage).await {
-                        hooks.warn(&format!("on_summary_call failed; the turn goes on: {e}"));
+                    if let Err(e) = hooks.on_unstored_call(model, usage).await {
+                        hooks.warn(&format!("on_unstored_call failed; the turn goes on: {e}"));
                     }
                 }
                 if compaction.summary.is_some() {
@@ -203,14 +213,14 @@ pub async fn run_agent_turn(
                     }
             })
         };
-        let plan = CallPlan {
+        let size = CallSize {
             max_tokens: state.max_tokens,
             input_tokens: &input_tokens,
         };
         let Resolved {
             provider,
             max_tokens,
-        } = match resolver.resolve(plan).await {
+        } = match resolver.resolve(size).await {
             Ok(resolved) => resolved,
             Err(e) => return fail(hooks, emit, &e).await,
         };
@@ -236,14 +246,18 @@ pub async fn run_agent_turn(
             history.push(plan);
         }
         state.llm_calls += 1;
-        let turn = state.llm_calls;
-        emit(AgentEvent::TurnStart {
-            turn,
+        let step = state.llm_calls;
+        emit(AgentEvent::StepStart {
+            step,
             model: &model,
         });
         let call_ids = match state.call_id_nonce.as_str() {
-            "" => format!("call_{turn}_"),
-            nonce => format!("call_{nonce}_{turn}_"),
+            "" => format!("call_{step}_"),
+            nonce => format!("call_{nonce}_{step}_"),
+        };
+        let billed = Billed {
+            resolver,
+            hooks: Some(hooks),
         };
         let request = LlmRequest {
             system,
@@ -252,7 +266,7 @@ pub async fn run_agent_turn(
             max_tokens,
             temperature: state.temperature,
             call_ids: &call_ids,
-            billing: Some(&Billed(resolver)),
+            billing: Some(&billed),
         };
         let mut completion = provider
             .stream(&request, &mut |event| match event {
@@ -269,10 +283,9 @@ pub async fn run_agent_turn(
         resolver.settle(&completion.message).await;
         state.total_usage.add(&completion.message.usage);
         // Attempts a retry or a fallback gave up on were billed too, at their own models'
-        // prices: charged as they were given up on (`Billed`), and each a ledger row of its own.
+        // prices: charged and written to the ledger as they were given up on (`Billed`).
         for attempt in &completion.given_up {
             state.total_usage.add(&attempt.usage);
-            charge_unstored(hooks, attempt).await;
         }
 
         if state.cancel.is_cancelled() {
@@ -308,24 +321,24 @@ pub async fn run_agent_turn(
 
         let answer = completion.message;
         add_message(state, hooks, AgentMessage::Assistant(answer.clone())).await;
-        emit(AgentEvent::TurnEnd {
-            turn,
+        emit(AgentEvent::StepEnd {
+            step,
             message: &answer,
         });
-        let info = TurnEndInfo {
-            turn,
+        let info = StepEndInfo {
+            step,
             usage: &answer.usage,
             model: &answer.model,
             provider: &answer.provider,
         };
-        match hooks.on_turn_end(info).await {
+        match hooks.on_step_end(info).await {
             Ok(true) => {}
             Ok(false) => {
                 done(state, emit);
                 return TurnOutcome::Stopped;
             }
             Err(e) => {
-                let message = format!("on_turn_end failed: {e}");
+                let message = format!("on_step_end failed: {e}");
                 emit(AgentEvent::Error {
                     message: message.clone(),
                     public: "the turn could not go on: a server hook failed".into(),
@@ -358,7 +371,7 @@ async fn charge_unstored(hooks: &dyn TurnHooks, answer: &crate::llm::AssistantMe
         return;
     }
     if let Err(e) = hooks
-        .on_summary_call(&answer.model_ref(), &answer.usage)
+        .on_unstored_call(&answer.model_ref(), &answer.usage)
         .await
     {
         hooks.warn(&format!("charging a call that showed nothing failed: {e}"));
@@ -496,7 +509,7 @@ fn done(state: &AgentState, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         .unwrap_or_default();
     emit(AgentEvent::Done {
         final_text: &final_text,
-        total_turns: state.llm_calls,
+        total_steps: state.llm_calls,
         total_usage: state.total_usage,
     });
 }

@@ -40,7 +40,7 @@ use error::ApiError;
 /// machine stays a function of its own instead of being inlined into its caller's: V8 compiles a
 /// wasm function whole on its first call and again, optimised, once it is hot, and a route table
 /// with every handler inlined would be one huge function compiled by every request.
-pub(crate) fn own<'a, T>(
+pub(crate) fn out_of_line<'a, T>(
     handler: impl Future<Output = T> + 'a,
 ) -> Pin<Box<dyn Future<Output = T> + 'a>> {
     Box::pin(handler)

@@ -4,6 +4,7 @@
 //! [`LlmEvent`]s, finishing with a [`Completion`]. Everything a caller touches is in this
 //! module's plain types; wire formats stay private to their provider file.
 
+mod assembler;
 pub mod attachment;
 pub mod error;
 pub mod event;
@@ -11,7 +12,6 @@ pub mod fields;
 pub mod json;
 pub mod models;
 pub mod ndjson;
-mod partial;
 pub mod provider;
 pub mod providers;
 pub mod repair;

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 
+use super::assembler::Assembler;
 use super::ndjson::NdjsonDecoder;
-use super::partial::PartialMessage;
 use super::sse::SseDecoder;
 use super::{
     AssistantMessage, ByteStream, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
@@ -74,7 +74,7 @@ pub(crate) trait Decode {
         &mut self,
         event: &str,
         data: &str,
-        message: &mut PartialMessage,
+        message: &mut Assembler,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError>;
 
@@ -199,7 +199,7 @@ pub(crate) async fn decode_body(
     on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
 ) -> Completion {
     let provider = model.provider.as_str();
-    let mut message = PartialMessage::default();
+    let mut message = Assembler::default();
     let mut out = Vec::new();
     let mut framer = match framing {
         Framing::Sse => Framer::Sse(SseDecoder::new()),

@@ -32,9 +32,10 @@ pub fn chain(model: &ModelRef, fallbacks: &[ModelRef]) -> Vec<ModelRef> {
 /// Hears of an attempt given up on that reported usage (billed all the same), as it happens.
 #[async_trait(?Send)]
 pub trait Billing {
-    /// `attempt` was given up on (no content, its model's usage): whether another attempt may
-    /// be made. Asked for the last attempt of a call too, whose answer is then ignored.
-    async fn given_up(&self, attempt: &AssistantMessage) -> bool;
+    /// `attempt` was given up on (no content, its model's usage). `Err` ends the call with
+    /// that error instead of another attempt (a budget that no longer covers one). Asked for
+    /// the last attempt of a call too, whose answer is then ignored.
+    async fn given_up(&self, attempt: &AssistantMessage) -> Result<(), super::LlmError>;
 }
 
 impl std::fmt::Debug for dyn Billing + '_ {
@@ -178,18 +179,19 @@ impl Provider for Resilient {
                 }
                 // Given up on, and perhaps billed all the same: it goes with the answer, and
                 // the request's billing hears of it before anything else is tried.
-                let mut go_on = true;
                 if completion.message.usage != Usage::default() {
                     let mut attempt = completion.message.clone();
                     attempt.content.clear();
                     completion.message.usage = Usage::default();
-                    if let Some(billing) = request.billing {
-                        go_on = billing.given_up(&attempt).await;
-                    }
+                    let billed = match request.billing {
+                        Some(billing) => billing.given_up(&attempt).await,
+                        None => Ok(()),
+                    };
                     spent.push(attempt);
-                }
-                if !go_on {
-                    return with_spent(completion, spent);
+                    if let Err(stop) = billed {
+                        completion.error = Some(stop);
+                        return with_spent(completion, spent);
+                    }
                 }
                 if attempt >= self.policy.max_attempts {
                     last = Some((i, completion));
@@ -515,9 +517,13 @@ mod tests {
         }
         #[async_trait(?Send)]
         impl Billing for Covers {
-            async fn given_up(&self, attempt: &AssistantMessage) -> bool {
+            async fn given_up(&self, attempt: &AssistantMessage) -> Result<(), LlmError> {
                 self.heard.borrow_mut().push(attempt.model.clone());
-                self.heard.borrow().len() < self.attempts
+                if self.heard.borrow().len() < self.attempts {
+                    Ok(())
+                } else {
+                    Err(LlmError::BudgetExceeded("no more".into()))
+                }
             }
         }
         let attempt = |billing: &Covers, chain: Vec<Rc<dyn Provider>>| {
@@ -540,7 +546,7 @@ mod tests {
         let c = attempt(&billing, vec![primary]);
         assert_eq!((c.error, c.given_up.len()), (None, 1));
         assert_eq!(*billing.heard.borrow(), ["claude-sonnet-4-5"]);
-        // The budget covers no third attempt: the call ends with the second's failure, the
+        // The budget covers no third attempt: the call ends with the budget's error, the
         // fallback never called, both attempts carried with it.
         let billing = Covers {
             heard: RefCell::default(),
@@ -549,7 +555,7 @@ mod tests {
         let primary = flaky("anthropic:a", vec![Err((overloaded(), "")); 3]);
         let fallback = flaky("openai:b", vec![Ok("unused")]);
         let c = attempt(&billing, vec![primary.clone(), fallback.clone()]);
-        assert_eq!(c.error, Some(overloaded()));
+        assert_eq!(c.error, Some(LlmError::BudgetExceeded("no more".into())));
         assert_eq!((*primary.calls.borrow(), *fallback.calls.borrow()), (2, 0));
         assert_eq!(c.given_up.len(), 2);
     }

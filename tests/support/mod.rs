@@ -8,8 +8,8 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentEvent, AgentMessage, AgentState, CallPlan, CurrentTime, HookError,
-    LocalQueues, ProviderResolver, Resolved, ServerTool, ToolRegistry, TurnEndInfo, TurnHooks,
+    run_agent_turn, AgentEvent, AgentMessage, AgentState, CallSize, CurrentTime, HookError,
+    LocalQueues, ProviderResolver, Resolved, ServerTool, StepEndInfo, ToolRegistry, TurnHooks,
     TurnOutcome,
 };
 use edge_agent::llm::{
@@ -165,7 +165,7 @@ pub struct Resolver(pub Rc<Scripted>);
 
 #[async_trait(?Send)]
 impl ProviderResolver for Resolver {
-    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
         Ok(Resolved {
             provider: self.0.clone(),
             max_tokens: call.max_tokens,
@@ -183,7 +183,7 @@ pub struct Recorder {
 
 #[async_trait(?Send)]
 impl TurnHooks for Recorder {
-    async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+    async fn on_step_end(&self, _info: StepEndInfo<'_>) -> Result<bool, HookError> {
         Ok(true)
     }
 
@@ -257,11 +257,11 @@ impl ServerTool for SteersWhileRunning {
 
 pub fn describe(e: &AgentEvent<'_>) -> String {
     match e {
-        AgentEvent::TurnStart { turn, .. } => format!("turn-start {turn}"),
+        AgentEvent::StepStart { step, .. } => format!("step-start {step}"),
         AgentEvent::Llm(LlmEvent::TextDelta { delta, .. }) => format!("text {delta}"),
         AgentEvent::Llm(LlmEvent::ToolCallEnd { name, .. }) => format!("call {name}"),
         AgentEvent::Llm(_) => "llm".into(),
-        AgentEvent::TurnEnd { turn, .. } => format!("turn-end {turn}"),
+        AgentEvent::StepEnd { step, .. } => format!("step-end {step}"),
         AgentEvent::ToolExecution { call, is_error, .. } => {
             format!("tool {} error={is_error}", call.name)
         }
@@ -287,11 +287,11 @@ pub fn describe(e: &AgentEvent<'_>) -> String {
         AgentEvent::ProviderSwitch { from, to } => format!("switch {from}->{to}"),
         AgentEvent::Done {
             final_text,
-            total_turns,
+            total_steps,
             total_usage,
         } => {
             format!(
-                "done {final_text:?} turns={total_turns} in={}",
+                "done {final_text:?} turns={total_steps} in={}",
                 total_usage.input_tokens
             )
         }

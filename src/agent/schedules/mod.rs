@@ -208,7 +208,7 @@ pub enum RunOutcome {
 /// Checks a request and makes the schedule it asks for. `kept`: the schedules the conversation
 /// keeps that still count (active or paused); `made`: when it made schedules lately (any kept
 /// record; those of the last 24 hours count against [`Limits::per_day`]).
-pub fn plan(
+pub fn new_schedule(
     request: ScheduleRequest,
     id: String,
     now: i64,
@@ -683,7 +683,7 @@ mod tests {
     }
 
     fn make(r: ScheduleRequest) -> Result<Schedule, ScheduleError> {
-        plan(r, "s1".into(), NOW, &LIMITS, 0, &[])
+        new_schedule(r, "s1".into(), NOW, &LIMITS, 0, &[])
     }
 
     /// `r` is refused as invalid, with a reason that says `says`.
@@ -727,7 +727,7 @@ mod tests {
         long.instruction = "x".repeat(MAX_INSTRUCTION_CHARS) + " ";
         refused(long, "limit");
 
-        let full = plan(
+        let full = new_schedule(
             request(None, Some(90.0), None),
             "s3".into(),
             NOW,
@@ -774,7 +774,7 @@ mod tests {
             min_interval_s: 2,
             ..LIMITS
         };
-        assert!(plan(
+        assert!(new_schedule(
             request(None, Some(2.0), None),
             "s".into(),
             NOW,
@@ -783,7 +783,7 @@ mod tests {
             &[]
         )
         .is_ok());
-        assert!(plan(
+        assert!(new_schedule(
             request(None, Some(1.0), None),
             "s".into(),
             NOW,
@@ -807,7 +807,7 @@ mod tests {
             vec![NOW - 23 * HOUR, NOW - 2 * HOUR, NOW - HOUR]
         );
         let again = |now: i64| {
-            plan(
+            new_schedule(
                 request(None, Some(90.0), None),
                 "s".into(),
                 now,
@@ -835,7 +835,7 @@ mod tests {
         assert!(again(NOW + HOUR - 1).is_err());
         assert!(again(NOW + HOUR).is_ok());
         // Counted whatever became of them: only the creation times are read.
-        assert!(plan(
+        assert!(new_schedule(
             request(None, Some(90.0), None),
             "s".into(),
             NOW,
@@ -1030,7 +1030,7 @@ mod tests {
         fn create(&self, request: ScheduleRequest) -> Result<Schedule, ScheduleError> {
             let kept = self.0.borrow().iter().filter(|s| s.counts()).count();
             let id = format!("s{}", self.0.borrow().len() + 1);
-            let schedule = plan(request, id, NOW, &LIMITS, kept, &[])?;
+            let schedule = new_schedule(request, id, NOW, &LIMITS, kept, &[])?;
             self.0.borrow_mut().push(schedule.clone());
             Ok(schedule)
         }

@@ -11,7 +11,7 @@ use crate::edge::conversation::replay::ChunkLog;
 use crate::edge::conversation::rules::{AfterTurn, FailedStart, OnAlarm, Orphan, PauseKind};
 use crate::edge::conversation::storage::FAILED_STARTS;
 use crate::edge::conversation::turn::{
-    choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnSummary,
+    choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnResult,
 };
 use crate::edge::conversation::{rules, ui_stream};
 use crate::edge::d1::Conversation;
@@ -74,7 +74,7 @@ impl Object {
         turn_env: Rc<TurnEnv>,
         claimed: Claimed,
         prepared: Prepared,
-        summary: Option<oneshot::Sender<TurnSummary>>,
+        summary: Option<oneshot::Sender<TurnResult>>,
         answered: bool,
     ) {
         if let Err(e) = self.storage.clear_paused() {

@@ -191,7 +191,7 @@ impl Object {
                 // through serde_wasm_bindgen: slower, and a second copy of every reader).
                 let send: Handover = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
-                super::own(self.send(send, request_id)).await
+                super::out_of_line(self.send(send, request_id)).await
             }
             (_, "/schedules") => self.schedules_route(req, None).await,
             (Method::Delete, schedule) if schedule.starts_with("/schedules/") => {
@@ -205,11 +205,11 @@ impl Object {
             (Method::Post, "/clear") => {
                 let deleted: Deleted = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
-                super::own(self.clear(deleted)).await?;
+                super::out_of_line(self.clear(deleted)).await?;
                 json_response(200, &serde_json::json!({}))
             }
             (Method::Post, "/forget") => {
-                super::own(self.forget()).await?;
+                super::out_of_line(self.forget()).await?;
                 json_response(200, &serde_json::json!({}))
             }
             (Method::Get, "/status") => {

@@ -2,7 +2,7 @@
 
 use super::{Claimed, Object};
 use crate::agent::TurnOutcome;
-use crate::edge::conversation::turn::{TurnEnv, TurnSummary};
+use crate::edge::conversation::turn::{TurnEnv, TurnResult};
 use crate::edge::platform::clock::now_ms;
 use crate::llm::ModelRef;
 
@@ -12,7 +12,7 @@ use crate::llm::ModelRef;
 /// Worker adds one request and, for a conversation it resolves, one round trip).
 pub(super) fn log_turn(
     claimed: &Claimed,
-    result: &TurnSummary,
+    result: &TurnResult,
     object: &Object,
     turn_env: &TurnEnv,
     (conversation_id, user): &(String, String),

@@ -18,7 +18,8 @@ use worker::{console_error, Method, Request, Response};
 
 use super::Object;
 use crate::agent::schedules::{
-    made_within_day, plan, Finished, Limits, RunOutcome, Schedule, ScheduleError, ScheduleStore,
+    made_within_day, new_schedule, Finished, Limits, RunOutcome, Schedule, ScheduleError,
+    ScheduleStore,
 };
 use crate::agent::{AgentMessage, TurnOutcome};
 use crate::edge::conversation::storage::ObjectStorage;
@@ -45,7 +46,7 @@ impl ScheduleStore for ObjectSchedules {
         let kept = self.list()?.iter().filter(|s| s.counts()).count();
         let mut made = made_within_day(&self.storage.schedules_made().map_err(storage)?, now);
         let id = new_id().map_err(|e| ScheduleError::Storage(e.to_string()))?;
-        let schedule = plan(request, id, now, &self.limits, kept, &made)?;
+        let schedule = new_schedule(request, id, now, &self.limits, kept, &made)?;
         // Counted before it is kept: a failure between the two writes spends a place of the
         // day's rather than giving one away.
         made.push(now);

@@ -19,7 +19,7 @@ use crate::edge::protocol::{
     ChatStart, Delivery, Handover, Keyed, TurnConversation, TurnRequest, ELSEWHERE,
     UNKNOWN_CONVERSATION,
 };
-use crate::edge::{json_response, own};
+use crate::edge::{json_response, out_of_line};
 use crate::llm::{Attachment, ContentBlock, FileKind};
 use futures::channel::oneshot;
 use futures::StreamExt;
@@ -148,7 +148,7 @@ impl Object {
             return Err(ApiError::conversation_not_found(&deleted.conversation));
         }
         if probe {
-            return own(self.probe(conversation, &caller, &request)).await;
+            return out_of_line(self.probe(conversation, &caller, &request)).await;
         }
         let sql_before = self.storage.statements();
         // D1 round trips made for this request before its turn claims the conversation.
@@ -181,7 +181,7 @@ impl Object {
                     resolving = 1;
                     // Behind `own` (as the keyed repeat and its files' removal below): rare,
                     // so kept out of `send`'s own code, which every message compiles and runs.
-                    match own(self.resolve_chat(&caller, chat)).await? {
+                    match out_of_line(self.resolve_chat(&caller, chat)).await? {
                         Ok(conversation) => (conversation, false),
                         Err(elsewhere) => return json_response(ELSEWHERE, &elsewhere),
                     }
@@ -210,9 +210,9 @@ impl Object {
         } = &request
         {
             if let KeyedSend::Repeat(repeat) =
-                own(self.keyed_send(&conversation.id, id, keyed, true)).await?
+                out_of_line(self.keyed_send(&conversation.id, id, keyed, true)).await?
             {
-                own(self.discard_files(&[message])).await;
+                out_of_line(self.discard_files(&[message])).await;
                 return Ok(repeat);
             }
         }

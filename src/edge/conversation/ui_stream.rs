@@ -200,15 +200,15 @@ impl UiStream {
     /// Writes the chunks for one event (possibly none).
     pub fn event(&mut self, event: &AgentEvent<'_>, out: &mut String) {
         match event {
-            AgentEvent::TurnStart { turn, .. } => {
+            AgentEvent::StepStart { step, .. } => {
                 self.close_step(out);
-                self.step = *turn;
+                self.step = *step;
                 self.step_open = true;
                 self.tool_ids.clear();
                 write(out, &Chunk::StartStep);
             }
             AgentEvent::Llm(e) => self.llm(e, out),
-            AgentEvent::TurnEnd { message, .. } => {
+            AgentEvent::StepEnd { message, .. } => {
                 self.last_stop = Some(message.stop_reason.clone());
                 write(
                     out,
@@ -547,8 +547,8 @@ mod tests {
         start(Some("msg-1"), &mut out);
         let mut s = UiStream::new();
         let events = [
-            AgentEvent::TurnStart {
-                turn: 1,
+            AgentEvent::StepStart {
+                step: 1,
                 model: &model,
             },
             AgentEvent::Llm(&LlmEvent::ToolCallStart {
@@ -566,8 +566,8 @@ mod tests {
                 name: "current_time".into(),
                 input: json!({}),
             }),
-            AgentEvent::TurnEnd {
-                turn: 1,
+            AgentEvent::StepEnd {
+                step: 1,
                 message: &answer,
             },
             AgentEvent::ToolExecution {
@@ -576,8 +576,8 @@ mod tests {
                 is_error: false,
                 duration_ms: 1,
             },
-            AgentEvent::TurnStart {
-                turn: 2,
+            AgentEvent::StepStart {
+                step: 2,
                 model: &model,
             },
             AgentEvent::Llm(&LlmEvent::TextStart { index: 0 }),
@@ -586,8 +586,8 @@ mod tests {
                 delta: "It is 5.".into(),
             }),
             AgentEvent::Llm(&LlmEvent::TextEnd { index: 0 }),
-            AgentEvent::TurnEnd {
-                turn: 2,
+            AgentEvent::StepEnd {
+                step: 2,
                 message: &answer,
             },
         ];

@@ -15,7 +15,7 @@ use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::REQUEST_ID;
-use crate::edge::{error_response, own};
+use crate::edge::{error_response, out_of_line};
 
 pub mod attachments;
 pub mod auth;
@@ -71,7 +71,7 @@ async fn route(
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method();
     match (&method, segments.as_slice()) {
-        (Method::Get, ["healthz"]) => return own(routes::health::get(env)).await,
+        (Method::Get, ["healthz"]) => return out_of_line(routes::health::get(env)).await,
         (Method::Get, ["openapi.json"]) => return routes::openapi::get(env, config.as_ref().ok()),
         _ => {}
     }
@@ -118,66 +118,68 @@ async fn route(
     // route table is compiled by every cold request, and each await point is code of its own.
     let handler = match (method, segments.as_slice()) {
         (Method::Post, ["v1", "chat"]) => {
-            own(routes::chat::post(req, env, config, user, request_id))
+            out_of_line(routes::chat::post(req, env, config, user, request_id))
         }
         (Method::Get, ["v1", "chat", id, "stream"] | ["v1", "conversations", id, "stream"]) => {
-            own(routes::conversations::stream(env, user, id))
+            out_of_line(routes::conversations::stream(env, user, id))
         }
         (Method::Post, ["v1", "conversations"]) => {
-            own(routes::conversations::create(req, env, config, user))
+            out_of_line(routes::conversations::create(req, env, config, user))
         }
-        (Method::Get, ["v1", "conversations"]) => own(routes::conversations::list(&req, env, user)),
+        (Method::Get, ["v1", "conversations"]) => {
+            out_of_line(routes::conversations::list(&req, env, user))
+        }
         (Method::Get, ["v1", "conversations", id]) => {
-            own(routes::conversations::get(env, user, id))
+            out_of_line(routes::conversations::get(env, user, id))
         }
-        (Method::Post, ["v1", "conversations", id, "retry"]) => own(routes::messages::retry(
-            req, env, config, user, id, request_id,
-        )),
+        (Method::Post, ["v1", "conversations", id, "retry"]) => out_of_line(
+            routes::messages::retry(req, env, config, user, id, request_id),
+        ),
         (Method::Post, ["v1", "conversations", id, "cancel"]) => {
-            own(routes::conversations::cancel(env, user, id))
+            out_of_line(routes::conversations::cancel(env, user, id))
         }
         (Method::Delete, ["v1", "conversations", id]) => {
-            own(routes::conversations::delete(env, user, id))
+            out_of_line(routes::conversations::delete(env, user, id))
         }
         (Method::Get, ["v1", "models"]) => return routes::models::list(config),
-        (Method::Get, ["v1", "usage"]) => own(routes::usage::get(env, config, user)),
-        (Method::Get, ["v1", "me", "export"]) => own(routes::me::export(&req, env, user)),
-        (Method::Delete, ["v1", "me"]) => own(routes::me::erase(env, ctx, &caller, None)),
+        (Method::Get, ["v1", "usage"]) => out_of_line(routes::usage::get(env, config, user)),
+        (Method::Get, ["v1", "me", "export"]) => out_of_line(routes::me::export(&req, env, user)),
+        (Method::Delete, ["v1", "me"]) => out_of_line(routes::me::erase(env, ctx, &caller, None)),
         (Method::Delete, ["v1", "admin", "users", raw]) => {
             target = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
-            own(routes::me::erase(env, ctx, &caller, Some(&target)))
+            out_of_line(routes::me::erase(env, ctx, &caller, Some(&target)))
         }
         (Method::Put, ["v1", "admin", "budgets", raw]) => {
             target = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
-            own(routes::usage::put(req, env, config, &caller, &target))
+            out_of_line(routes::usage::put(req, env, config, &caller, &target))
         }
         (Method::Get, ["v1", "conversations", id, "artifacts"]) => {
-            own(routes::artifacts::list(env, user, id))
+            out_of_line(routes::artifacts::list(env, user, id))
         }
         (Method::Get, ["v1", "conversations", id, "artifacts", artifact]) => {
-            own(routes::artifacts::get(&req, env, user, id, artifact))
+            out_of_line(routes::artifacts::get(&req, env, user, id, artifact))
         }
         (Method::Put, ["v1", "conversations", id, "artifacts", artifact]) => {
-            own(routes::artifacts::put(req, env, config, user, id, artifact))
+            out_of_line(routes::artifacts::put(req, env, config, user, id, artifact))
         }
         (Method::Get, ["v1", "conversations", id, "files", file]) => {
-            own(routes::files::get(env, user, id, file))
+            out_of_line(routes::files::get(env, user, id, file))
         }
         (Method::Post, ["v1", "conversations", id, "schedules"]) => {
-            own(routes::schedules::create(req, env, user, id))
+            out_of_line(routes::schedules::create(req, env, user, id))
         }
         (Method::Get, ["v1", "conversations", id, "schedules"]) => {
-            own(routes::schedules::list(env, user, id))
+            out_of_line(routes::schedules::list(env, user, id))
         }
         (Method::Delete, ["v1", "conversations", id, "schedules", schedule]) => {
-            own(routes::schedules::cancel(env, user, id, schedule))
+            out_of_line(routes::schedules::cancel(env, user, id, schedule))
         }
         (Method::Get, ["v1", "conversations", id, "messages"]) => {
-            own(routes::messages::list(&req, env, user, id))
+            out_of_line(routes::messages::list(&req, env, user, id))
         }
-        (Method::Post, ["v1", "conversations", id, "messages"]) => own(routes::messages::send(
-            req, env, config, user, id, request_id,
-        )),
+        (Method::Post, ["v1", "conversations", id, "messages"]) => out_of_line(
+            routes::messages::send(req, env, config, user, id, request_id),
+        ),
         (
             _,
             ["healthz"]

@@ -40,8 +40,9 @@ impl SpendClient {
         Ok(crate::llm::json::from_str(&text)?)
     }
 
-    /// Charges an attempt given up on; whether the call may try again (see [`Charge`]).
-    pub async fn charge(&self, charge: &Charge) -> Result<bool, ApiError> {
+    /// Charges an attempt given up on; what is spent and held now, if the call's reservation
+    /// is still held (see [`super::Spend::charge`]).
+    pub async fn charge(&self, charge: &Charge) -> Result<Option<f64>, ApiError> {
         let text = self.post("charge", &serde_json::to_string(charge)?).await?;
         Ok(crate::llm::json::from_str(&text)?)
     }

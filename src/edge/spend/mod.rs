@@ -138,13 +138,11 @@ crate::json_struct!(Settle {
 pub struct Charge {
     pub call: String,
     pub cost_usd: f64,
-    pub limit_usd: f64,
 }
 
 crate::json_struct!(Charge {
     "call" => call,
     "cost_usd" => cost_usd,
-    "limit_usd" => limit_usd,
 });
 
 /// A call in flight that renews its reservation; the object answers whether it still holds
@@ -268,21 +266,27 @@ impl Spend {
         }
     }
 
-    /// Charges an attempt of a call in flight that was given up on (see [`Charge`]). `true`
-    /// when the call may try again: its reservation is still held, in the current period, and
-    /// what is spent and held is within the limit, so the next attempt is covered as the first
-    /// was. Otherwise the call ends with the attempt's failure, and no attempt is made that
-    /// the budget no longer covers.
-    pub fn charge(&mut self, charge: &Charge, now_ms: i64) -> bool {
-        const SLACK: f64 = 1e-8;
-        if self.period.bounds(now_ms).0 != self.period_start {
-            return false;
+    /// Charges an attempt of a call in flight that was given up on (see [`Charge`]), and
+    /// answers what is spent and held now, while the call's reservation is still held in the
+    /// current period: within the limit, the next attempt is covered as the first was. `None`
+    /// when the reservation lapsed or its period ended (the cost is then left to the ledger,
+    /// as [`Spend::settle`] leaves it): the call is not tried again.
+    pub fn charge(spend: &mut Option<Spend>, charge: &Charge, now_ms: i64) -> Option<f64> {
+        let spend = spend.as_mut()?;
+        if spend.period.bounds(now_ms).0 != spend.period_start {
+            return None;
         }
-        self.spent_usd += charge.cost_usd.max(0.0);
-        self.open.retain(|o| o.expires_at > now_ms);
-        let held = self.open.iter().any(|o| o.call == charge.call);
-        let committed = self.spent_usd + self.open.iter().map(|o| o.usd).sum::<f64>();
-        held && committed <= charge.limit_usd + SLACK
+        spend.spent_usd += charge.cost_usd.max(0.0);
+        spend.open.retain(|o| o.expires_at > now_ms);
+        let held = spend.open.iter().any(|o| o.call == charge.call);
+        held.then(|| spend.spent_usd + spend.open.iter().map(|o| o.usd).sum::<f64>())
+    }
+
+    /// Whether `committed_usd` (what [`Spend::charge`] answered) leaves the call's next
+    /// attempt covered under `limit_usd`.
+    pub fn covers(committed_usd: f64, limit_usd: f64) -> bool {
+        const SLACK: f64 = 1e-8;
+        committed_usd <= limit_usd + SLACK
     }
 
     /// Replaces a call's reservation by what it cost. A cost from another period than the one
@@ -369,30 +373,32 @@ mod tests {
         let charge = |cost_usd| Charge {
             call: call.clone(),
             cost_usd,
-            limit_usd: 0.03,
         };
-        let state = spend.as_mut().expect("seeded");
+        let covered = |committed: Option<f64>| committed.map(|c| Spend::covers(c, 0.03));
         // $0.011 held, $0.001 charged: $0.018 left, the retry is covered.
-        assert!(state.charge(&charge(0.001), NOW));
+        assert_eq!(
+            covered(Spend::charge(&mut spend, &charge(0.001), NOW)),
+            Some(true)
+        );
         // Another call at once sees the charge: the $0.018 left covers its $0.011.
         assert_eq!(
             granted(&Spend::reserve(&mut spend, &ask(0.03, 1_000), NOW)),
             Some(1_000)
         );
-        let state = spend.as_mut().expect("seeded");
         // Spent $0.001 + $0.007, held $0.022: $0.03, still covered.
-        assert!(state.charge(&charge(0.007), NOW));
+        assert_eq!(
+            covered(Spend::charge(&mut spend, &charge(0.007), NOW)),
+            Some(true)
+        );
         // One more attempt billed: spent and held pass the limit, no attempt is made past it.
-        assert!(!state.charge(&charge(0.001), NOW));
+        assert_eq!(
+            covered(Spend::charge(&mut spend, &charge(0.001), NOW)),
+            Some(false)
+        );
         // A call whose reservation is gone (settled or lapsed) is not tried again.
         let later = NOW + RESERVATION_MS + 1;
-        assert!(!state.charge(
-            &Charge {
-                limit_usd: 1.0,
-                ..charge(0.0)
-            },
-            later
-        ));
+        assert_eq!(Spend::charge(&mut spend, &charge(0.0), later), None);
+        assert_eq!(Spend::charge(&mut None, &charge(0.0), NOW), None);
     }
 
     #[test]

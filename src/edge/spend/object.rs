@@ -43,8 +43,8 @@ impl DurableObject for UserSpend {
             }
             "/charge" => {
                 let charge: Charge = crate::llm::json::from_str(&body)?;
-                let go_on = spend.as_mut().is_some_and(|s| s.charge(&charge, now));
-                Some(serde_json::to_string(&go_on)?)
+                let committed = Spend::charge(&mut spend, &charge, now);
+                Some(serde_json::to_string(&committed)?)
             }
             "/settle" => {
                 let settle: Settle = crate::llm::json::from_str(&body)?;

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::join_url;
-use crate::llm::partial::PartialMessage;
+use crate::llm::assembler::Assembler;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, FileData, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
@@ -269,7 +269,7 @@ impl Decode for Decoder {
         &mut self,
         _event: &str,
         data: &str,
-        message: &mut PartialMessage,
+        message: &mut Assembler,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
         let chunk: wire::Chunk<'_> = read_event("gemini", data)?;
@@ -317,12 +317,7 @@ impl Decode for Decoder {
 }
 
 impl Decoder {
-    fn part(
-        &mut self,
-        part: wire::PartIn<'_>,
-        message: &mut PartialMessage,
-        out: &mut Vec<LlmEvent>,
-    ) {
+    fn part(&mut self, part: wire::PartIn<'_>, message: &mut Assembler, out: &mut Vec<LlmEvent>) {
         if let Some(call) = part.function_call {
             // Vertex ends streamed arguments with an empty `functionCall: {}`.
             let Some(name) = call.name else { return };

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::join_url;
-use crate::llm::partial::PartialMessage;
+use crate::llm::assembler::Assembler;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
@@ -200,7 +200,7 @@ impl Decode for Decoder {
         &mut self,
         _event: &str,
         line: &str,
-        message: &mut PartialMessage,
+        message: &mut Assembler,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
         let chunk: wire::Chunk<'_> = read_event("ollama", line)?;

@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::join_url;
-use crate::llm::partial::PartialMessage;
+use crate::llm::assembler::Assembler;
 use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
 use crate::llm::{
     Completion, ContentBlock, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
@@ -269,7 +269,7 @@ impl Decode for Decoder {
         &mut self,
         _event: &str,
         data: &str,
-        message: &mut PartialMessage,
+        message: &mut Assembler,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
         if data.trim() == "[DONE]" {

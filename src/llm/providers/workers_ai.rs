@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::openai;
-use crate::llm::partial::PartialMessage;
+use crate::llm::assembler::Assembler;
 use crate::llm::provider::{decode_body, failed, read_event, Decode, Flow, Framing};
 use crate::llm::{
     ByteStream, Completion, LlmError, LlmEvent, LlmRequest, ModelRef, Provider, Usage,
@@ -166,7 +166,7 @@ impl Decode for Decoder {
         &mut self,
         event: &str,
         data: &str,
-        message: &mut PartialMessage,
+        message: &mut Assembler,
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
         if data.trim() == "[DONE]" {

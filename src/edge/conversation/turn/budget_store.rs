@@ -96,16 +96,10 @@ impl BudgetStore for D1Budget {
         }
     }
 
-    async fn charge(&self, charge: &Charge) -> bool {
-        let charged = match SpendClient::for_user(&self.env, &self.owner) {
-            Ok(client) => client.charge(charge).await,
-            Err(e) => Err(e),
-        };
-        // Unknown whether the budget covers another attempt: none is made.
-        charged.unwrap_or_else(|e| {
-            console_error!("charging an attempt given up on: {e}");
-            false
-        })
+    async fn charge(&self, charge: &Charge) -> Result<Option<f64>, ApiError> {
+        SpendClient::for_user(&self.env, &self.owner)?
+            .charge(charge)
+            .await
     }
 
     async fn note(&self, message: AgentMessage) {

@@ -2,7 +2,7 @@
 //! row), compactions recorded; and the object's inbox table as the loop's queues.
 
 use super::artifact_store::SystemPrompt;
-use crate::agent::{AgentMessage, Compaction, HookError, Queues, TurnEndInfo, TurnHooks};
+use crate::agent::{AgentMessage, Compaction, HookError, Queues, StepEndInfo, TurnHooks};
 use crate::edge::config::Config;
 use crate::edge::conversation::storage::ObjectStorage;
 use crate::edge::conversation::turn::{HashSet, VecDeque};
@@ -97,7 +97,7 @@ pub(super) struct D1Hooks {
     pub(super) storage: Rc<ObjectStorage>,
     pub(super) persisted: Rc<Persisted>,
     /// Why the last answer's ledger row (or the messages before it) could not be written;
-    /// `on_turn_end` stops the turn.
+    /// `on_step_end` stops the turn.
     pub(super) ledger_failure: RefCell<Option<String>>,
     pub(super) prompt: SystemPrompt,
 }
@@ -106,7 +106,7 @@ pub(super) struct D1Hooks {
 impl TurnHooks for D1Hooks {
     /// The billing step: a ledger that cannot be written stops the turn (docs/design.md: the hook rules). The row was
     /// written with the answer, in the same D1 batch.
-    async fn on_turn_end(&self, _info: TurnEndInfo<'_>) -> Result<bool, HookError> {
+    async fn on_step_end(&self, _info: StepEndInfo<'_>) -> Result<bool, HookError> {
         match self.ledger_failure.borrow_mut().take() {
             Some(e) => Err(HookError(format!("storing the answer: {e}"))),
             None => Ok(true),
@@ -185,7 +185,7 @@ impl TurnHooks for D1Hooks {
     }
 
     /// A summary call is charged like an answer, in a ledger row of its own.
-    async fn on_summary_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
+    async fn on_unstored_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
         self.persisted.settle().await?;
         let cost = self.config.models.info(model).cost(usage);
         let row = UsageRow {

@@ -19,8 +19,8 @@ mod partial;
 mod prepare;
 mod remote_tools;
 pub mod resolver;
+mod result;
 mod run;
-mod summary;
 
 pub use prepare::prepare;
 
@@ -32,7 +32,7 @@ use worker::{AbortSignal, Env};
 
 use crate::agent::artifacts::ArtifactSummary;
 use crate::agent::{
-    AgentMessage, CallPlan, ProviderResolver, Resolved, ToolAnswers, TurnOutcome, TurnStats,
+    AgentMessage, CallSize, ProviderResolver, Resolved, ToolAnswers, TurnOutcome, TurnStats,
 };
 use crate::edge::budget::Budget;
 use crate::edge::config::Config;
@@ -146,7 +146,7 @@ pub fn choose_model(
 }
 
 /// What a turn produced, for `stream: false` and the object's end step.
-pub struct TurnSummary {
+pub struct TurnResult {
     pub messages: Vec<AgentMessage>,
     pub usage: Usage,
     pub outcome: TurnOutcome,
@@ -163,7 +163,7 @@ pub struct FixedProvider(pub Rc<dyn Provider>);
 
 #[async_trait(?Send)]
 impl ProviderResolver for FixedProvider {
-    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
         Ok(Resolved {
             provider: self.0.clone(),
             max_tokens: call.max_tokens,

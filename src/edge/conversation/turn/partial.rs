@@ -33,7 +33,7 @@ impl PartialAnswer {
     /// in full now) and must be cleared.
     pub(super) fn track(&mut self, event: &AgentEvent<'_>) -> bool {
         match event {
-            AgentEvent::TurnStart { model, .. } => {
+            AgentEvent::StepStart { model, .. } => {
                 self.answer = Some(AssistantMessage {
                     content: vec![],
                     stop_reason: StopReason::Interrupted,
@@ -60,7 +60,7 @@ impl PartialAnswer {
                 }
             }
             // The answer is stored: nothing partial is left.
-            AgentEvent::TurnEnd { .. } => {
+            AgentEvent::StepEnd { .. } => {
                 self.answer = None;
                 return std::mem::take(&mut self.saved);
             }
@@ -189,8 +189,8 @@ mod tests {
     fn an_answer_in_progress_is_saved_as_an_interrupted_message_of_text_and_thinking() {
         let model = ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap();
         let mut partial = PartialAnswer::default();
-        assert!(!partial.track(&AgentEvent::TurnStart {
-            turn: 1,
+        assert!(!partial.track(&AgentEvent::StepStart {
+            step: 1,
             model: &model
         }));
         assert_eq!(
@@ -237,8 +237,8 @@ mod tests {
         let sonnet = ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap();
         let fallback = ModelRef::parse("openai:gpt-4o").unwrap();
         let mut partial = PartialAnswer::default();
-        partial.track(&AgentEvent::TurnStart {
-            turn: 1,
+        partial.track(&AgentEvent::StepStart {
+            step: 1,
             model: &sonnet,
         });
         // Sonnet failed before it said anything; the fallback reported nothing yet.
@@ -262,8 +262,8 @@ mod tests {
 
         // Anthropic reported the prompt when it began: that count stands.
         let mut partial = PartialAnswer::default();
-        partial.track(&AgentEvent::TurnStart {
-            turn: 1,
+        partial.track(&AgentEvent::StepStart {
+            step: 1,
             model: &sonnet,
         });
         let reported = LlmEvent::Usage(Usage {
@@ -290,8 +290,8 @@ mod tests {
     #[test]
     fn the_end_of_an_answer_clears_a_saved_one_and_only_a_saved_one() {
         let model = ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap();
-        let start = AgentEvent::TurnStart {
-            turn: 1,
+        let start = AgentEvent::StepStart {
+            step: 1,
             model: &model,
         };
         let hi = text("hi");
@@ -302,8 +302,8 @@ mod tests {
             provider: "anthropic".into(),
             usage: Usage::default(),
         };
-        let end = AgentEvent::TurnEnd {
-            turn: 1,
+        let end = AgentEvent::StepEnd {
+            step: 1,
             message: &stored,
         };
 

@@ -15,10 +15,10 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use crate::agent::calendar::format_utc;
-use crate::agent::{AgentMessage, CallPlan, ProviderResolver, Resolved};
+use crate::agent::{AgentMessage, CallSize, ProviderResolver, Resolved};
 use crate::edge::budget::{usd, Budget, Period, WARN_AT};
 use crate::edge::error::ApiError;
-use crate::edge::spend::{Ask, Charge, Reply, Settle};
+use crate::edge::spend::{Ask, Charge, Reply, Settle, Spend};
 use crate::llm::models::Registry;
 use crate::llm::retry::chain;
 use crate::llm::{AssistantMessage, LlmError, ModelRef, Provider};
@@ -33,9 +33,9 @@ pub trait BudgetStore {
     async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError>;
     /// Settles a call that ended.
     async fn settle(&self, settle: &Settle);
-    /// Charges an attempt given up on while its call goes on; whether it may try again (a
-    /// store that cannot tell says no).
-    async fn charge(&self, charge: &Charge) -> bool;
+    /// Charges an attempt given up on while its call goes on: what is spent and held now, or
+    /// `None` when the call holds no reservation any more (see [`crate::edge::spend::Spend::charge`]).
+    async fn charge(&self, charge: &Charge) -> Result<Option<f64>, ApiError>;
     /// Stores a message in the conversation that never reaches a model (a context note or a
     /// system event).
     async fn note(&self, message: AgentMessage);
@@ -87,6 +87,13 @@ impl FirstCall {
     }
 }
 
+/// A call's reservation in the user's spend object, and the budget it was held against.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub call: String,
+    pub budget: Budget,
+}
+
 /// The fewest output tokens worth a call on the conversation's model: below them it goes to
 /// `BUDGET_MODEL`, or is refused.
 pub const MIN_TOKENS: u32 = 256;
@@ -108,8 +115,13 @@ pub struct BudgetResolver {
     pub switches: Rc<Cell<u32>>,
     /// The budget as read with the turn's history (else at its first call).
     pub read: RefCell<Option<Option<Budget>>>,
-    /// The reservation the call in flight holds.
-    pub open: RefCell<Option<String>>,
+    /// The reservation the call in flight holds, with the budget it was held against.
+    pub open: RefCell<Option<Held>>,
+    /// What attempts given up on cost whose charge the spend object may not have had (it
+    /// failed): added to the call's settlement, so a lost charge is counted late rather than
+    /// never (a charge that did land and only its answer was lost is counted twice, in the
+    /// user's disfavour by a prompt's price, never in the operator's).
+    pub uncharged: Cell<f64>,
     /// Told how the turn's first reservation goes (its request waits for it).
     pub first: Option<Rc<FirstCall>>,
 }
@@ -176,7 +188,7 @@ impl BudgetResolver {
 
 #[async_trait(?Send)]
 impl ProviderResolver for BudgetResolver {
-    async fn resolve(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
         // Its request was answered 402: the turn makes no call at all (a summary's refusal
         // would otherwise let the main call through, for a message the client was told was
         // refused).
@@ -193,11 +205,12 @@ impl ProviderResolver for BudgetResolver {
         resolved
     }
 
-    /// Settles the call to what its answer cost: at the prices of the model that answered (a
-    /// fallback's, after a switch), every attempt included (see [`crate::llm::retry`]).
+    /// Settles the call to what its answer cost, at the prices of the model that answered (a
+    /// fallback's, after a switch); attempts given up on were charged as they were (see
+    /// [`Self::given_up`]), apart from any whose charge failed.
     async fn settle(&self, answer: &AssistantMessage) {
-        let call = self.open.borrow_mut().take();
-        let cost = self.models.answer_cost(answer).unwrap_or(0.0);
+        let call = self.open.borrow_mut().take().map(|held| held.call);
+        let cost = self.models.answer_cost(answer).unwrap_or(0.0) + self.uncharged.take();
         if call.is_some() || cost > 0.0 {
             self.store
                 .settle(&Settle {
@@ -211,30 +224,37 @@ impl ProviderResolver for BudgetResolver {
     /// Charged at once at its own model's prices, so calls at once see it; with the call's
     /// reservation held, another attempt only while the budget still covers it. An economy
     /// call holds nothing and answers past the budget by design: it is charged and goes on.
-    async fn given_up(&self, attempt: &AssistantMessage) -> bool {
+    ///
+    /// Refused, the call ends with the budget's error (not the provider's, which a client
+    /// would retry); a charge that failed ends it too, unsure what the budget covers.
+    async fn given_up(&self, attempt: &AssistantMessage) -> Result<(), LlmError> {
         let cost_usd = self.models.answer_cost(attempt).unwrap_or(0.0);
-        let held = self.open.borrow().clone();
-        let limit_usd = self.read.borrow().clone().flatten().map(|b| b.limit_usd);
-        match (held, limit_usd) {
-            (Some(call), Some(limit_usd)) => {
+        let Some(Held { call, mut budget }) = self.open.borrow().clone() else {
+            if cost_usd > 0.0 {
                 self.store
-                    .charge(&Charge {
-                        call,
+                    .settle(&Settle {
+                        call: None,
                         cost_usd,
-                        limit_usd,
                     })
-                    .await
+                    .await;
             }
-            _ => {
-                if cost_usd > 0.0 {
-                    self.store
-                        .settle(&Settle {
-                            call: None,
-                            cost_usd,
-                        })
-                        .await;
-                }
-                true
+            return Ok(());
+        };
+        match self.store.charge(&Charge { call, cost_usd }).await {
+            Ok(Some(committed)) if Spend::covers(committed, budget.limit_usd) => Ok(()),
+            Ok(Some(committed_usd)) => {
+                budget.spent_usd = committed_usd;
+                Err(LlmError::BudgetExceeded(budget.short_message()))
+            }
+            Ok(None) => Err(LlmError::BudgetExceeded(
+                "the call's hold on the budget lapsed or its period ended; send the message again"
+                    .into(),
+            )),
+            Err(e) => {
+                self.uncharged.set(self.uncharged.get() + cost_usd);
+                Err(LlmError::Config(format!(
+                    "the budget could not be checked: {e}"
+                )))
             }
         }
     }
@@ -246,7 +266,7 @@ impl ProviderResolver for BudgetResolver {
 
 impl BudgetResolver {
     /// [`ProviderResolver::resolve`], before the turn's first call hears how it went.
-    async fn resolve_call(&self, call: CallPlan<'_>) -> Result<Resolved, LlmError> {
+    async fn resolve_call(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
         let Some(mut budget) = self.budget(false).await? else {
             return Ok(Resolved {
                 provider: self.model.clone(),
@@ -285,7 +305,10 @@ impl BudgetResolver {
                 max_tokens,
                 committed_usd,
             } => {
-                *self.open.borrow_mut() = Some(held);
+                *self.open.borrow_mut() = Some(Held {
+                    call: held,
+                    budget: budget.clone(),
+                });
                 if !budget.warned && committed_usd >= WARN_AT * budget.limit_usd {
                     self.warn(&budget, committed_usd).await;
                 }
@@ -327,7 +350,7 @@ mod tests {
     use super::*;
     use crate::edge::budget::{Budget, Period};
 
-    use crate::agent::{CallPlan, Resolved};
+    use crate::agent::{CallSize, Resolved};
     use crate::llm::{Completion, LlmRequest, ModelRef, Usage};
     use futures::executor::block_on;
 
@@ -358,6 +381,7 @@ mod tests {
         notes: RefCell<Vec<String>>,
         settled: RefCell<Vec<Settle>>,
         now: Cell<i64>,
+        charge_fails: Cell<bool>,
     }
 
     #[async_trait(?Send)]
@@ -379,11 +403,12 @@ mod tests {
             }
             self.settled.borrow_mut().push(settle.clone());
         }
-        async fn charge(&self, charge: &Charge) -> bool {
-            self.spend
-                .borrow_mut()
-                .as_mut()
-                .is_some_and(|spend| spend.charge(charge, self.now.get()))
+        async fn charge(&self, charge: &Charge) -> Result<Option<f64>, ApiError> {
+            if self.charge_fails.get() {
+                return Err(ApiError::Internal("the spend object is overloaded".into()));
+            }
+            let mut spend = self.spend.borrow_mut();
+            Ok(Spend::charge(&mut spend, charge, self.now.get()))
         }
         async fn note(&self, message: AgentMessage) {
             self.notes.borrow_mut().push(format!("{message:?}"));
@@ -407,6 +432,7 @@ mod tests {
             notes: RefCell::default(),
             settled: RefCell::default(),
             now: Cell::new(start + 3_600_000),
+            charge_fails: Cell::new(false),
         });
         let named = |id: &str| -> Rc<dyn Provider> {
             Rc::new(Named(ModelRef::parse(id).expect("a model id")))
@@ -420,6 +446,7 @@ mod tests {
             switches: Rc::default(),
             read: RefCell::default(),
             open: RefCell::default(),
+            uncharged: Cell::default(),
             first: None,
         };
         (resolver, memory)
@@ -434,11 +461,11 @@ mod tests {
     /// A call of `input_tokens` asking for up to 4,000 output tokens.
     fn call_of(resolver: &BudgetResolver, input_tokens: u64) -> Result<(String, u32), LlmError> {
         let input = || input_tokens;
-        let plan = CallPlan {
+        let size = CallSize {
             max_tokens: 4_000,
             input_tokens: &input,
         };
-        block_on(resolver.resolve(plan)).map(
+        block_on(resolver.resolve(size)).map(
             |Resolved {
                  provider,
                  max_tokens,
@@ -511,7 +538,7 @@ mod tests {
         let (turn, memory) = resolver(0.1, false);
         call(&turn).expect("granted");
         let billed = answer("claude-sonnet-4-5", 1_000, 0);
-        assert!(block_on(turn.given_up(&billed)));
+        assert_eq!(block_on(turn.given_up(&billed)), Ok(()));
         // Spent $0.003 and held $0.063: $0.034 is left, which covers 2,066 tokens of another
         // call of the same user, not the 4,000 it would have had.
         let (other, _) = resolver(0.1, false);
@@ -523,11 +550,35 @@ mod tests {
         assert_eq!(call(&other).ok(), Some((sonnet, 2_066)));
         // Now held $0.063 + $0.034 and spent $0.003: one more billed attempt passes the limit,
         // and the call is not made again.
-        assert!(!block_on(turn.given_up(&billed)));
+        let Err(LlmError::BudgetExceeded(why)) = block_on(turn.given_up(&billed)) else {
+            panic!("refused for the budget")
+        };
+        assert!(why.starts_with("your budget of $0.10 per day"), "{why}");
         // The call's answer settles its reservation; the attempts are not charged twice.
         block_on(turn.settle(&answer("claude-sonnet-4-5", 0, 0)));
         let settled = memory.settled.borrow();
         assert_eq!((settled.len(), settled[0].call.as_deref()), (1, Some("c1")));
+    }
+
+    #[test]
+    fn an_attempt_whose_charge_failed_ends_the_call_and_is_settled_with_it() {
+        let (turn, memory) = resolver(1.0, false);
+        call(&turn).expect("granted");
+        memory.charge_fails.set(true);
+        let billed = answer("claude-sonnet-4-5", 1_000, 0);
+        assert!(matches!(
+            block_on(turn.given_up(&billed)),
+            Err(LlmError::Config(why)) if why.contains("could not be checked")
+        ));
+        // The call's settlement carries the attempt's $0.003 with the answer's $0.0045.
+        block_on(turn.settle(&answer("claude-sonnet-4-5", 1_000, 100)));
+        let settled = memory.settled.borrow();
+        assert!((settled[0].cost_usd - 0.0075).abs() < 1e-12, "{settled:?}");
+        // Only once.
+        drop(settled);
+        call(&turn).expect("granted");
+        block_on(turn.settle(&answer("claude-sonnet-4-5", 0, 0)));
+        assert_eq!(memory.settled.borrow()[1].cost_usd, 0.0);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::files::FileLoader;
 use super::hooks::{D1Hooks, ObjectQueues, Persisted};
 use super::partial::PartialAnswer;
 use super::resolver::BudgetResolver;
-use super::{remote_tools, FixedProvider, Prepared, TurnEnv, TurnSummary};
+use super::{remote_tools, FixedProvider, Prepared, TurnEnv, TurnResult};
 use crate::agent::artifacts::ArtifactContext;
 use crate::agent::{
     artifacts, run_agent_turn, schedules, AgentEvent, AgentState, CancelToken, Compactor,
@@ -42,7 +42,7 @@ impl Prepared {
         signal: AbortSignal,
         log: Rc<ChunkLog>,
         (reference, turn_id): (&str, &str),
-    ) -> TurnSummary {
+    ) -> TurnResult {
         let Prepared {
             pending,
             taken,
@@ -107,6 +107,7 @@ impl Prepared {
                     switches: budget_switches.clone(),
                     read: RefCell::new(budget.clone()),
                     open: RefCell::default(),
+                    uncharged: Default::default(),
                     // The first reservation of either kind (a summary's comes first) decides.
                     first: first_call.clone(),
                 }),
@@ -278,7 +279,7 @@ impl Prepared {
         stats.budget_switches = budget_switches.get();
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial, now_ms());
-        TurnSummary {
+        TurnResult {
             messages: state
                 .messages
                 .split_off(history_len.min(state.messages.len())),

@@ -19,7 +19,7 @@ use crate::edge::config::Config;
 use crate::edge::d1::files::NewFile;
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
-use crate::edge::own;
+use crate::edge::out_of_line;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::fetch::FetchTransport;
 use crate::edge::platform::files::Files;
@@ -127,13 +127,13 @@ pub async fn user_message(
             // Behind `own`, as the removals below: storing files stays out of `user_message`'s
             // own code, so a message without files (most of them) does not compile it.
             (Piece::File(file), Some((bucket, store))) => {
-                match own(store_one((bucket, store, upload), config, file, n)).await {
+                match out_of_line(store_one((bucket, store, upload), config, file, n)).await {
                     Ok(attachment) => {
                         stored.push(attachment.clone());
                         content.push(ContentBlock::File(attachment));
                     }
                     Err(refused) => {
-                        own(discard_from(bucket, store, &stored)).await;
+                        out_of_line(discard_from(bucket, store, &stored)).await;
                         return Err(refused);
                     }
                 }
@@ -158,7 +158,7 @@ pub async fn kept_if_taken(
     if stored.is_empty() {
         return answer;
     }
-    own(settle_files(env, owner, stored, &answer)).await;
+    out_of_line(settle_files(env, owner, stored, &answer)).await;
     answer
 }
 

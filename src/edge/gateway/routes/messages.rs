@@ -24,7 +24,7 @@ use crate::edge::protocol::{
 use crate::llm::json::{self, FromJson, Reader};
 use crate::llm::ToolDef;
 
-struct Send {
+struct SendBody {
     message: Option<UserContent>,
     /// Tools the client runs, offered to the model for this turn.
     tools: Vec<ClientTool>,
@@ -39,7 +39,7 @@ struct Send {
     toolsets: Option<Vec<String>>,
 }
 
-crate::json_struct!(Send {
+crate::json_struct!(SendBody {
     "message" => message,
     "tools" => tools: default,
     "tool_results" => tool_results: default,
@@ -162,7 +162,7 @@ pub async fn send(
         key,
         body: body_digest(text.as_bytes()),
     });
-    let mut body: Send = json_text(if text.is_empty() { "{}" } else { &text })?;
+    let mut body: SendBody = json_text(if text.is_empty() { "{}" } else { &text })?;
     // The parsed body holds what it needs; the text would be a second copy of its files.
     drop(text);
     let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
@@ -251,7 +251,7 @@ async fn deliver(
     env: &Env,
     config: &Config,
     (user, id, request_id): (&str, &str, &str),
-    body: Send,
+    body: SendBody,
     keyed: Option<Keyed>,
     message: Option<AgentMessage>,
 ) -> Result<Response, ApiError> {

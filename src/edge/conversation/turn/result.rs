@@ -1,10 +1,10 @@
 //! A finished turn as the JSON a `stream: false` request gets.
 
-use super::TurnSummary;
+use super::TurnResult;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 
-impl TurnSummary {
+impl TurnResult {
     /// `{messages, events, usage, cost_usd, finish_reason, error}` for `stream: false`;
     /// `events` are the chunks the stream carried, so both modes say the same thing.
     pub fn into_json(self, stream: &str, config: &Config) -> serde_json::Value {
@@ -69,7 +69,7 @@ mod tests {
     #[test]
     fn a_turn_as_json_says_what_its_stream_said_and_what_it_cost() {
         let config = Config::from_lookup(|_| None).expect("the defaults");
-        let summary = TurnSummary {
+        let summary = TurnResult {
             messages: vec![
                 answer("claude-sonnet-4-5", 1_000_000, 0),
                 AgentMessage::user_text("and then?"),

@@ -23,13 +23,13 @@ enum Block {
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct PartialMessage {
+pub(crate) struct Assembler {
     blocks: Vec<(Block, bool)>, // (block, still open)
     pub usage: Usage,
     pub stop_reason: Option<StopReason>,
 }
 
-impl PartialMessage {
+impl Assembler {
     pub fn start_text(&mut self, out: &mut Vec<LlmEvent>) -> usize {
         let index = self.open(Block::Text(String::new()));
         out.push(LlmEvent::TextStart { index });
