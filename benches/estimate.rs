@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use edge_agent::agent::compact::estimate_tokens;
+use edge_agent::agent::estimate::estimate_tokens;
 
 const RUNS: usize = 20;
 

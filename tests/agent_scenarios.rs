@@ -629,8 +629,8 @@ fn a_resolver_sees_each_call_before_it_is_made_and_is_settled_after_it_ends() {
     // with the tool's result; the turn asked for its own limit, and the call got the lowered one.
     let plans = holding.plans.borrow();
     assert_eq!(plans.len(), 2);
-    let bare = edge_agent::agent::compact::estimate_tokens("You tell the time.")
-        + edge_agent::agent::compact::message_tokens(
+    let bare = edge_agent::agent::estimate::estimate_tokens("You tell the time.")
+        + edge_agent::agent::estimate::message_tokens(
             &AgentMessage::user_text("what time is it?"),
             None,
         );

@@ -177,9 +177,7 @@ impl AgentMessage {
             AgentMessage::SystemEvent {
                 text,
                 schedule: Some(schedule),
-            } => Some(Message::user_text(crate::agent::schedules::turn_reason(
-                schedule, text,
-            ))),
+            } => Some(Message::user_text(turn_reason(schedule, text))),
             AgentMessage::ContextNote { .. }
             | AgentMessage::SystemEvent { .. }
             | AgentMessage::ToolLog { .. } => None,
@@ -190,6 +188,14 @@ impl AgentMessage {
 /// The history as the LLM sees it.
 pub fn convert_to_llm(messages: &[AgentMessage]) -> Vec<Message> {
     messages.iter().filter_map(AgentMessage::to_llm).collect()
+}
+
+/// The text the model reads for a turn a schedule started.
+pub fn turn_reason(schedule_id: &str, instruction: &str) -> String {
+    format!(
+        "[Scheduled turn: schedule `{schedule_id}` started this turn, not a new message from the \
+         user. Its instruction:]\n{instruction}"
+    )
 }
 
 #[cfg(test)]

@@ -6,18 +6,20 @@
 //! Durable Objects or HTTP; the application plugs in through [`TurnHooks`], [`Queues`],
 //! [`ProviderResolver`] and [`ContextTransform`].
 //!
-//! Vocabulary: a *turn* is one run of the loop (one user request); each LLM call inside it is
-//! numbered by [`AgentEvent::StepStart`]'s `turn` field, and is a *step*
-//! in the UI stream.
+//! Vocabulary (the glossary is in the crate's root): a *turn* is one run of the loop (one user
+//! request, or a schedule's); each LLM call inside it is a *step*, numbered by
+//! [`AgentEvent::StepStart`]'s `step` field.
 
 pub mod artifacts;
 pub mod calendar;
 pub mod compact;
+pub mod estimate;
 pub mod event;
 pub mod hooks;
 pub mod message;
 pub mod plan;
 pub mod remote;
+pub mod resolve;
 pub mod schedules;
 pub mod schema;
 pub mod state;
@@ -27,15 +29,16 @@ pub mod tools;
 mod turn;
 
 pub use compact::{Compaction, Compactor};
+pub use estimate::charge_unreported;
 pub use event::AgentEvent;
 pub use hooks::{HookError, NoHooks, StepEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
+pub use resolve::{CallSize, ProviderResolver, Resolved};
+pub use state::TurnOutcome;
 pub use state::{AgentState, Approval, CancelToken, LocalQueues, Queues, ToolAnswers};
 pub use stats::{CallStats, TurnStats};
+pub use tool_calls::CANCELLED;
 pub use tool_calls::{DENIED, SKIPPED_FOR_STEERING};
 pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
-pub use turn::{
-    charge_unreported, pending_calls, run_agent_turn, CallSize, ContextTransform, ProviderResolver,
-    Resolved, TurnOutcome, CANCELLED, MOVED_ON,
-};
+pub use turn::{pending_calls, run_agent_turn, ContextTransform, MOVED_ON};

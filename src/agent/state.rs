@@ -8,8 +8,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::plan::{plan_from_history, Plan};
-use super::{AgentMessage, Compactor};
-use crate::llm::{Sleeper, Usage};
+use super::{AgentEvent, AgentMessage, Compactor, TurnHooks};
+use crate::llm::{Sleeper, ToolCall, Usage};
 
 /// Where messages sent while a turn runs wait for it.
 #[async_trait(?Send)]
@@ -144,5 +144,67 @@ impl AgentState {
             queues: Rc::new(LocalQueues::default()),
             call_id_nonce: String::new(),
         }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnOutcome {
+    /// The model finished and nothing was waiting in the queues.
+    Completed,
+    /// `on_step_end` asked to stop.
+    Stopped,
+    /// The model called client tools; the turn waits for their results.
+    AwaitingToolResults(Vec<ToolCall>),
+    /// The model called tools that need a person's approval; the turn waits for decisions.
+    AwaitingApproval(Vec<ToolCall>),
+    /// A limit ended the turn (`MAX_LLM_CALLS`, `TURN_DEADLINE_MS`); says which.
+    LimitReached(String),
+    /// The LLM, the provider resolver or `on_step_end` failed.
+    Failed { message: String, is_retryable: bool },
+    /// The turn was cancelled; what the model had said is kept, marked aborted.
+    Cancelled,
+}
+
+/// The deadline message, if `TURN_DEADLINE_MS` has passed.
+pub(crate) fn deadline_passed(state: &AgentState, started: web_time::Instant) -> Option<String> {
+    let deadline = state.turn_deadline_ms?;
+    let elapsed = started.elapsed().as_millis() as u64;
+    (elapsed >= deadline).then(|| {
+        format!("the turn ran {elapsed} ms, past its deadline of {deadline} ms (TURN_DEADLINE_MS)")
+    })
+}
+
+/// Stores `message` (`on_message`; a failure is logged and the turn goes on) and adds it to
+/// the history.
+pub(crate) async fn add_message(
+    state: &mut AgentState,
+    hooks: &dyn TurnHooks,
+    message: AgentMessage,
+) {
+    if let Err(e) = hooks.on_message(&message).await {
+        hooks.warn(&format!(
+            "on_message failed for a {} message; the turn goes on: {e}",
+            message.kind()
+        ));
+    }
+    state.messages.push(message);
+}
+
+/// Messages sent during the turn, injected into its history (`skipped`: the calls they cut
+/// short).
+pub(crate) async fn inject(
+    state: &mut AgentState,
+    hooks: &dyn TurnHooks,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+    skipped: &[ToolCall],
+    messages: Vec<AgentMessage>,
+) {
+    emit(AgentEvent::Steering {
+        skipped,
+        messages: &messages,
+    });
+    for message in messages {
+        add_message(state, hooks, message).await;
     }
 }

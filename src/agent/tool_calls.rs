@@ -6,9 +6,12 @@
 
 use serde_json::Value;
 
-use super::turn::{add_message, deadline_passed, error_result, inject, TurnOutcome, CANCELLED};
+use super::state::{add_message, deadline_passed, inject, TurnOutcome};
 use super::{AgentEvent, AgentMessage, AgentState, ToolKind, ToolRegistry, TurnHooks};
 use crate::llm::{ToolCall, ToolResult};
+
+/// The result content of a tool call not run because the turn was cancelled.
+pub const CANCELLED: &str = "not run: the turn was cancelled";
 
 /// The result content of a tool call skipped because the user sent a new message.
 pub const SKIPPED_FOR_STEERING: &str = "skipped: the user sent a new message";
@@ -291,5 +294,15 @@ async fn run_with_timeout(
         futures::future::Either::Right(_) => Err(format!(
             "`{name}` did not finish within {ms} ms (TOOL_TIMEOUT_MS)"
         )),
+    }
+}
+
+/// The error result of a call that did not run, saying why.
+pub(crate) fn error_result(call: &ToolCall, message: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content: message.to_string(),
+        is_error: true,
     }
 }

@@ -16,77 +16,34 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 
+use super::estimate::{
+    block_tokens, charge_unreported, estimate_tokens, message_tokens, tool_tokens,
+};
+use super::resolve::{CallSize, ProviderResolver, Resolved};
+use super::state::{add_message, deadline_passed, inject, TurnOutcome};
+use super::tool_calls::{error_result, CANCELLED};
 use super::{AgentEvent, AgentMessage, AgentState, StepEndInfo, ToolRegistry, TurnHooks};
 use crate::llm::transform::prepare_for;
-use crate::llm::{
-    LlmError, LlmEvent, LlmRequest, Message, ModelRef, Provider, StopReason, ToolCall, ToolResult,
-};
+use crate::llm::{LlmError, LlmEvent, LlmRequest, Message, ModelRef, StopReason, ToolCall};
 use async_trait::async_trait;
 
 /// The result content given to pending calls when the user sends a new message instead.
 pub const MOVED_ON: &str = "no result: the user moved on";
 
-/// The result content of a tool call not run because the turn was cancelled.
-pub const CANCELLED: &str = "not run: the turn was cancelled";
-
-/// What an LLM call is about to ask for, so a resolver can hold its worst case against a budget.
-#[derive(Clone, Copy)]
-pub struct CallSize<'a> {
-    /// The most the answer may be, as the turn would ask for it.
-    pub max_tokens: u32,
-    /// An estimate of the request's input tokens (system prompt, history, tool definitions),
-    /// made only when asked for: a resolver without a budget never pays for it.
-    pub input_tokens: &'a dyn Fn() -> u64,
-}
-
-/// The provider chosen for one call, and the most its answer may be (a budget may lower it).
-pub struct Resolved {
-    pub provider: Rc<dyn Provider>,
-    pub max_tokens: u32,
-}
-
-/// Picks the provider before every LLM call, so a turn can move to another model midway.
-#[async_trait(?Send)]
-pub trait ProviderResolver {
-    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError>;
-
-    /// The call the last `resolve` was for has ended with `answer` (its usage, estimated when
-    /// the provider sent none): whatever was held for it is settled. Called on every ending,
-    /// cancelled and failed ones included.
-    async fn settle(&self, _answer: &crate::llm::AssistantMessage) {}
-
-    /// An attempt of the call in flight was given up on after it was billed (see
-    /// [`crate::llm::retry::Billing`]): it is charged now, and `Err` ends the call instead of
-    /// another attempt. [`Self::settle`] never sees it.
-    async fn given_up(&self, _attempt: &crate::llm::AssistantMessage) -> Result<(), LlmError> {
-        Ok(())
-    }
-
-    /// The model the conversation asked for, when the resolver may answer with another from
-    /// the first call on: a turn that starts on another model announces the switch too.
-    fn intended(&self) -> Option<ModelRef> {
-        None
-    }
-}
-
-/// A resolver as the [`Billing`](crate::llm::retry::Billing) of the calls it resolved, and the
-/// hooks that write each attempt given up on to the ledger as it happens (so a runtime that
-/// dies later in the call loses no row the spend object was charged for).
-pub(crate) struct Billed<'a> {
-    pub resolver: &'a dyn ProviderResolver,
-    /// `None` where the caller records the attempts itself (compaction returns its calls).
-    pub hooks: Option<&'a dyn TurnHooks>,
+/// A turn's resolver as the [`Billing`](crate::llm::retry::Billing) of the calls it resolved,
+/// with the hooks that write each attempt given up on to the ledger as it happens (so a runtime
+/// that dies later in the call loses no row the spend object was charged for).
+struct Billed<'a> {
+    resolver: &'a dyn ProviderResolver,
+    hooks: &'a dyn TurnHooks,
 }
 
 #[async_trait(?Send)]
 impl crate::llm::retry::Billing for Billed<'_> {
     async fn given_up(&self, attempt: &crate::llm::AssistantMessage) -> Result<(), LlmError> {
         let charged = self.resolver.given_up(attempt).await;
-        if let Some(hooks) = self.hooks {
-            charge_unstored(hooks, attempt).await;
-        }
+        charge_unstored(self.hooks, attempt).await;
         charged
     }
 }
@@ -95,25 +52,6 @@ impl crate::llm::retry::Billing for Billed<'_> {
 #[async_trait(?Send)]
 pub trait ContextTransform {
     async fn transform(&self, messages: Vec<Message>) -> Vec<Message>;
-}
-
-/// How a turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnOutcome {
-    /// The model finished and nothing was waiting in the queues.
-    Completed,
-    /// `on_step_end` asked to stop.
-    Stopped,
-    /// The model called client tools; the turn waits for their results.
-    AwaitingToolResults(Vec<ToolCall>),
-    /// The model called tools that need a person's approval; the turn waits for decisions.
-    AwaitingApproval(Vec<ToolCall>),
-    /// A limit ended the turn (`MAX_LLM_CALLS`, `TURN_DEADLINE_MS`); says which.
-    LimitReached(String),
-    /// The LLM, the provider resolver or `on_step_end` failed.
-    Failed { message: String, is_retryable: bool },
-    /// The turn was cancelled; what the model had said is kept, marked aborted.
-    Cancelled,
 }
 
 /// Runs one turn on `state`, reporting through `emit` as it goes.
@@ -195,19 +133,19 @@ pub async fn run_agent_turn(
                 let visible = state.messages[..hidden.start]
                     .iter()
                     .chain(&state.messages[hidden.end..]);
-                system.map_or(0, super::compact::estimate_tokens)
+                system.map_or(0, estimate_tokens)
                     + visible
-                        .map(|m| super::compact::message_tokens(m, None))
+                        .map(|m| message_tokens(m, None))
                         .sum::<u64>()
                     + definitions
                         .iter()
-                        .map(super::compact::tool_tokens)
+                        .map(tool_tokens)
                         .sum::<u64>()
                     // The plan recited at the end of the call (written by the model: no cap).
                     + match super::plan::recitation(&state.plan.borrow()) {
                         Some(Message::User { content }) => content
                             .iter()
-                            .map(|b| super::compact::block_tokens(b, None))
+                            .map(|b| block_tokens(b, None))
                             .sum::<u64>(),
                         _ => 0,
                     }
@@ -255,10 +193,7 @@ pub async fn run_agent_turn(
             "" => format!("call_{step}_"),
             nonce => format!("call_{nonce}_{step}_"),
         };
-        let billed = Billed {
-            resolver,
-            hooks: Some(hooks),
-        };
+        let billed = Billed { resolver, hooks };
         let request = LlmRequest {
             system,
             messages: &history,
@@ -411,90 +346,6 @@ pub fn pending_calls(messages: &[AgentMessage]) -> Vec<ToolCall> {
         })
         .cloned()
         .collect()
-}
-
-/// The deadline message, if `TURN_DEADLINE_MS` has passed.
-pub(super) fn deadline_passed(state: &AgentState, started: web_time::Instant) -> Option<String> {
-    let deadline = state.turn_deadline_ms?;
-    let elapsed = started.elapsed().as_millis() as u64;
-    (elapsed >= deadline).then(|| {
-        format!("the turn ran {elapsed} ms, past its deadline of {deadline} ms (TURN_DEADLINE_MS)")
-    })
-}
-
-/// An answer whose provider did not report all of its usage is charged from estimates of what
-/// was sent (`input`, computed only when needed) and of what streamed, marked estimated:
-/// - cut short (failed, cancelled or interrupted: OpenAI sends usage last, Anthropic its output
-///   tokens at the end), a count the provider did report stays where it is at least the
-///   estimate, and an answer that streamed nothing is left as it is;
-/// - finished, only what the provider left at zero is estimated (some servers never report
-///   usage, and a finished answer is not free): its input, even with nothing streamed, and its
-///   output.
-pub fn charge_unreported(answer: &mut crate::llm::AssistantMessage, input: impl FnOnce() -> u64) {
-    let cut_short = matches!(
-        answer.stop_reason,
-        StopReason::Error | StopReason::Aborted | StopReason::Interrupted
-    );
-    // Nothing streamed: the provider refused or failed before it worked (a 429, a 5xx), and
-    // providers do not bill for that.
-    if cut_short && answer.content.is_empty() {
-        return;
-    }
-    if cut_short || answer.usage.output_tokens == 0 {
-        let streamed: u64 = answer
-            .content
-            .iter()
-            .map(|b| super::compact::block_tokens(b, None))
-            .sum();
-        if streamed > answer.usage.output_tokens {
-            answer.usage.output_tokens = streamed;
-            answer.usage.estimated = true;
-        }
-    }
-    let usage = &mut answer.usage;
-    if usage.input_tokens == 0 && usage.cache_read_tokens == 0 {
-        usage.input_tokens = input();
-        usage.estimated |= usage.input_tokens > 0;
-    }
-}
-
-pub(super) fn error_result(call: &ToolCall, message: &str) -> ToolResult {
-    ToolResult {
-        tool_call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-        content: message.to_string(),
-        is_error: true,
-    }
-}
-
-pub(super) async fn add_message(
-    state: &mut AgentState,
-    hooks: &dyn TurnHooks,
-    message: AgentMessage,
-) {
-    if let Err(e) = hooks.on_message(&message).await {
-        hooks.warn(&format!(
-            "on_message failed for a {} message; the turn goes on: {e}",
-            message.kind()
-        ));
-    }
-    state.messages.push(message);
-}
-
-pub(super) async fn inject(
-    state: &mut AgentState,
-    hooks: &dyn TurnHooks,
-    emit: &mut dyn FnMut(AgentEvent<'_>),
-    skipped: &[ToolCall],
-    messages: Vec<AgentMessage>,
-) {
-    emit(AgentEvent::Steering {
-        skipped,
-        messages: &messages,
-    });
-    for message in messages {
-        add_message(state, hooks, message).await;
-    }
 }
 
 fn done(state: &AgentState, emit: &mut dyn FnMut(AgentEvent<'_>)) {

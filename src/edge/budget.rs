@@ -7,7 +7,6 @@
 use serde::Serialize;
 
 use crate::agent::calendar::{civil_from_days, days_from_civil, format_utc};
-use crate::edge::spend::Seed;
 
 /// A share of the budget past which the user is warned, once per period.
 pub const WARN_AT: f64 = 0.8;
@@ -123,6 +122,19 @@ pub fn usd(amount: f64) -> String {
     let sign = if amount < 0.0 && units != 0 { "-" } else { "" };
     format!("${sign}{}.{:0places$}", units / scale, units % scale)
 }
+
+/// A period's ledger total, as read at some time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Seed {
+    /// The start of the period the total is of (ms since the epoch).
+    pub period_start: i64,
+    pub spent_usd: f64,
+}
+
+crate::json_struct!(Seed {
+    "period_start" => period_start,
+    "spent_usd" => spent_usd,
+});
 
 #[cfg(test)]
 mod tests {

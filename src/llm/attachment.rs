@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::models::Capabilities;
+use super::capabilities::Capabilities;
 
 /// A file the user attached.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -6,10 +6,12 @@
 
 mod assembler;
 pub mod attachment;
+pub mod capabilities;
 pub mod error;
 pub mod event;
 pub mod fields;
 pub mod json;
+pub mod model_ref;
 pub mod models;
 pub mod ndjson;
 pub mod provider;
@@ -24,7 +26,7 @@ pub mod types;
 pub use attachment::{Attachment, FileData, FileKind};
 pub use error::LlmError;
 pub use event::LlmEvent;
-pub use models::ModelRef;
+pub use model_ref::ModelRef;
 pub use provider::{Completion, Provider};
 pub use retry::{Resilient, RetryPolicy, Sleeper};
 pub use transport::{

@@ -30,7 +30,7 @@ pub trait Provider {
 
     /// What the model takes (images, reasoning, tools): the built-in registry's entry, unless
     /// the application knows better (a deployment's own `MODELS` entry).
-    fn capabilities(&self) -> super::models::Capabilities {
+    fn capabilities(&self) -> super::capabilities::Capabilities {
         super::models::lookup(self.model()).capabilities
     }
 

@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
+pub use super::types::Billing;
 use super::{AssistantMessage, Completion, LlmEvent, LlmRequest, ModelRef, Provider, Usage};
 
 /// The models a call to `model` may be answered by, in the order [`Resilient`] tries them:
@@ -27,21 +28,6 @@ pub fn chain(model: &ModelRef, fallbacks: &[ModelRef]) -> Vec<ModelRef> {
         .chain(fallbacks.iter().filter(|m| *m != model))
         .cloned()
         .collect()
-}
-
-/// Hears of an attempt given up on that reported usage (billed all the same), as it happens.
-#[async_trait(?Send)]
-pub trait Billing {
-    /// `attempt` was given up on (no content, its model's usage). `Err` ends the call with
-    /// that error instead of another attempt (a budget that no longer covers one). Asked for
-    /// the last attempt of a call too, whose answer is then ignored.
-    async fn given_up(&self, attempt: &AssistantMessage) -> Result<(), super::LlmError>;
-}
-
-impl std::fmt::Debug for dyn Billing + '_ {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Billing")
-    }
 }
 
 /// Waiting and randomness, supplied by the platform (timers and RNGs differ between wasm and
@@ -117,7 +103,7 @@ impl Provider for Resilient {
         self.chain[0].model()
     }
 
-    fn capabilities(&self) -> super::models::Capabilities {
+    fn capabilities(&self) -> super::capabilities::Capabilities {
         self.chain[0].capabilities()
     }
 

@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::models::Capabilities;
+use super::capabilities::Capabilities;
 use super::{ContentBlock, Message, ModelRef, StopReason, ToolResult};
 
 /// The result content given to a tool call that never got one.

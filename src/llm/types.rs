@@ -3,6 +3,7 @@
 //! Their serde form is also the stored form (D1 keeps content blocks as this JSON), so renaming a
 //! field here is a data migration.
 
+use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -358,6 +359,22 @@ crate::json_struct!(ToolDef {
     "input_schema" => input_schema,
 });
 
+/// Hears of an attempt a retry or a fallback ([`super::retry`]) gave up on that reported
+/// usage (billed all the same), as it happens.
+#[async_trait(?Send)]
+pub trait Billing {
+    /// `attempt` was given up on (no content, its model's usage). `Err` ends the call with
+    /// that error instead of another attempt (a budget that no longer covers one). Asked for
+    /// the last attempt of a call too, whose answer is then ignored.
+    async fn given_up(&self, attempt: &AssistantMessage) -> Result<(), super::LlmError>;
+}
+
+impl std::fmt::Debug for dyn Billing + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Billing")
+    }
+}
+
 /// One LLM call. Borrows the history so nothing is copied per call.
 #[derive(Debug, Clone, Copy)]
 pub struct LlmRequest<'a> {
@@ -371,6 +388,6 @@ pub struct LlmRequest<'a> {
     /// two calls anywhere share an id (an HTTP tool's `Idempotency-Key` is derived from it).
     pub call_ids: &'a str,
     /// Told of every attempt a retry or a fallback gives up on that was billed, before the call
-    /// goes on (see [`super::retry::Billing`]); `None` goes on regardless.
-    pub billing: Option<&'a dyn super::retry::Billing>,
+    /// goes on (see [`Billing`]); `None` goes on regardless.
+    pub billing: Option<&'a dyn Billing>,
 }

@@ -532,17 +532,9 @@ impl Schedule {
     }
 }
 
-/// The text the model reads for a turn a schedule started.
-pub fn turn_reason(schedule_id: &str, instruction: &str) -> String {
-    format!(
-        "[Scheduled turn: schedule `{schedule_id}` started this turn, not a new message from the \
-         user. Its instruction:]\n{instruction}"
-    )
-}
-
 /// Where a conversation's schedules are kept.
 pub trait ScheduleStore {
-    /// Checks `request` against the conversation's limits ([`plan`]) and keeps the schedule.
+    /// Checks `request` against the conversation's limits ([`new_schedule`]) and keeps the schedule.
     fn create(&self, request: ScheduleRequest) -> Result<Schedule, ScheduleError>;
     /// Every schedule, oldest first.
     fn list(&self) -> Result<Vec<Schedule>, ScheduleError>;

@@ -2,7 +2,7 @@
 //! `ALLOW_ANONYMOUS`, `JWT_ISSUER`, `JWT_AUDIENCE` and `CORS_ORIGINS`, parsed. The gateway checks
 //! each request against them (`gateway::auth`, `gateway::cors`).
 
-use super::{flag, Lookup};
+use super::parse::{flag, Lookup};
 use crate::edge::error::ApiError;
 
 /// The user a request without a token acts as, when `ALLOW_ANONYMOUS` lets it through.

@@ -9,7 +9,9 @@ use crate::llm::ModelRef;
 use crate::edge::error::ApiError;
 
 pub mod access;
+mod parse;
 use access::{auth, AuthConfig, CorsOrigins};
+use parse::{flag, number, ratio, url, Lookup};
 
 pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
 
@@ -227,8 +229,7 @@ impl Config {
         };
         config.check_prices()?;
         // Each file counts at least its floor against the quota.
-        let largest =
-            u64::from(config.max_file_bytes).max(crate::edge::d1::files::FILE_FLOOR_BYTES);
+        let largest = u64::from(config.max_file_bytes).max(FILE_FLOOR_BYTES);
         if config.max_file_bytes_per_user < largest {
             return Err(ApiError::config(
                 "MAX_FILE_BYTES_PER_USER",
@@ -242,7 +243,7 @@ impl Config {
 /// `D1_SHARDS`: comma-separated D1 binding names, each declared in `wrangler.toml`.
 fn d1_shards(get: Lookup) -> Result<Vec<String>, ApiError> {
     let Some(list) = get("D1_SHARDS") else {
-        return Ok(vec![crate::edge::d1::BINDING.to_string()]);
+        return Ok(vec![D1_BINDING.to_string()]);
     };
     let names: Vec<String> = list
         .split(',')
@@ -282,9 +283,6 @@ fn allowed_models(list: &str) -> Result<Vec<String>, ApiError> {
         })
         .collect()
 }
-
-/// Reads one variable; empty values count as unset.
-pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 impl Config {
     /// Budgets are enforced (`USER_BUDGET_USD` is set).
@@ -433,67 +431,17 @@ fn remote_tools(get: Lookup) -> Result<RemoteTools, ApiError> {
     Ok((http, mcp, secrets))
 }
 
-fn url(get: Lookup, name: &str) -> Result<Option<String>, ApiError> {
-    match get(name) {
-        Some(v) if v.starts_with("http://") || v.starts_with("https://") => Ok(Some(v)),
-        Some(v) => Err(ApiError::config(
-            name,
-            format!("`{v}` is not an http(s) URL"),
-        )),
-        None => Ok(None),
-    }
-}
-
-pub(crate) fn flag(get: Lookup, name: &str) -> Result<bool, ApiError> {
-    match get(name).as_deref().map(str::trim) {
-        None => Ok(false),
-        Some("true" | "1" | "yes") => Ok(true),
-        Some("false" | "0" | "no") => Ok(false),
-        Some(other) => Err(ApiError::config(
-            name,
-            format!("`{other}` is not true or false"),
-        )),
-    }
-}
-
-fn ratio(get: Lookup, name: &str, default: f64) -> Result<f64, ApiError> {
-    let Some(raw) = get(name) else {
-        return Ok(default);
-    };
-    match decimal(&raw) {
-        Some(r) if r > 0.0 && r <= 1.0 => Ok(r),
-        _ => Err(ApiError::config(
-            name,
-            format!("`{raw}` is not a number above 0 and at most 1"),
-        )),
-    }
-}
-
 /// The most `MAX_FILE_BYTES` may allow: a message's body (where a file comes base64) is read
 /// whole, and the object holds a turn's files in memory while it calls the model.
 pub const MAX_FILE_BYTES: u32 = 20 << 20;
 
-fn number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
-    get: Lookup,
-    name: &str,
-    default: T,
-    range: std::ops::RangeInclusive<T>,
-) -> Result<T, ApiError> {
-    let Some(raw) = get(name) else {
-        return Ok(default);
-    };
-    match raw.trim().parse::<T>() {
-        Ok(n) if range.contains(&n) => Ok(n),
-        _ => Err(ApiError::config(
-            name,
-            format!(
-                "`{raw}` is not a whole number from {} to {}",
-                range.start(),
-                range.end()
-            ),
-        )),
-    }
-}
+/// The least a stored file counts against its owner's `MAX_FILE_BYTES_PER_USER`: a quota of
+/// tiny files would otherwise be a great many rows, each read by every upload's check (about
+/// 16,000 per GiB).
+pub const FILE_FLOOR_BYTES: u64 = 64 << 10;
+
+/// The D1 binding that holds everything when `D1_SHARDS` is not set.
+pub const D1_BINDING: &str = "DB";
 
 #[cfg(test)]
 mod tests;
@@ -502,16 +450,18 @@ thread_local! {
     /// The configuration, parsed once per isolate: an isolate's variables and secrets never
     /// change while it lives (new ones come with a new deployment, in a new isolate). Parsing
     /// reads every variable across the wasm boundary, a hundred crossings per request.
-    static CONFIG: std::cell::RefCell<Option<Config>> = const { std::cell::RefCell::new(None) };
+    static CONFIG: std::cell::RefCell<Option<std::rc::Rc<Config>>> = const { std::cell::RefCell::new(None) };
 }
 
 impl Config {
-    /// The configuration of `env`, parsed on the isolate's first request.
-    pub fn cached(env: &worker::Env) -> Result<Config, ApiError> {
+    /// The configuration of `env`, parsed on the isolate's first request and shared after.
+    pub fn cached(env: &worker::Env) -> Result<std::rc::Rc<Config>, ApiError> {
         if let Some(config) = CONFIG.with(|c| c.borrow().clone()) {
             return Ok(config);
         }
-        let config = Config::from_lookup(|name| env.var(name).ok().map(|v| v.to_string()))?;
+        let config = std::rc::Rc::new(Config::from_lookup(|name| {
+            env.var(name).ok().map(|v| v.to_string())
+        })?);
         CONFIG.with(|c| *c.borrow_mut() = Some(config.clone()));
         Ok(config)
     }

@@ -60,8 +60,7 @@ pub const MAX_QUEUED: i64 = 50;
 /// How long after a deletion the object finishes it itself, should the Worker not say it did.
 pub const DELETION_MS: i64 = 5_000;
 
-/// How far ahead of a running turn its alarm is kept.
-pub const ALARM_MS: i64 = 30_000;
+pub use rules::ALARM_MS;
 
 #[durable_object]
 pub struct ConversationCoordinator {
@@ -246,8 +245,9 @@ impl Object {
             *self.shard.borrow_mut() = Some(kept);
             return Ok(());
         }
-        let listed = crate::edge::config::Config::cached(&self.env)?.d1_shards;
-        let binding = shards::binding_of(&self.env, &listed, owner).await?;
+        let config = crate::edge::config::Config::cached(&self.env)?;
+        let listed = &config.d1_shards;
+        let binding = shards::binding_of(&self.env, listed, owner).await?;
         *self.shard.borrow_mut() = Some(binding);
         self.keep_shard()
     }

@@ -16,9 +16,11 @@
 //! - one alarm serves the running turn's heartbeat and the next schedule ([`alarm_at`]); a
 //!   schedule due while a turn runs waits for it and starts when the turn ends.
 
-use super::ALARM_MS;
 use crate::agent::{pending_calls, AgentMessage};
 use crate::llm::{AssistantMessage, StopReason, ToolResult};
+
+/// How far ahead of a running turn its alarm is kept.
+pub const ALARM_MS: i64 = 30_000;
 
 /// How often an interrupted turn is resumed before it is given up.
 pub const MAX_RECOVERIES: u32 = 3;

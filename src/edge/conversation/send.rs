@@ -7,12 +7,12 @@ use crate::agent::AgentMessage;
 use crate::edge::conversation::replay::{LogReader, NoReader};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
+use crate::edge::conversation::turn::files::{discard, file_ids, files_of};
 use crate::edge::conversation::turn::resolver::FirstCall;
 use crate::edge::conversation::turn::{choose_model, prepare, Kickoff, Start};
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::platform::files::Files;
 use crate::edge::platform::ids::new_id;
 use crate::edge::platform::push_body::PushBody;
 use crate::edge::protocol::{
@@ -20,7 +20,7 @@ use crate::edge::protocol::{
     UNKNOWN_CONVERSATION,
 };
 use crate::edge::{json_response, out_of_line};
-use crate::llm::{Attachment, ContentBlock, FileKind};
+use crate::llm::FileKind;
 use futures::channel::oneshot;
 use futures::StreamExt;
 use std::rc::Rc;
@@ -50,38 +50,6 @@ crate::json_struct!(KeyMark {
 
 fn key_mark(id: &str) -> String {
     format!("key:{id}")
-}
-
-/// The ids of the files `messages` carry.
-pub(super) fn file_ids<'a>(messages: impl IntoIterator<Item = &'a AgentMessage>) -> Vec<String> {
-    messages
-        .into_iter()
-        .flat_map(files_of)
-        .map(|f| f.id.clone())
-        .collect()
-}
-
-/// Removes files `ids` (of messages no history will name) from R2, then their records; best
-/// effort: a failure is logged and left to the scheduled run's sweep.
-pub(super) async fn discard(turn_env: &crate::edge::conversation::turn::TurnEnv, ids: &[String]) {
-    let Some(bucket) = Files::from_env(&turn_env.env).filter(|_| !ids.is_empty()) else {
-        return;
-    };
-    if let Err(e) = turn_env.store.discard_files(&bucket, ids).await {
-        worker::console_error!("removing the files of messages no history will name: {e}");
-    }
-}
-
-/// The files a user message carries.
-fn files_of(message: &AgentMessage) -> impl Iterator<Item = &Attachment> {
-    let content = match message {
-        AgentMessage::User { content } => content.as_slice(),
-        _ => &[],
-    };
-    content.iter().filter_map(|b| match b {
-        ContentBlock::File(file) => Some(file),
-        _ => None,
-    })
 }
 
 /// The reader of the request that starts a turn.

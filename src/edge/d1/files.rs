@@ -38,9 +38,7 @@ crate::json_struct!(Used {
     "bytes" => bytes,
 });
 
-/// The least a file counts against its owner's quota: a quota of tiny files would otherwise
-/// be a great many rows, each read by every upload's check (about 16,000 per GiB).
-pub const FILE_FLOOR_BYTES: u64 = 64 << 10;
+pub use crate::edge::config::FILE_FLOOR_BYTES;
 
 /// How long an upload no conversation took may stay: a request cut off between storing its
 /// files and the conversation's answer leaves them, and the scheduled run removes them after.

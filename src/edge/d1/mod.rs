@@ -25,8 +25,8 @@ pub use conversations::{is_conversation_id, scoped_id, Conversation};
 pub use history::TurnHistory;
 pub use usage::{BudgetRead, ModelSpend, UsageRow};
 
-/// The binding of the D1 database.
-pub const BINDING: &str = "DB";
+/// The binding of the D1 database (one of `D1_SHARDS` when set).
+pub use crate::edge::config::D1_BINDING as BINDING;
 
 pub struct Store {
     db: D1Database,

@@ -64,7 +64,7 @@ async fn route(
     req: Request,
     env: &Env,
     ctx: &Context,
-    config: Result<Config, ApiError>,
+    config: Result<std::rc::Rc<Config>, ApiError>,
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let path = req.path();
@@ -72,7 +72,9 @@ async fn route(
     let method = req.method();
     match (&method, segments.as_slice()) {
         (Method::Get, ["healthz"]) => return out_of_line(routes::health::get(env)).await,
-        (Method::Get, ["openapi.json"]) => return routes::openapi::get(env, config.as_ref().ok()),
+        (Method::Get, ["openapi.json"]) => {
+            return routes::openapi::get(env, config.as_deref().ok())
+        }
         _ => {}
     }
     // Everything else acts for a caller, who must authenticate before learning anything of the

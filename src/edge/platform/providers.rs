@@ -10,7 +10,7 @@ use super::ai::WorkersAiBinding;
 use super::fetch::FetchTransport;
 use super::timers::{UntilAborted, WorkerSleeper};
 use crate::edge::config::Config;
-use crate::llm::models::Capabilities;
+use crate::llm::capabilities::Capabilities;
 use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
 use crate::llm::{
     Completion, HttpTransport, LlmError, LlmEvent, LlmRequest, ModelRef, Provider, Resilient,

@@ -17,6 +17,7 @@
 use serde::Serialize;
 
 use crate::edge::budget::Period;
+pub use crate::edge::budget::Seed;
 use crate::llm::json::{self, FromJson, Reader};
 
 pub mod client;
@@ -60,19 +61,6 @@ crate::json_struct!(Ask {
     "usd_per_output_token" => usd_per_output_token,
     "max_tokens" => max_tokens,
     "min_tokens" => min_tokens,
-});
-
-/// A period's ledger total, as read at some time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Seed {
-    /// The start of the period the total is of (ms since the epoch).
-    pub period_start: i64,
-    pub spent_usd: f64,
-}
-
-crate::json_struct!(Seed {
-    "period_start" => period_start,
-    "spent_usd" => spent_usd,
 });
 
 /// The object's answer to an [`Ask`].

@@ -1,6 +1,8 @@
 //! A turn's files, loaded from R2 for the model: history keeps only references, so before each
 //! call the files the model is about to see get their contents, read once per turn. A file
 //! that cannot be read (gone from R2, or past the turn's budget) becomes a note saying so.
+//! And the files of messages no history will name (refused, repeated, dropped with their
+//! queue), removed.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -9,7 +11,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use worker::console_error;
 
-use crate::agent::ContextTransform;
+use crate::agent::{AgentMessage, ContextTransform};
 use crate::edge::platform::files::Files;
 use crate::llm::{Attachment, ContentBlock, FileData, FileKind, Message};
 
@@ -185,4 +187,36 @@ fn user_files(messages: &[Message]) -> impl DoubleEndedIterator<Item = &Attachme
             ContentBlock::File(file) if file.data.is_none() => Some(file),
             _ => None,
         })
+}
+
+/// The ids of the files `messages` carry.
+pub(crate) fn file_ids<'a>(messages: impl IntoIterator<Item = &'a AgentMessage>) -> Vec<String> {
+    messages
+        .into_iter()
+        .flat_map(files_of)
+        .map(|f| f.id.clone())
+        .collect()
+}
+
+/// Removes files `ids` (of messages no history will name) from R2, then their records; best
+/// effort: a failure is logged and left to the scheduled run's sweep.
+pub(crate) async fn discard(turn_env: &super::TurnEnv, ids: &[String]) {
+    let Some(bucket) = Files::from_env(&turn_env.env).filter(|_| !ids.is_empty()) else {
+        return;
+    };
+    if let Err(e) = turn_env.store.discard_files(&bucket, ids).await {
+        worker::console_error!("removing the files of messages no history will name: {e}");
+    }
+}
+
+/// The files a user message carries.
+pub(crate) fn files_of(message: &AgentMessage) -> impl Iterator<Item = &Attachment> {
+    let content = match message {
+        AgentMessage::User { content } => content.as_slice(),
+        _ => &[],
+    };
+    content.iter().filter_map(|b| match b {
+        ContentBlock::File(file) => Some(file),
+        _ => None,
+    })
 }

@@ -93,7 +93,7 @@ pub(super) struct D1Hooks {
     pub(super) store: Rc<Store>,
     pub(super) conversation_id: String,
     pub(super) owner: String,
-    pub(super) config: Config,
+    pub(super) config: Rc<Config>,
     pub(super) storage: Rc<ObjectStorage>,
     pub(super) persisted: Rc<Persisted>,
     /// Why the last answer's ledger row (or the messages before it) could not be written;

@@ -13,7 +13,7 @@
 
 mod artifact_store;
 mod budget_store;
-mod files;
+pub(crate) mod files;
 mod hooks;
 mod partial;
 mod prepare;
@@ -64,7 +64,7 @@ pub enum Kickoff {
 /// What a turn is run with; shared by the object and the turns it runs.
 pub struct TurnEnv {
     pub env: Env,
-    pub config: Config,
+    pub config: Rc<Config>,
     pub store: Rc<Store>,
     pub storage: Rc<ObjectStorage>,
 }

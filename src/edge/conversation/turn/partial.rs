@@ -10,7 +10,7 @@
 use worker::console_error;
 
 use super::TurnEnv;
-use crate::agent::compact::{estimate_tokens, message_tokens};
+use crate::agent::estimate::{estimate_tokens, message_tokens};
 use crate::agent::{charge_unreported, AgentEvent, AgentMessage};
 use crate::edge::d1::UsageRow;
 use crate::edge::error::ApiError;

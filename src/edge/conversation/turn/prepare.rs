@@ -1,12 +1,12 @@
 //! Preparing a turn: the history loaded once (with the budget, in the same round trip), the
 //! kickoff applied, the queued messages moved into D1.
 
+use super::files::{discard, file_ids};
 use super::hooks::PendingWrite;
 use super::{remote_tools, Kickoff, Prepared, Ready, Start, TurnEnv};
 use crate::agent::{pending_calls, AgentMessage, Approval, ToolAnswers, MOVED_ON};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::Recovery;
-use crate::edge::conversation::send::{discard, file_ids};
 use crate::edge::d1::history::CreateRow;
 use crate::edge::d1::{BudgetRead, Conversation, TurnHistory};
 use crate::edge::error::ApiError;
