@@ -4,9 +4,15 @@
 # far away, and many turns at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Figures from a stale build measure old code, and a debug build's (names kept, no wasm-opt)
+# measure nothing: build the release from the sources first (scripts/checks/build-state.py).
+if ! state=$(python3 scripts/checks/build-state.py); then
+  echo "==> build/ is $state; make bench measures a fresh release build: building it" >&2
+  scripts/build.sh
+  state=$(python3 scripts/checks/build-state.py) || { echo "build/ is still $state: no bench" >&2; exit 1; }
+fi
 cargo bench --quiet --bench decode
 cargo bench --quiet --bench estimate
-[ -f build/index_bg.wasm ] || scripts/build.sh
 . scripts/env.sh
 echo
 size() { printf '%s %d bytes (%d gzipped)' "$1" "$(wc -c < "$1")" "$(gzip -9 -c "$1" | wc -c)"; }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Everything: formatting, lints, the docs' links, the layer rule, the playground's types, native
-# tests, the wasm build (and the playground's), end-to-end tests (the playground's in Chromium).
+# Everything: formatting, lints, the docs' links, the layer rule, import circles, the forms the
+# Worker avoids for its size, the playground's types, native tests, the wasm build (and the
+# playground's) and its gzipped size, end-to-end tests (the playground's in Chromium).
+# The checks themselves are in scripts/check.sh (`make check` runs the fast ones).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*" >&2; }
@@ -8,39 +10,15 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 step "setup"
 scripts/setup.sh --local-model
 
-step "cargo fmt --check"
-cargo fmt --check
-
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --quiet --all-targets -- -D warnings
-
-step "cargo doc: no broken links, none to private items"
-RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps
-
-step "layers: llm and agent never import the platform"
-if grep -rnE '(^|[^_a-z])worker::|use worker\b|extern crate worker' src/llm src/agent; then
-  echo "src/llm and src/agent must not use the worker crate" >&2
-  exit 1
-fi
-
-step "edge: dependencies point one way (gateway → conversation → d1, platform)"
-below_gateway="src/edge/conversation src/edge/spend src/edge/d1 src/edge/platform src/edge/protocol.rs"
-below_conversation="src/edge/spend src/edge/d1 src/edge/platform src/edge/protocol.rs"
-# shellcheck disable=SC2086
-if grep -rn 'edge::gateway' $below_gateway || grep -rn 'edge::conversation' $below_conversation; then
-  echo "nothing below the gateway imports it, nor below the conversation object" >&2
-  exit 1
-fi
-
-step "playground types (tsc --noEmit -p web)"
-node_modules/.bin/tsc -p web
-
-step "native tests (cargo test)"
-cargo test --quiet
+# fmt, clippy, cargo doc, the layers, import circles, banned forms, the Markdown's links, tsc,
+# native tests: each runs even after another fails, and the failures are named together.
+scripts/check.sh fmt clippy doc fast tsc test
 
 step "wasm build"
 scripts/build.sh
 
+step "the Worker's gzipped size under its ceiling"
+scripts/checks/size.sh build/index_bg.wasm
+
 step "end-to-end tests (wasm under wrangler dev, loopback providers, local model)"
-. scripts/env.sh
-"$NODE" --test --test-concurrency=1 tests/e2e/*.test.mjs
+scripts/e2e.sh
