@@ -163,7 +163,7 @@ fn main() {
         "\n\n",
     );
     let chunks = stretch(frames, |f| f.contains("\"text_delta\""));
-    let p = Anthropic::new(
+    let p = Anthropic::provider(
         model("anthropic:claude-sonnet-4-5"),
         None,
         None,
@@ -175,7 +175,7 @@ fn main() {
     let chunks = stretch(frames, |f| {
         f.contains("\"content\":\"") && !f.contains("\"content\":\"\"")
     });
-    let p = OpenAiChat::new(model("openai:gpt-4o"), None, None, Replay::new(&chunks));
+    let p = OpenAiChat::provider(model("openai:gpt-4o"), None, None, Replay::new(&chunks));
     bench("openai", &p, &chunks);
 
     let frames = sse_frames(
@@ -185,7 +185,7 @@ fn main() {
     let chunks = stretch(frames, |f| {
         f.contains("\"text\"") && !f.contains("\"thought\": true") && !f.contains("finishReason")
     });
-    let p = Gemini::new(
+    let p = Gemini::provider(
         model("gemini:gemini-2.5-pro"),
         None,
         None,
@@ -198,6 +198,6 @@ fn main() {
         .map(|l| format!("{l}\n"))
         .collect();
     let chunks = stretch(lines, |l| l.contains("\"done\":false"));
-    let p = Ollama::new(model("ollama:phi3"), None, Replay::new(&chunks));
+    let p = Ollama::provider(model("ollama:phi3"), None, Replay::new(&chunks));
     bench("ollama", &p, &chunks);
 }

@@ -8,6 +8,8 @@
 
 pub const MS_PER_SECOND: i64 = 1_000;
 pub const SECONDS_PER_DAY: i64 = 86_400;
+/// A UTC day in milliseconds: every day is this long, as Unix time counts (no leap seconds).
+pub const DAY_MS: i64 = SECONDS_PER_DAY * MS_PER_SECOND;
 
 /// Days since 1970-01-01 of the date `year-month-day`.
 pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {

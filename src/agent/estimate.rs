@@ -1,7 +1,7 @@
 //! Token estimates: what a text, a message, a tool definition or a file costs a model, before
 //! any provider counted it. Pessimistic where text could be chosen to cost more than it looks:
 //! ASCII letters and spaces about four characters a token, digits and marks two, and at least a
-//! token wherever letters meet other characters (see [`Characters`]); a common CJK character,
+//! token wherever letters meet other characters (see `Characters`); a common CJK character,
 //! or a letter of a two-byte script (accented Latin, Greek, Cyrillic, Hebrew, Arabic), one; any
 //! other character (Thai, Devanagari, emoji, rare ideographs) a token per UTF-8 byte, the most
 //! a byte-level tokenizer spends on it. Compaction measures the history with them, a budget

@@ -11,6 +11,7 @@
 //! [`AgentEvent::StepStart`]'s `step` field.
 
 pub mod artifacts;
+mod built_in;
 pub mod calendar;
 pub mod compact;
 pub mod estimate;
@@ -24,10 +25,12 @@ pub mod schedules;
 pub mod schema;
 pub mod state;
 pub mod stats;
+pub mod text;
 mod tool_calls;
 pub mod tools;
 mod turn;
 
+pub use built_in::built_in_tool_names;
 pub use compact::{Compaction, Compactor};
 pub use estimate::charge_unreported;
 pub use event::AgentEvent;

@@ -1,11 +1,26 @@
 //! The tool registry: server tools (run here), client tools (run by the caller; the loop pauses),
-//! and the built-in `current_time`.
+//! and the built-in `current_time`; and the rule every tool's name keeps ([`is_tool_name`]).
 
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
 use super::AgentMessage;
 use crate::llm::ToolDef;
+
+/// The longest tool name every provider accepts.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// Whether `c` may be part of a tool name: an ASCII letter or digit, `_` or `-`, what every
+/// provider accepts.
+pub fn is_tool_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// A tool name every provider accepts: 1 to [`MAX_TOOL_NAME`] letters, digits, `_` or `-`. The
+/// one rule for every name a tool is offered under: configured, an MCP server's, a client's.
+pub fn is_tool_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_TOOL_NAME && name.chars().all(is_tool_name_char)
+}
 
 /// A tool that runs inside the Worker.
 #[async_trait(?Send)]
@@ -211,6 +226,9 @@ where
     }
 }
 
+/// The name of [`CurrentTime`].
+pub const CURRENT_TIME: &str = "current_time";
+
 /// Built-in server tool: the current date and time in UTC.
 pub struct CurrentTime {
     definition: ToolDef,
@@ -220,7 +238,7 @@ impl Default for CurrentTime {
     fn default() -> Self {
         Self {
             definition: ToolDef {
-                name: "current_time".to_string(),
+                name: CURRENT_TIME.to_string(),
                 description: "Returns the current date and time (UTC, ISO 8601).".to_string(),
                 input_schema: json!({"type": "object", "properties": {}}),
             },
@@ -261,6 +279,16 @@ mod tests {
         let reported = out["unix_ms"].as_i64().unwrap();
         assert!((now - reported).abs() < 5_000);
         assert_eq!(out["utc"], crate::agent::calendar::iso8601(reported));
+    }
+
+    #[test]
+    fn tool_names_are_what_every_provider_accepts() {
+        assert!(is_tool_name("get_weather-2"));
+        assert!(is_tool_name(&"x".repeat(MAX_TOOL_NAME)));
+        assert!(!is_tool_name(&"x".repeat(MAX_TOOL_NAME + 1)));
+        assert!(!is_tool_name(""));
+        assert!(!is_tool_name("get.page"));
+        assert!(!is_tool_name("café"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::agent::calendar::{civil_from_days, days_from_civil, format_utc};
+use crate::agent::calendar::{civil_from_days, days_from_civil, format_utc, DAY_MS};
 
 /// A share of the budget past which the user is warned, once per period.
 pub const WARN_AT: f64 = 0.8;
@@ -38,7 +38,6 @@ impl Period {
 
     /// The UTC start of the period holding `now_ms`, and the start of the next one.
     pub fn bounds(self, now_ms: i64) -> (i64, i64) {
-        const DAY_MS: i64 = 86_400_000;
         let day = now_ms.div_euclid(DAY_MS);
         match self {
             Period::Day => (day * DAY_MS, (day + 1) * DAY_MS),

@@ -20,6 +20,7 @@
 use serde_json::json;
 use worker::{console_error, console_log, event, Env, ScheduleContext, ScheduledEvent};
 
+use crate::agent::calendar::DAY_MS;
 use crate::agent::schedules::retain_until;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
@@ -31,8 +32,6 @@ use crate::edge::platform::clock::now_ms;
 /// Conversations deleted per run and database: each costs about six subrequests (the object
 /// three times, D1 twice, R2), well within a scheduled run's limit.
 pub const BATCH: u32 = 25;
-
-const DAY_MS: i64 = 86_400_000;
 
 /// How long a conversation retention could not decide on (its object did not answer, or a
 /// scheduled run is under way) is left before it is asked again.

@@ -1,5 +1,9 @@
-//! The provider trait and the one driver that runs an SSE provider: send, check the status,
-//! frame the bytes, let the provider's decoder turn frames into events, assemble the message.
+//! The provider trait; [`HttpProvider`], the one provider of every HTTP wire API, each of which
+//! says only what differs (`WireApi`); and the one driver that runs a streamed call: send,
+//! check the status, frame the bytes, let the wire's decoder turn frames into events, assemble
+//! the message.
+
+use std::rc::Rc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -49,6 +53,121 @@ pub trait Provider {
 
     /// Whether the provider answers and accepts our credentials, without spending tokens.
     async fn health_check(&self) -> Result<(), LlmError>;
+}
+
+/// Where and as whom an HTTP provider is called.
+pub struct Endpoint {
+    pub model: ModelRef,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub transport: Rc<dyn HttpTransport>,
+}
+
+/// What one HTTP wire API does its own way: how a call and a health check are asked, how the
+/// answer's bytes are framed, and the decoder that reads them (and names the tool calls a
+/// provider sends without an id, from [`LlmRequest::call_ids`]). [`HttpProvider`] does the rest,
+/// once for all of them.
+pub(crate) trait WireApi {
+    /// The base URL when the deployment sets none.
+    fn default_base_url(&self) -> &'static str;
+    /// The HTTP request of one streamed call.
+    fn http_request(
+        &self,
+        endpoint: &Endpoint,
+        request: &LlmRequest<'_>,
+    ) -> Result<HttpRequest, LlmError>;
+    /// A GET that answers 2xx when the provider is reachable and takes the key, spending no
+    /// tokens.
+    fn health_request(&self, endpoint: &Endpoint) -> HttpRequest;
+    fn framing(&self) -> Framing;
+    /// A fresh decoder for one call's answer.
+    fn decoder(&self, request: &LlmRequest<'_>) -> Box<dyn Decode>;
+}
+
+/// One provider: the name model ids give it, and the settings it is configured by.
+pub(crate) struct ProviderInfo {
+    /// The part of a model id before the first `:`.
+    pub name: &'static str,
+    /// The variable holding its API key, if it takes one.
+    pub key_var: Option<&'static str>,
+    /// The variable holding its base URL (another server of the same API), if it has one.
+    pub base_url_var: Option<&'static str>,
+    pub reach: Reach,
+}
+
+/// How a provider is reached.
+pub(crate) enum Reach {
+    /// Over HTTP, by this wire API.
+    Http(&'static dyn WireApi),
+    /// Through the platform's `AI` binding (Workers AI).
+    Binding,
+}
+
+/// A model served over HTTP by one of the wire APIs (`llm::providers`).
+pub struct HttpProvider {
+    endpoint: Endpoint,
+    wire: &'static dyn WireApi,
+}
+
+impl HttpProvider {
+    pub(crate) fn new(
+        wire: &'static dyn WireApi,
+        model: ModelRef,
+        base_url: Option<&str>,
+        api_key: Option<String>,
+        transport: Rc<dyn HttpTransport>,
+    ) -> Self {
+        let base_url = base_url.unwrap_or(wire.default_base_url()).to_string();
+        Self {
+            endpoint: Endpoint {
+                model,
+                base_url,
+                api_key,
+                transport,
+            },
+            wire,
+        }
+    }
+
+    /// The HTTP request of one streamed call.
+    pub fn http_request(&self, request: &LlmRequest<'_>) -> Result<HttpRequest, LlmError> {
+        self.wire.http_request(&self.endpoint, request)
+    }
+
+    /// The health check's request.
+    pub fn health_request(&self) -> HttpRequest {
+        self.wire.health_request(&self.endpoint)
+    }
+}
+
+#[async_trait(?Send)]
+impl Provider for HttpProvider {
+    fn model(&self) -> &ModelRef {
+        &self.endpoint.model
+    }
+
+    async fn health_check(&self) -> Result<(), LlmError> {
+        let request = self.health_request();
+        let provider = self.endpoint.model.provider.as_str();
+        check_health(self.endpoint.transport.as_ref(), request, provider).await
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest<'_>,
+        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
+    ) -> Completion {
+        let mut decoder = self.wire.decoder(request);
+        stream_response(
+            self.endpoint.transport.as_ref(),
+            self.http_request(request),
+            &self.endpoint.model,
+            self.wire.framing(),
+            decoder.as_mut(),
+            on_event,
+        )
+        .await
+    }
 }
 
 /// What a decoder says after a frame.

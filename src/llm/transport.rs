@@ -63,3 +63,12 @@ pub trait HttpTransport {
     /// Sends a request to a configured API. Errors are network failures only.
     async fn send(&self, request: ApiRequest) -> Result<HttpResponse, String>;
 }
+
+/// Joins a base URL and a path without doubling or dropping the slash.
+pub(crate) fn join_url(base: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}

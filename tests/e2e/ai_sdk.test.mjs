@@ -3,7 +3,7 @@
 // a server tool, a client tool (addToolOutput) and an approval (addToolApprovalResponse).
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
   AbstractChat,
@@ -11,7 +11,7 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from "ai";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, startWorker } from "./harness.mjs";
+import { api, setup } from "./harness.mjs";
 
 /** The state `useChat` keeps in React, kept in plain fields. */
 class NodeChatState {
@@ -30,25 +30,13 @@ class NodeChat extends AbstractChat {
   }
 }
 
-let anthropic, worker;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: {
-      ...anthropicVars(anthropic),
-      APPROVAL_REQUIRED_TOOLS: "update_plan",
-      // A window past a megabyte of history (two-byte letters count a token each), for the
-      // long chat below.
-      MODELS: JSON.stringify([{ id: "anthropic:claude-sonnet-4-5", context_window: 2_000_000, max_output_tokens: 64_000, capabilities: { tools: true, thinking: true, vision: true } }]),
-    },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
+const { anthropic, worker } = setup({
+  vars: {
+    APPROVAL_REQUIRED_TOOLS: "update_plan",
+    // A window past a megabyte of history (two-byte letters count a token each), for the
+    // long chat below.
+    MODELS: JSON.stringify([{ id: "anthropic:claude-sonnet-4-5", context_window: 2_000_000, max_output_tokens: 64_000, capabilities: { tools: true, thinking: true, vision: true } }]),
+  },
 });
 
 async function settled(chat) {

@@ -4,24 +4,14 @@
 // and a user's PUT is a new version the model sees at its next call.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { after, test } from "node:test";
+import { api, readUiStream, setup } from "./harness.mjs";
 
-let anthropic, worker;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: { ...anthropicVars(anthropic), DEFAULT_MODEL: "anthropic:claude-sonnet-4-5" },
-  });
-});
-
-after(async () => {
+// Registered before setup's: runs first, before the Worker stops.
+after(() => {
   anthropic.respond = null;
-  await worker?.stop();
-  await anthropic?.close();
 });
+const { anthropic, worker } = setup({ vars: { DEFAULT_MODEL: "anthropic:claude-sonnet-4-5" } });
 
 /** The artifact a tool result in the provider's request names. */
 function lastResult(body) {

@@ -2,11 +2,10 @@
 
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
-import { after, before, test } from "node:test";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker, withinOneRateWindow } from "./harness.mjs";
+import { test } from "node:test";
+import { api, readUiStream, setup, withinOneRateWindow } from "./harness.mjs";
 
 const SECRET = "jwt-secret-for-tests";
-let anthropic, worker;
 
 const b64url = (s) => Buffer.from(s).toString("base64url");
 function jwt(claims, secret = SECRET) {
@@ -18,17 +17,8 @@ const as = (token) => ({ authorization: `Bearer ${token}` });
 const alice = as(jwt({ sub: "alice", exp: now() + 600 }));
 const bob = as(jwt({ sub: "bob", exp: now() + 600 }));
 
-before(async () => {
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: { ALLOW_ANONYMOUS: "false", CORS_ORIGINS: "http://localhost:5173", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", RATE_LIMIT_PER_MINUTE: "30", ...anthropicVars(anthropic) },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
+const { anthropic, worker } = setup({
+  vars: { ALLOW_ANONYMOUS: "false", CORS_ORIGINS: "http://localhost:5173", JWT_SECRET: SECRET, API_KEYS: "backend:sk-server-key", RATE_LIMIT_PER_MINUTE: "30" },
 });
 
 test("requests without a valid token are 401 JSON errors that never echo the token", async () => {

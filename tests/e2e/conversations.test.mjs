@@ -1,27 +1,14 @@
 // Conversations as resources: the model registry, listing, deletion, and the usage ledger.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { randomBytes } from "node:crypto";
-import { anthropicLoopback, anthropicVars, api, chatMessage, conversationObjects, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { api, chatMessage, conversationObjects, d1Query, readUiStream, setup } from "./harness.mjs";
 
-let anthropic, worker, persistDir;
+const e2e = setup({ vars: { DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:gpt-4o-mini" } });
+const { anthropic, worker, persistDir } = e2e;
 
-before(async () => {
-  anthropic = await anthropicLoopback();
-  persistDir = freshPersistDir();
-  worker = await startWorker({
-    persistDir,
-    vars: { ...anthropicVars(anthropic), DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:gpt-4o-mini" },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-});
-
-const create = async (title) => (await (await api(worker.url, "POST", "/v1/conversations", { title })).json()).id;
+const create = (title) => e2e.create({ title });
 
 test("GET /v1/models lists the registry, the default and the fallbacks", async () => {
   const r = await api(worker.url, "GET", "/v1/models");

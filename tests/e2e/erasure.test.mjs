@@ -6,38 +6,24 @@
 // did not end.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, api, d1Query, readUiStream, setup } from "./harness.mjs";
 
 const KEYS = { alice: "sk-erase-alice", bob: "sk-erase-bob", ops: "sk-erase-ops", carol: "sk-erase-carol", dan: "sk-erase-dan" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
-let anthropic, worker, persistDir;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  persistDir = freshPersistDir();
-  worker = await startWorker({
-    persistDir,
-    args: ["--test-scheduled"],
-    vars: {
-      ...anthropicVars(anthropic),
-      ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob},ops:${KEYS.ops}:admin,carol:${KEYS.carol},dan:${KEYS.dan}`,
-      // Budgets on: each user's calls are reserved and settled in their spend object.
-      USER_BUDGET_USD: "100",
-    },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
+const { anthropic, worker, persistDir, create, talk } = setup({
+  args: ["--test-scheduled"],
+  vars: {
+    ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob},ops:${KEYS.ops}:admin,carol:${KEYS.carol},dan:${KEYS.dan}`,
+    // Budgets on: each user's calls are reserved and settled in their spend object.
+    USER_BUDGET_USD: "100",
+  },
 });
 
 async function conversationOf(user, message) {
-  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {}, as(user))).json();
-  anthropic.script({ text: "Noted." });
-  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message }, as(user)));
+  const id = await create({}, as(user));
+  await talk(id, message, "Noted.", as(user));
   return id;
 }
 

@@ -5,32 +5,22 @@
 // a 256 KB artifact (issue 56, item 10) reads back whole over several parts.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { PNG, anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { test } from "node:test";
+import { PNG, api, readUiStream, setup } from "./harness.mjs";
 
 const KEYS = { alice: "sk-export-alice", bob: "sk-export-bob", carol: "sk-export-carol" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
-let anthropic, worker;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: {
-      ...anthropicVars(anthropic),
-      ALLOW_ANONYMOUS: "false", API_KEYS: Object.entries(KEYS).map(([name, key]) => `${name}:${key}`).join(","),
-      // The large account's artifact keeps 600 versions.
-      MAX_ARTIFACT_VERSIONS: "600",
-    },
-  });
+const e2e = setup({
+  vars: {
+    ALLOW_ANONYMOUS: "false", API_KEYS: Object.entries(KEYS).map(([name, key]) => `${name}:${key}`).join(","),
+    // The large account's artifact keeps 600 versions.
+    MAX_ARTIFACT_VERSIONS: "600",
+  },
 });
+const { anthropic, worker } = e2e;
 
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-});
-
-const create = async (user, title) => (await (await api(worker.url, "POST", "/v1/conversations", { title }, as(user))).json()).id;
+const create = (user, title) => e2e.create({ title }, as(user));
+/** As setup's `talk`, with the answer's status asserted first. */
 async function talk(user, id, message, answer) {
   anthropic.script({ text: answer });
   const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message }, as(user));

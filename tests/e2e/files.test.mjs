@@ -11,18 +11,16 @@ import http from "node:http";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AbstractChat, DefaultChatTransport } from "ai";
-import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, openaiLoopback, r2Keys, readUiStream, startWorker } from "./harness.mjs";
+import { PNG, api, d1Query, r2Keys, readUiStream, setup } from "./harness.mjs";
 
 /** A minimal one-page PDF. */
 const PDF = Buffer.from("%PDF-1.4\n1 0 obj <</Type /Catalog /Pages 2 0 R>> endobj\n2 0 obj <</Type /Pages /Kids [3 0 R] /Count 1>> endobj\n3 0 obj <</Type /Page /Parent 2 0 R /MediaBox [0 0 200 200]>> endobj\ntrailer <</Root 1 0 R>>\n%%EOF\n");
 const KEYS = { alice: "sk-files-alice", bob: "sk-files-bob" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
 
-let anthropic, openai, worker, persistDir, files;
+let files;
 
 before(async () => {
-  anthropic = await anthropicLoopback();
-  openai = await openaiLoopback();
   // A web server holding a file a message may name by URL (a redirect first, as CDNs do).
   files = http.createServer((req, res) => {
     if (req.url === "/moved.png") res.writeHead(302, { location: "/dot.png" }).end();
@@ -30,27 +28,23 @@ before(async () => {
     else res.writeHead(404).end();
   });
   await new Promise((r) => files.listen(0, "127.0.0.1", r));
-  persistDir = freshPersistDir();
-  worker = await startWorker({
-    persistDir,
-    vars: {
-      ...anthropicVars(anthropic),
-      OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: "sk-openai-loopback",
-      DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:text-only",
-      ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob}`,
-      // The file server is on loopback: only with private hosts allowed may a URL reach it.
-      ALLOW_PRIVATE_TOOL_HOSTS: "true",
-      MAX_FILE_BYTES: "4096",
-      // A self-hosted model the registry says has no vision.
-      MODELS: JSON.stringify([{ id: "openai:text-only", context_window: 8192, max_output_tokens: 1024, capabilities: { tools: true, vision: false } }]),
-    },
-  });
 });
 
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-  await openai?.close();
+const { anthropic, openai, worker, persistDir } = setup({
+  providers: ["anthropic", "openai"],
+  vars: {
+    OPENAI_API_KEY: "sk-openai-loopback",
+    DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:text-only",
+    ALLOW_ANONYMOUS: "false", API_KEYS: `alice:${KEYS.alice},bob:${KEYS.bob}`,
+    // The file server is on loopback: only with private hosts allowed may a URL reach it.
+    ALLOW_PRIVATE_TOOL_HOSTS: "true",
+    MAX_FILE_BYTES: "4096",
+    // A self-hosted model the registry says has no vision.
+    MODELS: JSON.stringify([{ id: "openai:text-only", context_window: 8192, max_output_tokens: 1024, capabilities: { tools: true, vision: false } }]),
+  },
+});
+
+after(() => {
   files?.close();
 });
 

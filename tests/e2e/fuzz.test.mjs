@@ -7,26 +7,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import path from "node:path";
-import { after, before, test } from "node:test";
-import { ROOT, anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { test } from "node:test";
+import { ROOT, api, readUiStream, setup } from "./harness.mjs";
 
 const ST = path.join(ROOT, ".tools/fuzz-venv/bin/st");
 const KEY = { authorization: "Bearer sk-fuzz" };
-let anthropic, worker;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  anthropic.respond = () => ({ text: "ok" });
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: { ALLOW_ANONYMOUS: "false", API_KEYS: "fuzz:sk-fuzz", ...anthropicVars(anthropic) },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-});
+const { anthropic, worker } = setup({ vars: { ALLOW_ANONYMOUS: "false", API_KEYS: "fuzz:sk-fuzz" } });
+anthropic.respond = () => ({ text: "ok" });
 
 // One worker: with two threads, Hypothesis describing its strategies' lambdas in both at once
 // trips a CPython 3.11 bug (gh-106905, "AST constructor recursion depth mismatch"), which

@@ -5,27 +5,13 @@
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import http from "node:http";
-import { after, before, test } from "node:test";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { test } from "node:test";
+import { api, freshPersistDir, readUiStream, setup, startWorker } from "./harness.mjs";
 
-let anthropic, worker;
+// One more Worker, with a broken configuration, is started by its test below.
+const { anthropic, worker, create } = setup({ vars: { PROVIDER_IDLE_TIMEOUT_MS: "1500", API_KEYS: "bob:sk-bob" } });
 
-before(async () => {
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: { ...anthropicVars(anthropic), PROVIDER_IDLE_TIMEOUT_MS: "1500", API_KEYS: "bob:sk-bob" },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-});
-
-async function conversation() {
-  return (await (await api(worker.url, "POST", "/v1/conversations", {})).json()).id;
-}
+const conversation = () => create();
 
 /** Posts a body in 64 KiB pieces, 10 ms apart, without ending it; resolves with the status
  * the Worker answers with (or `reset` if the connection was closed with no answer after some of

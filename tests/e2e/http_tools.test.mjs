@@ -6,10 +6,10 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { api, readUiStream, setup } from "./harness.mjs";
 
 const SECRET = "sk-weather-7f3a9c2e-SECRET";
-let anthropic, worker, server, apiUrl, elsewhere, elsewhereUrl;
+let server, apiUrl, elsewhere, elsewhereUrl;
 const hits = { weather: [], down: 0, moved: 0, elsewhere: [] };
 
 before(async () => {
@@ -48,8 +48,23 @@ before(async () => {
   await new Promise((r) => elsewhere.listen(0, "127.0.0.1", r));
   elsewhereUrl = `http://127.0.0.1:${elsewhere.address().port}`;
   apiUrl = `http://127.0.0.1:${server.address().port}`;
-  anthropic = await anthropicLoopback();
-  const tools = [
+});
+
+// The Worker's vars name the servers above: they are made once those listen.
+const { anthropic, worker } = setup({
+  vars: () => ({
+    DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
+    HTTP_TOOLS: JSON.stringify(tools()), WEATHER_KEY: SECRET, ALLOW_PRIVATE_TOOL_HOSTS: "true",
+  }),
+});
+
+after(async () => {
+  await new Promise((r) => server.close(r));
+  await new Promise((r) => elsewhere.close(r));
+});
+
+function tools() {
+  return [
     {
       name: "weather",
       description: "Today's weather for a city.",
@@ -79,21 +94,7 @@ before(async () => {
       url: `${apiUrl}/loop/{q}`,
     },
   ];
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: {
-      ...anthropicVars(anthropic), DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
-      HTTP_TOOLS: JSON.stringify(tools), WEATHER_KEY: SECRET, ALLOW_PRIVATE_TOOL_HOSTS: "true",
-    },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-  await new Promise((r) => server.close(r));
-  await new Promise((r) => elsewhere.close(r));
-});
+}
 
 async function turn(id, calls, text = "Done.") {
   anthropic.script({ tools: calls }, { text });

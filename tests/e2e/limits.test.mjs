@@ -3,27 +3,14 @@
 // for the user's requests and the model's tools alike.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { test } from "node:test";
+import { api, readUiStream, setup } from "./harness.mjs";
 
-let anthropic, worker;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: {
-      ...anthropicVars(anthropic),
-      MAX_CONVERSATIONS_PER_USER: "3", MAX_ARTIFACTS_PER_CONVERSATION: "2", MAX_ARTIFACT_VERSIONS: "3",
-    },
-  });
+const { anthropic, worker } = setup({
+  vars: { MAX_CONVERSATIONS_PER_USER: "3", MAX_ARTIFACTS_PER_CONVERSATION: "2", MAX_ARTIFACT_VERSIONS: "3" },
 });
 
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-});
-
+// The response, not the id: the tests check the refusals.
 const create = () => api(worker.url, "POST", "/v1/conversations", {});
 
 test("a user keeps at most MAX_CONVERSATIONS_PER_USER conversations; deleting one makes room", async () => {

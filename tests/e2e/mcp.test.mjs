@@ -6,27 +6,28 @@
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, readUiStream, startMcpServer, startWorker } from "./harness.mjs";
+import { api, readUiStream, setup, startMcpServer } from "./harness.mjs";
 
-let anthropic, worker, mcp, conversation;
+let mcp, conversation;
 
 before(async () => {
   mcp = await startMcpServer();
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: {
-      ...anthropicVars(anthropic), DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
-      MCP_SERVERS: JSON.stringify([{ name: "glossary", url: mcp.url, headers: { "x-team": "secret:TEAM_TOKEN" } }]),
-      TEAM_TOKEN: "team-token-91c4", ALLOW_PRIVATE_TOOL_HOSTS: "true", TOOL_TIMEOUT_MS: "2000",
-    },
-  });
-  conversation = (await (await api(worker.url, "POST", "/v1/conversations", {})).json()).id;
 });
 
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
+// The Worker's vars name the MCP server: they are made once it is up.
+const { anthropic, worker, create } = setup({
+  vars: () => ({
+    DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
+    MCP_SERVERS: JSON.stringify([{ name: "glossary", url: mcp.url, headers: { "x-team": "secret:TEAM_TOKEN" } }]),
+    TEAM_TOKEN: "team-token-91c4", ALLOW_PRIVATE_TOOL_HOSTS: "true", TOOL_TIMEOUT_MS: "2000",
+  }),
+});
+
+before(async () => {
+  conversation = await create();
+});
+
+after(() => {
   mcp?.stop();
 });
 

@@ -8,33 +8,32 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { chromium } from "playwright-core";
-import { ROOT, anthropicLoopback, anthropicVars, api, freshPersistDir, startWorker } from "./harness.mjs";
+import { ROOT, anthropicVars, api, freshPersistDir, setup, startWorker } from "./harness.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const SHOTS = path.join(ROOT, "target", "e2e-screenshots");
 const TIME_ZONE = "Pacific/Auckland";
 
-let anthropic, worker, browser;
+let browser;
 
-before(async () => {
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: {
-      ...anthropicVars(anthropic),
-      DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
-      APPROVAL_REQUIRED_TOOLS: "update_plan",
-      // Its schedules are a few seconds ahead.
-      SCHEDULE_MIN_INTERVAL_SECONDS: "2",
-    },
-  });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
-});
-
+// Registered before setup's: the browser closes first, then the Worker stops. (One more
+// Worker, needing a token, is started by its test below.)
 after(async () => {
   await browser?.close();
-  await worker?.stop();
-  await anthropic?.close();
+});
+
+const { anthropic, worker } = setup({
+  vars: {
+    DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
+    APPROVAL_REQUIRED_TOOLS: "update_plan",
+    // Its schedules are a few seconds ahead.
+    SCHEDULE_MIN_INTERVAL_SECONDS: "2",
+  },
+});
+
+// Once the Worker is up.
+before(async () => {
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 });
 
 /** Runs `fn` with a fresh page on the playground; a failure saves a screenshot first. */

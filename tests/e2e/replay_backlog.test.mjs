@@ -4,21 +4,11 @@
 // toward the reader's 1 MB bound and its stream ended, cleanly, right after the backlog.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { anthropicLoopback, anthropicVars, api, parseUiStream, startWorker, freshPersistDir } from "./harness.mjs";
+import { api, parseUiStream, setup } from "./harness.mjs";
 
-let anthropic, worker;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  worker = await startWorker({ persistDir: freshPersistDir(), vars: anthropicVars(anthropic) });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-});
+const { anthropic, worker } = setup();
 
 const textOf = (chunks) => chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join("");
 

@@ -6,30 +6,14 @@
 
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
-import { after, before, test } from "node:test";
-import { PNG, anthropicLoopback, anthropicVars, api, d1Query, freshPersistDir, readUiStream, startWorker } from "./harness.mjs";
+import { test } from "node:test";
+import { PNG, api, d1Query, readUiStream, setup } from "./harness.mjs";
 
-let anthropic, worker, persistDir;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  persistDir = freshPersistDir();
-  worker = await startWorker({
-    persistDir,
-    args: ["--test-scheduled"],
-    vars: { ...anthropicVars(anthropic), RETENTION_DAYS: "30" },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-});
+const { anthropic, worker, persistDir, create, talk } = setup({ args: ["--test-scheduled"], vars: { RETENTION_DAYS: "30" } });
 
 async function conversationWithAnswer(message) {
-  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
-  anthropic.script({ text: "Noted." });
-  await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message }));
+  const id = await create();
+  await talk(id, message, "Noted.");
   return id;
 }
 

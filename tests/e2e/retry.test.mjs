@@ -2,34 +2,17 @@
 // fail, drop the connection, or break off mid-answer.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { anthropicLoopback, anthropicVars, api, freshPersistDir, openaiLoopback, readUiStream, startWorker } from "./harness.mjs";
+import { test } from "node:test";
+import { api, readUiStream, setup } from "./harness.mjs";
 
-let anthropic, openai, worker;
-
-before(async () => {
-  anthropic = await anthropicLoopback();
-  openai = await openaiLoopback();
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    vars: {
-      ...anthropicVars(anthropic),
-      OPENAI_BASE_URL: `${openai.url}/v1`,
-      OPENAI_API_KEY: "sk-loopback",
-      DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
-      FALLBACK_MODELS: "openai:gpt-fallback",
-    },
-  });
-});
-
-after(async () => {
-  await worker?.stop();
-  await anthropic?.close();
-  await openai?.close();
+// OpenAI's loopback is the fallback; its vars are setup's (key "sk-loopback").
+const { anthropic, openai, worker, create } = setup({
+  providers: ["anthropic", "openai"],
+  vars: { DEFAULT_MODEL: "anthropic:claude-sonnet-4-5", FALLBACK_MODELS: "openai:gpt-fallback" },
 });
 
 async function turn(message) {
-  const { id } = await (await api(worker.url, "POST", "/v1/conversations", {})).json();
+  const id = await create();
   const started = Date.now();
   const response = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message });
   const requestId = response.headers.get("x-request-id");

@@ -16,7 +16,7 @@ use super::{
     answer, call_service, check_name, check_url, failure, host_of, resolve_headers, Attempt,
     Breakers, DEFAULT_RESULT_BYTES, MAX_RESULT_BYTES,
 };
-use crate::agent::tools::ServerTool;
+use crate::agent::tools::{ServerTool, MAX_TOOL_NAME};
 use crate::llm::fields::{self, Fields};
 use crate::llm::{ApiRequest, HttpTransport, Sleeper, ToolDef};
 
@@ -99,7 +99,7 @@ fn read_spec(f: &mut Fields) -> Result<HttpToolSpec, String> {
 }
 
 fn check_spec(spec: &HttpToolSpec) -> Result<(), String> {
-    check_name(&spec.name, 64)?;
+    check_name(&spec.name, MAX_TOOL_NAME)?;
     if !["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&spec.method.as_str()) {
         return Err(format!(
             "`method` must be GET, POST, PUT, PATCH or DELETE, not `{}`",

@@ -15,6 +15,8 @@ use std::future::Future;
 
 use serde_json::{json, Value};
 
+use crate::agent::text::clip;
+use crate::agent::tools::is_tool_name;
 use crate::llm::Sleeper;
 
 pub use address::{check_url, host_of, is_private_host};
@@ -60,28 +62,16 @@ pub fn cut(rendered: &str, max: usize) -> Value {
     )
 }
 
-/// The longest start of `text` of at most `max` bytes that ends on a character boundary.
-pub fn clip(text: &str, max: usize) -> &str {
-    let mut end = max.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 /// A failed call as the error text the model reads: `{"status": "error", "message": ...}`.
 pub fn failure(message: impl Into<String>) -> String {
     json!({"status": "error", "message": message.into()}).to_string()
 }
 
-/// A declared `name`: 1 to `max` letters, digits, `_` or `-` (what tool names may hold).
+/// A declared `name`: a tool name ([`is_tool_name`]) of at most `max` bytes (`max` no more than
+/// [`MAX_TOOL_NAME`](crate::agent::tools::MAX_TOOL_NAME)), so 1 to `max` letters, digits, `_`
+/// or `-`.
 pub fn check_name(name: &str, max: usize) -> Result<(), String> {
-    let valid = !name.is_empty()
-        && name.len() <= max
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if valid {
+    if name.len() <= max && is_tool_name(name) {
         Ok(())
     } else {
         Err(format!(

@@ -1,6 +1,7 @@
 //! Configuration from the Worker's environment (wrangler.toml vars, secrets, `.dev.vars`).
 //! Parsing is separate from `Env` so it is tested natively; every error names its variable.
 
+use crate::agent::built_in_tool_names;
 use crate::agent::remote::{parse_http_tools, parse_mcp_servers, HttpToolSpec, McpServerSpec};
 use crate::llm::error::decimal;
 use crate::llm::models::Registry;
@@ -15,6 +16,14 @@ use parse::{flag, number, ratio, url, Lookup};
 
 pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
 
+/// One provider's settings: its key and base URL (the provider's own when `None`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSettings {
+    pub name: &'static str,
+    pub api_key: Option<String>,
+    pub base_url: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub default_model: ModelRef,
@@ -22,13 +31,9 @@ pub struct Config {
     pub fallback_models: Vec<ModelRef>,
     /// Server tools that wait for a person's approval (`APPROVAL_REQUIRED_TOOLS`).
     pub approval_required_tools: Vec<String>,
-    pub anthropic_api_key: Option<String>,
-    pub anthropic_base_url: Option<String>,
-    pub openai_api_key: Option<String>,
-    pub openai_base_url: Option<String>,
-    pub gemini_api_key: Option<String>,
-    pub gemini_base_url: Option<String>,
-    pub ollama_base_url: Option<String>,
+    /// Each provider's key and base URL, from the variables its registry row names
+    /// (`llm::providers::PROVIDERS`), in the registry's order.
+    pub providers: Vec<ProviderSettings>,
     pub max_llm_calls: u32,
     pub max_tool_calls: u32,
     pub tool_timeout_ms: u32,
@@ -98,19 +103,12 @@ pub struct ArtifactLimits {
     pub versions: u32,
 }
 
-/// Names the runtime's own tools have; a configured tool may not take one.
-pub const BUILT_IN_TOOLS: [&str; 10] = [
-    "current_time",
-    "update_plan",
-    "create_artifact",
-    "read_artifact",
-    "update_artifact",
-    "patch_artifact",
-    "list_artifacts",
-    "schedule_turn",
-    "list_schedules",
-    "cancel_schedule",
-];
+impl Config {
+    /// The settings of the provider model ids name `name`, if the registry has it.
+    pub fn provider(&self, name: &str) -> Option<&ProviderSettings> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+}
 
 impl Config {
     /// Builds the configuration from a variable lookup (empty values count as unset).
@@ -149,13 +147,19 @@ impl Config {
                         .collect()
                 })
                 .unwrap_or_default(),
-            anthropic_api_key: get("ANTHROPIC_API_KEY"),
-            anthropic_base_url: url(get, "ANTHROPIC_BASE_URL")?,
-            openai_api_key: get("OPENAI_API_KEY"),
-            openai_base_url: url(get, "OPENAI_BASE_URL")?,
-            gemini_api_key: get("GEMINI_API_KEY"),
-            gemini_base_url: url(get, "GEMINI_BASE_URL")?,
-            ollama_base_url: url(get, "OLLAMA_BASE_URL")?,
+            providers: crate::llm::providers::PROVIDERS
+                .iter()
+                .map(|p| {
+                    Ok(ProviderSettings {
+                        name: p.name,
+                        api_key: p.key_var.and_then(get),
+                        base_url: match p.base_url_var {
+                            Some(var) => url(get, var)?,
+                            None => None,
+                        },
+                    })
+                })
+                .collect::<Result<_, ApiError>>()?,
             max_llm_calls: number(get, "MAX_LLM_CALLS", 10, 1..=100)?,
             max_tool_calls: number(get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
             max_file_bytes: number(get, "MAX_FILE_BYTES", 10 << 20, 1..=MAX_FILE_BYTES)?,
@@ -397,7 +401,7 @@ fn remote_tools(get: Lookup) -> Result<RemoteTools, ApiError> {
         .transpose()?
         .unwrap_or_default();
     for spec in &http {
-        if BUILT_IN_TOOLS.contains(&spec.name.as_str()) {
+        if built_in_tool_names().any(|name| name == spec.name) {
             return Err(ApiError::config(
                 "HTTP_TOOLS",
                 format!("`{}` is the name of a built-in tool", spec.name),

@@ -15,7 +15,7 @@ fn defaults_apply_when_nothing_is_set() {
     let c = config(&[]).unwrap();
     assert_eq!(c.default_model.to_string(), DEFAULT_MODEL);
     assert_eq!(c.max_llm_calls, 10);
-    assert_eq!(c.openai_base_url, None);
+    assert_eq!(c.provider("openai").map(|p| &p.base_url), Some(&None));
     assert!(c.fallback_models.is_empty());
     assert_eq!(c.compact_threshold, 0.8);
     assert!(c.models.custom.is_empty());

@@ -1,7 +1,10 @@
-//! The Worker's side of a request: the `fetch` entry and the one route table. It authenticates
-//! the caller, applies CORS, the rate limit and the budget gate, and hands each request to its
-//! route; a route that runs or queues a turn hands it over to the conversation's object.
+//! The Worker's side of a request: the `fetch` entry, the router and the dispatch to handlers.
+//! It authenticates the caller, applies CORS, the rate limit and the budget gate, and hands each
+//! request to its route; a route that runs or queues a turn hands it over to the conversation's
+//! object.
 //!
+//! - [`table`]: the one route table: each route's method, path, class (the checks before its
+//!   handler) and handler
 //! - [`routes`]: one handler per endpoint
 //! - [`body`]: reading request bodies within their limits
 //! - [`attachments`]: a message's files, checked and stored in R2
@@ -17,11 +20,15 @@ use crate::edge::platform::ids::new_id;
 use crate::edge::protocol::REQUEST_ID;
 use crate::edge::{error_response, out_of_line};
 
+use self::auth::Caller;
+use self::table::{Class, Handler, Params, Route};
+
 pub mod attachments;
 pub mod auth;
 pub mod body;
 pub mod cors;
 pub mod routes;
+pub mod table;
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
@@ -68,17 +75,18 @@ async fn route(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let path = req.path();
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method();
-    match (&method, segments.as_slice()) {
-        (Method::Get, ["healthz"]) => return out_of_line(routes::health::get(env)).await,
-        (Method::Get, ["openapi.json"]) => {
-            return routes::openapi::get(env, config.as_deref().ok())
+    let found = table::find(&method, &path);
+    if let Some((route, _)) = found.filter(|(route, _)| route.class == Class::Public) {
+        match route.handler {
+            Handler::Health => return out_of_line(routes::health::get(env)).await,
+            Handler::Openapi => return routes::openapi::get(env, config.as_deref().ok()),
+            // No other public route (the table's tests say so); one would ask for a caller.
+            _ => {}
         }
-        _ => {}
     }
     // Everything else acts for a caller, who must authenticate before learning anything of the
-    // configuration (even that it is broken).
+    // configuration (even that it is broken), or whether the route exists.
     let authorization = req.headers().get("authorization")?;
     let config = match config {
         Ok(config) => config,
@@ -94,115 +102,84 @@ async fn route(
     let caller = config
         .auth
         .caller(authorization.as_deref(), now_ms() / 1000)?;
+    let Some(found) = found else {
+        return Err(if table::methods(&path).next().is_some() {
+            ApiError::MethodNotAllowed(format!("{method:?} is not supported on {path}"))
+        } else {
+            ApiError::NotFound(format!("no route for {path}"))
+        });
+    };
     let user = caller.user.as_str();
-    let sends = method == Method::Post
-        && matches!(
-            segments.as_slice(),
-            ["v1", "chat"] | ["v1", "conversations", _, "messages" | "retry"]
-        );
-    // Writes that take D1 space count against the same limit as messages.
-    let writes = matches!(
-        (&method, segments.as_slice()),
-        (
-            Method::Post,
-            ["v1", "conversations"] | ["v1", "conversations", _, "schedules"]
-        ) | (Method::Put, ["v1", "conversations", _, "artifacts", _])
-    );
-    if sends || writes {
+    if matches!(found.0.class, Class::Write | Class::Turn) {
         crate::edge::platform::rate_limit::check(env, config, user).await?;
     }
-    if sends {
+    if found.0.class == Class::Turn {
         budget_check(env, config, user).await?;
     }
+    dispatch(found, req, env, ctx, config, &caller, request_id).await
+}
+
+/// Calls the handler of a request's route (its class's checks passed) with the route's
+/// parameters. One await for every handler (each behind the same boxed type), not one per
+/// route: this match is compiled by every cold request, and each await point is code of its own.
+async fn dispatch(
+    (route, params): (&Route, Params<'_>),
+    req: Request,
+    env: &Env,
+    ctx: &Context,
+    config: &Config,
+    caller: &Caller,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let user = caller.user.as_str();
+    // `id`: the first `{…}` of the path (a conversation's id, an admin route's user); `item`:
+    // the second (an artifact's, a file's or a schedule's id).
+    let [id, item] = params;
     // An admin route's target, percent-decoded; it lives as long as the handler borrowing it.
     let target;
-    // One await for every handler (each behind the same boxed type), not one per route: the
-    // route table is compiled by every cold request, and each await point is code of its own.
-    let handler = match (method, segments.as_slice()) {
-        (Method::Post, ["v1", "chat"]) => {
-            out_of_line(routes::chat::post(req, env, config, user, request_id))
+    let handler = match route.handler {
+        // Answered before authentication (`route`); here only should their row ask for a caller.
+        Handler::Health => out_of_line(routes::health::get(env)),
+        Handler::Openapi => return routes::openapi::get(env, Some(config)),
+        Handler::ListModels => return routes::models::list(config),
+        Handler::GetUsage => out_of_line(routes::usage::get(env, config, user)),
+        Handler::SetBudget => {
+            target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+            out_of_line(routes::usage::put(req, env, config, caller, &target))
         }
-        (Method::Get, ["v1", "chat", id, "stream"] | ["v1", "conversations", id, "stream"]) => {
+        Handler::EraseUser => {
+            target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+            out_of_line(routes::me::erase(env, ctx, caller, Some(&target)))
+        }
+        Handler::ExportMe => out_of_line(routes::me::export(&req, env, user)),
+        Handler::EraseMe => out_of_line(routes::me::erase(env, ctx, caller, None)),
+        Handler::Chat => out_of_line(routes::chat::post(req, env, config, user, request_id)),
+        Handler::AttachChat | Handler::AttachConversation => {
             out_of_line(routes::conversations::stream(env, user, id))
         }
-        (Method::Post, ["v1", "conversations"]) => {
+        Handler::CreateConversation => {
             out_of_line(routes::conversations::create(req, env, config, user))
         }
-        (Method::Get, ["v1", "conversations"]) => {
-            out_of_line(routes::conversations::list(&req, env, user))
+        Handler::ListConversations => out_of_line(routes::conversations::list(&req, env, user)),
+        Handler::GetConversation => out_of_line(routes::conversations::get(env, user, id)),
+        Handler::DeleteConversation => out_of_line(routes::conversations::delete(env, user, id)),
+        Handler::ListMessages => out_of_line(routes::messages::list(&req, env, user, id)),
+        Handler::SendMessage => out_of_line(routes::messages::send(
+            req, env, config, user, id, request_id,
+        )),
+        Handler::RetryTurn => out_of_line(routes::messages::retry(
+            req, env, config, user, id, request_id,
+        )),
+        Handler::CancelTurn => out_of_line(routes::conversations::cancel(env, user, id)),
+        Handler::ListArtifacts => out_of_line(routes::artifacts::list(env, user, id)),
+        Handler::GetArtifact => out_of_line(routes::artifacts::get(&req, env, user, id, item)),
+        Handler::PutArtifact => {
+            out_of_line(routes::artifacts::put(req, env, config, user, id, item))
         }
-        (Method::Get, ["v1", "conversations", id]) => {
-            out_of_line(routes::conversations::get(env, user, id))
-        }
-        (Method::Post, ["v1", "conversations", id, "retry"]) => out_of_line(
-            routes::messages::retry(req, env, config, user, id, request_id),
-        ),
-        (Method::Post, ["v1", "conversations", id, "cancel"]) => {
-            out_of_line(routes::conversations::cancel(env, user, id))
-        }
-        (Method::Delete, ["v1", "conversations", id]) => {
-            out_of_line(routes::conversations::delete(env, user, id))
-        }
-        (Method::Get, ["v1", "models"]) => return routes::models::list(config),
-        (Method::Get, ["v1", "usage"]) => out_of_line(routes::usage::get(env, config, user)),
-        (Method::Get, ["v1", "me", "export"]) => out_of_line(routes::me::export(&req, env, user)),
-        (Method::Delete, ["v1", "me"]) => out_of_line(routes::me::erase(env, ctx, &caller, None)),
-        (Method::Delete, ["v1", "admin", "users", raw]) => {
-            target = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
-            out_of_line(routes::me::erase(env, ctx, &caller, Some(&target)))
-        }
-        (Method::Put, ["v1", "admin", "budgets", raw]) => {
-            target = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
-            out_of_line(routes::usage::put(req, env, config, &caller, &target))
-        }
-        (Method::Get, ["v1", "conversations", id, "artifacts"]) => {
-            out_of_line(routes::artifacts::list(env, user, id))
-        }
-        (Method::Get, ["v1", "conversations", id, "artifacts", artifact]) => {
-            out_of_line(routes::artifacts::get(&req, env, user, id, artifact))
-        }
-        (Method::Put, ["v1", "conversations", id, "artifacts", artifact]) => {
-            out_of_line(routes::artifacts::put(req, env, config, user, id, artifact))
-        }
-        (Method::Get, ["v1", "conversations", id, "files", file]) => {
-            out_of_line(routes::files::get(env, user, id, file))
-        }
-        (Method::Post, ["v1", "conversations", id, "schedules"]) => {
-            out_of_line(routes::schedules::create(req, env, user, id))
-        }
-        (Method::Get, ["v1", "conversations", id, "schedules"]) => {
-            out_of_line(routes::schedules::list(env, user, id))
-        }
-        (Method::Delete, ["v1", "conversations", id, "schedules", schedule]) => {
-            out_of_line(routes::schedules::cancel(env, user, id, schedule))
-        }
-        (Method::Get, ["v1", "conversations", id, "messages"]) => {
-            out_of_line(routes::messages::list(&req, env, user, id))
-        }
-        (Method::Post, ["v1", "conversations", id, "messages"]) => out_of_line(
-            routes::messages::send(req, env, config, user, id, request_id),
-        ),
-        (
-            _,
-            ["healthz"]
-            | ["openapi.json"]
-            | ["v1", "conversations"]
-            | ["v1", "conversations", _]
-            | ["v1", "models"]
-            | ["v1", "usage"]
-            | ["v1", "me"]
-            | ["v1", "me", "export"]
-            | ["v1", "admin", "budgets" | "users", _],
-        )
-        | (_, ["v1", "conversations", _, "messages" | "stream" | "artifacts" | "schedules"])
-        | (_, ["v1", "conversations", _, "artifacts" | "files" | "schedules", _])
-        | (_, ["v1", "chat"] | ["v1", "chat", _, "stream"]) => {
-            return Err(ApiError::MethodNotAllowed(format!(
-                "{:?} is not supported on {path}",
-                req.method()
-            )))
-        }
-        _ => return Err(ApiError::NotFound(format!("no route for {path}"))),
+        Handler::GetFile => out_of_line(routes::files::get(env, user, id, item)),
+        Handler::CreateSchedule => out_of_line(routes::schedules::create(req, env, user, id)),
+        Handler::ListSchedules => out_of_line(routes::schedules::list(env, user, id)),
+        Handler::CancelSchedule => out_of_line(routes::schedules::cancel(env, user, id, item)),
     };
     handler.await
 }

@@ -11,7 +11,7 @@ use super::fetch::FetchTransport;
 use super::timers::{UntilAborted, WorkerSleeper};
 use crate::edge::config::Config;
 use crate::llm::capabilities::Capabilities;
-use crate::llm::providers::{Anthropic, Gemini, Ollama, OpenAiChat, WorkersAi};
+use crate::llm::providers::{HttpProvider, Reach, WorkersAi, PROVIDERS};
 use crate::llm::{
     Completion, HttpTransport, LlmError, LlmEvent, LlmRequest, ModelRef, Provider, Resilient,
     RetryPolicy, Sleeper,
@@ -76,37 +76,29 @@ fn wire_provider(
         signal: signal.cloned(),
         idle_timeout_ms: Some(config.provider_idle_timeout_ms.into()),
     });
-    match model.provider.as_str() {
-        "anthropic" => Ok(Rc::new(Anthropic::new(
-            model.clone(),
-            config.anthropic_base_url.as_deref(),
-            config.anthropic_api_key.clone(),
-            transport,
-        ))),
-        "openai" => Ok(Rc::new(OpenAiChat::new(
-            model.clone(),
-            config.openai_base_url.as_deref(),
-            config.openai_api_key.clone(),
-            transport,
-        ))),
-        "gemini" => Ok(Rc::new(Gemini::new(
-            model.clone(),
-            config.gemini_base_url.as_deref(),
-            config.gemini_api_key.clone(),
-            transport,
-        ))),
-        "ollama" => Ok(Rc::new(Ollama::new(
-            model.clone(),
-            config.ollama_base_url.as_deref(),
-            transport,
-        ))),
-        "workers-ai" => {
+    let Some(info) = crate::llm::providers::info(&model.provider) else {
+        let known: Vec<&str> = PROVIDERS.iter().map(|p| p.name).collect();
+        return Err(LlmError::Config(format!(
+            "unknown provider `{}` in model `{model}` (known: {})",
+            model.provider,
+            known.join(", ")
+        )));
+    };
+    match info.reach {
+        Reach::Http(wire) => {
+            let settings = config.provider(info.name);
+            Ok(Rc::new(HttpProvider::new(
+                wire,
+                model.clone(),
+                settings.and_then(|s| s.base_url.as_deref()),
+                settings.and_then(|s| s.api_key.clone()),
+                transport,
+            )))
+        }
+        Reach::Binding => {
             let binding = WorkersAiBinding::from_env(env).map_err(LlmError::Config)?;
             Ok(Rc::new(WorkersAi::new(model.clone(), Rc::new(binding))))
         }
-        other => Err(LlmError::Config(format!(
-            "unknown provider `{other}` in model `{model}` (known: anthropic, openai, gemini, ollama, workers-ai)"
-        ))),
     }
 }
 

@@ -13,60 +13,70 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::join_url;
 use crate::llm::assembler::Assembler;
-use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{read_event, Decode, Endpoint, Flow, Framing, HttpProvider, WireApi};
+use crate::llm::provider::{ProviderInfo, Reach};
+use crate::llm::transport::join_url;
 use crate::llm::{
-    Completion, ContentBlock, FileData, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent,
-    LlmRequest, Message, ModelRef, Provider, StopReason, Usage,
+    ContentBlock, FileData, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
+    Message, ModelRef, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
 
-pub struct Anthropic {
-    model: ModelRef,
-    base_url: String,
-    api_key: Option<String>,
-    transport: Rc<dyn HttpTransport>,
-}
+/// The Anthropic Messages API.
+pub struct Anthropic;
 
 impl Anthropic {
-    pub fn new(
+    /// `model` served by Anthropic (or a server of its API at `base_url`).
+    pub fn provider(
         model: ModelRef,
         base_url: Option<&str>,
         api_key: Option<String>,
         transport: Rc<dyn HttpTransport>,
-    ) -> Self {
-        Self {
-            model,
-            base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
-            api_key,
-            transport,
-        }
+    ) -> HttpProvider {
+        HttpProvider::new(&Anthropic, model, base_url, api_key, transport)
+    }
+}
+
+/// Its row of the registry (`PROVIDERS`).
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "anthropic",
+    key_var: Some("ANTHROPIC_API_KEY"),
+    base_url_var: Some("ANTHROPIC_BASE_URL"),
+    reach: Reach::Http(&Anthropic),
+};
+
+impl WireApi for Anthropic {
+    fn default_base_url(&self) -> &'static str {
+        DEFAULT_BASE_URL
     }
 
     /// `GET /v1/models`: reachable, and the key is accepted.
-    pub fn health_request(&self) -> HttpRequest {
+    fn health_request(&self, endpoint: &Endpoint) -> HttpRequest {
         let mut headers = vec![("anthropic-version", API_VERSION.to_string())];
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &endpoint.api_key {
             headers.push(("x-api-key", key.clone()));
         }
         HttpRequest {
-            url: join_url(&self.base_url, "v1/models"),
+            url: join_url(&endpoint.base_url, "v1/models"),
             headers,
             body: String::new(),
         }
     }
 
     /// The HTTP request for one streamed call.
-    pub fn http_request(&self, request: &LlmRequest<'_>) -> Result<HttpRequest, LlmError> {
+    fn http_request(
+        &self,
+        endpoint: &Endpoint,
+        request: &LlmRequest<'_>,
+    ) -> Result<HttpRequest, LlmError> {
         let body = wire::Request {
-            model: &self.model.model,
+            model: &endpoint.model.model,
             max_tokens: request.max_tokens,
             system: request.system,
             messages: encode_messages(request.messages),
@@ -89,42 +99,22 @@ impl Anthropic {
             ("accept", "text/event-stream".to_string()),
             ("anthropic-version", API_VERSION.to_string()),
         ];
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &endpoint.api_key {
             headers.push(("x-api-key", key.clone()));
         }
         Ok(HttpRequest {
-            url: join_url(&self.base_url, "v1/messages"),
+            url: join_url(&endpoint.base_url, "v1/messages"),
             headers,
             body,
         })
     }
-}
 
-#[async_trait(?Send)]
-impl Provider for Anthropic {
-    fn model(&self) -> &ModelRef {
-        &self.model
+    fn framing(&self) -> Framing {
+        Framing::Sse
     }
 
-    async fn health_check(&self) -> Result<(), LlmError> {
-        check_health(self.transport.as_ref(), self.health_request(), "anthropic").await
-    }
-
-    async fn stream(
-        &self,
-        request: &LlmRequest<'_>,
-        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
-    ) -> Completion {
-        let mut decoder = Decoder::default();
-        stream_response(
-            self.transport.as_ref(),
-            self.http_request(request),
-            &self.model,
-            Framing::Sse,
-            &mut decoder,
-            on_event,
-        )
-        .await
+    fn decoder(&self, _: &LlmRequest<'_>) -> Box<dyn Decode> {
+        Box::<Decoder>::default()
     }
 }
 
@@ -540,11 +530,12 @@ mod wire {
 mod tests {
     use super::*;
     use crate::llm::providers::testing::{fixture, merged, run_at_every_split, ScriptedTransport};
+    use crate::llm::Provider;
     use crate::llm::{ToolCall, ToolDef, ToolResult};
     use serde_json::json;
 
     fn make(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-        Box::new(Anthropic::new(
+        Box::new(Anthropic::provider(
             ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
             Some("http://127.0.0.1:1/"),
             Some("sk-test".into()),
@@ -683,7 +674,7 @@ mod tests {
                 .any(|e| matches!(e, LlmEvent::ThinkingStart { .. })),
             "nothing to show for redacted blocks"
         );
-        let provider = Anthropic::new(
+        let provider = Anthropic::provider(
             ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
             None,
             None,
@@ -785,7 +776,7 @@ mod tests {
     #[test]
     fn request_merges_tool_results_and_a_following_user_message_into_one_turn() {
         let transport = ScriptedTransport::new(vec![]);
-        let provider = Anthropic::new(
+        let provider = Anthropic::provider(
             ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
             Some("http://127.0.0.1:1/"),
             Some("sk-test".into()),

@@ -78,7 +78,7 @@ fn model(id: &str) -> ModelRef {
 #[test]
 fn anthropic_gets_image_and_document_blocks() {
     let body = sent(|t| {
-        Box::new(Anthropic::new(
+        Box::new(Anthropic::provider(
             model("anthropic:claude-sonnet-4-5"),
             None,
             None,
@@ -98,7 +98,7 @@ fn anthropic_gets_image_and_document_blocks() {
 
 #[test]
 fn openai_gets_image_url_and_file_parts() {
-    let body = sent(|t| Box::new(OpenAiChat::new(model("openai:gpt-4o"), None, None, t)));
+    let body = sent(|t| Box::new(OpenAiChat::provider(model("openai:gpt-4o"), None, None, t)));
     assert_eq!(
         body["messages"][0],
         json!({"role": "user", "content": [
@@ -112,7 +112,14 @@ fn openai_gets_image_url_and_file_parts() {
 
 #[test]
 fn gemini_gets_inline_data() {
-    let body = sent(|t| Box::new(Gemini::new(model("gemini:gemini-2.5-flash"), None, None, t)));
+    let body = sent(|t| {
+        Box::new(Gemini::provider(
+            model("gemini:gemini-2.5-flash"),
+            None,
+            None,
+            t,
+        ))
+    });
     assert_eq!(
         body["contents"][0]["parts"],
         json!([
@@ -126,7 +133,7 @@ fn gemini_gets_inline_data() {
 
 #[test]
 fn ollama_gets_images_beside_the_text() {
-    let body = sent(|t| Box::new(Ollama::new(model("ollama:llava"), None, t)));
+    let body = sent(|t| Box::new(Ollama::provider(model("ollama:llava"), None, t)));
     // (A PDF never reaches Ollama: `prepare_for` makes it a note first.)
     assert_eq!(
         body["messages"][0],
@@ -141,7 +148,7 @@ fn ollama_gets_images_beside_the_text() {
 #[test]
 fn a_message_of_text_only_stays_a_string_for_openai() {
     let body = sent_for(
-        |t| Box::new(OpenAiChat::new(model("openai:gpt-4o"), None, None, t)),
+        |t| Box::new(OpenAiChat::provider(model("openai:gpt-4o"), None, None, t)),
         vec![Message::user_text("hi")],
     );
     assert_eq!(

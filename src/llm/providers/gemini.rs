@@ -18,58 +18,67 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::join_url;
 use crate::llm::assembler::Assembler;
-use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{read_event, Decode, Endpoint, Flow, Framing, HttpProvider, WireApi};
+use crate::llm::provider::{ProviderInfo, Reach};
+use crate::llm::transport::join_url;
 use crate::llm::{
-    Completion, ContentBlock, FileData, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
-    Message, ModelRef, Provider, StopReason, Usage,
+    ContentBlock, FileData, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
+    ModelRef, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 
-pub struct Gemini {
-    model: ModelRef,
-    base_url: String,
-    api_key: Option<String>,
-    transport: Rc<dyn HttpTransport>,
-}
+/// The Gemini API (`streamGenerateContent`).
+pub struct Gemini;
 
 impl Gemini {
-    pub fn new(
+    /// `model` served at `base_url` (the provider's own when `None`).
+    pub fn provider(
         model: ModelRef,
         base_url: Option<&str>,
         api_key: Option<String>,
         transport: Rc<dyn HttpTransport>,
-    ) -> Self {
-        Self {
-            model,
-            base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
-            api_key,
-            transport,
-        }
+    ) -> HttpProvider {
+        HttpProvider::new(&Gemini, model, base_url, api_key, transport)
+    }
+}
+
+/// Its row of the registry (`PROVIDERS`).
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "gemini",
+    key_var: Some("GEMINI_API_KEY"),
+    base_url_var: Some("GEMINI_BASE_URL"),
+    reach: Reach::Http(&Gemini),
+};
+
+impl WireApi for Gemini {
+    fn default_base_url(&self) -> &'static str {
+        DEFAULT_BASE_URL
     }
 
     /// `GET /v1beta/models/{model}`: reachable, the key is accepted, and the model exists.
-    pub fn health_request(&self) -> HttpRequest {
+    fn health_request(&self, endpoint: &Endpoint) -> HttpRequest {
         let mut headers = vec![];
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &endpoint.api_key {
             headers.push(("x-goog-api-key", key.clone()));
         }
-        let path = format!("v1beta/models/{}", self.model.model);
+        let path = format!("v1beta/models/{}", endpoint.model.model);
         HttpRequest {
-            url: join_url(&self.base_url, &path),
+            url: join_url(&endpoint.base_url, &path),
             headers,
             body: String::new(),
         }
     }
-
     /// The HTTP request for one streamed call.
-    pub fn http_request(&self, request: &LlmRequest<'_>) -> Result<HttpRequest, LlmError> {
+    fn http_request(
+        &self,
+        endpoint: &Endpoint,
+        request: &LlmRequest<'_>,
+    ) -> Result<HttpRequest, LlmError> {
         let declarations: Vec<_> = request
             .tools
             .iter()
@@ -100,51 +109,31 @@ impl Gemini {
         let body = serde_json::to_string(&body)
             .map_err(|e| LlmError::Config(format!("could not encode the request: {e}")))?;
         let mut headers = vec![("content-type", "application/json".to_string())];
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &endpoint.api_key {
             headers.push(("x-goog-api-key", key.clone()));
         }
         Ok(HttpRequest {
             url: join_url(
-                &self.base_url,
+                &endpoint.base_url,
                 &format!(
                     "v1beta/models/{}:streamGenerateContent?alt=sse",
-                    self.model.model
+                    endpoint.model.model
                 ),
             ),
             headers,
             body,
         })
     }
-}
 
-#[async_trait(?Send)]
-impl Provider for Gemini {
-    fn model(&self) -> &ModelRef {
-        &self.model
+    fn framing(&self) -> Framing {
+        Framing::Sse
     }
 
-    async fn health_check(&self) -> Result<(), LlmError> {
-        check_health(self.transport.as_ref(), self.health_request(), "gemini").await
-    }
-
-    async fn stream(
-        &self,
-        request: &LlmRequest<'_>,
-        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
-    ) -> Completion {
-        let mut decoder = Decoder {
+    fn decoder(&self, request: &LlmRequest<'_>) -> Box<dyn Decode> {
+        Box::new(Decoder {
             id_prefix: request.call_ids.to_string(),
             ..Decoder::default()
-        };
-        stream_response(
-            self.transport.as_ref(),
-            self.http_request(request),
-            &self.model,
-            Framing::Sse,
-            &mut decoder,
-            on_event,
-        )
-        .await
+        })
     }
 }
 
@@ -535,11 +524,12 @@ mod wire {
 mod tests {
     use super::*;
     use crate::llm::providers::testing::{fixture, run_at_every_split, ScriptedTransport};
+    use crate::llm::Provider;
     use crate::llm::{AssistantMessage, ToolCall, ToolDef, ToolResult};
     use serde_json::json;
 
     fn make(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-        Box::new(Gemini::new(
+        Box::new(Gemini::provider(
             ModelRef::parse("gemini:gemini-2.5-flash").unwrap(),
             Some("http://127.0.0.1:1"),
             Some("g-key".into()),
@@ -661,7 +651,7 @@ mod tests {
 
     #[test]
     fn request_shape_sends_results_by_name_and_signatures_back() {
-        let provider = Gemini::new(
+        let provider = Gemini::provider(
             ModelRef::parse("gemini:gemini-3-pro").unwrap(),
             Some("http://127.0.0.1:1/"),
             Some("g-key".into()),

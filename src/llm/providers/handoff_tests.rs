@@ -23,7 +23,7 @@ fn decode(
 }
 
 fn anthropic(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-    Box::new(Anthropic::new(
+    Box::new(Anthropic::provider(
         ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
         None,
         None,
@@ -31,7 +31,7 @@ fn anthropic(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
     ))
 }
 fn openai(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-    Box::new(OpenAiChat::new(
+    Box::new(OpenAiChat::provider(
         ModelRef::parse("openai:deepseek-v4-flash").unwrap(),
         None,
         None,
@@ -39,7 +39,7 @@ fn openai(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
     ))
 }
 fn gemini(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-    Box::new(Gemini::new(
+    Box::new(Gemini::provider(
         ModelRef::parse("gemini:gemini-3-pro-preview").unwrap(),
         None,
         None,
@@ -47,7 +47,7 @@ fn gemini(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
     ))
 }
 fn ollama(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-    Box::new(Ollama::new(
+    Box::new(Ollama::provider(
         ModelRef::parse("ollama:llama3.2").unwrap(),
         None,
         t,
@@ -154,28 +154,28 @@ fn encode(target: &str, messages: &[Message]) -> Value {
     let body = match target {
         "anthropic" => {
             let m = prepared_for("anthropic:claude-sonnet-4-5");
-            Anthropic::new(model("anthropic:claude-sonnet-4-5"), None, None, t)
+            Anthropic::provider(model("anthropic:claude-sonnet-4-5"), None, None, t)
                 .http_request(&request(&m))
                 .unwrap()
                 .body
         }
         "openai" => {
             let m = prepared_for("openai:gpt-4o");
-            OpenAiChat::new(model("openai:gpt-4o"), None, None, t)
+            OpenAiChat::provider(model("openai:gpt-4o"), None, None, t)
                 .http_request(&request(&m))
                 .unwrap()
                 .body
         }
         "gemini" => {
             let m = prepared_for("gemini:gemini-2.5-flash");
-            Gemini::new(model("gemini:gemini-2.5-flash"), None, None, t)
+            Gemini::provider(model("gemini:gemini-2.5-flash"), None, None, t)
                 .http_request(&request(&m))
                 .unwrap()
                 .body
         }
         _ => {
             let m = prepared_for("ollama:qwen3");
-            Ollama::new(model("ollama:qwen3"), None, t)
+            Ollama::provider(model("ollama:qwen3"), None, t)
                 .http_request(&request(&m))
                 .unwrap()
                 .body
@@ -394,7 +394,7 @@ fn the_checks_catch_broken_requests() {
     // Without the transform, raw histories break the targets' rules: the checks are not vacuous.
     let (_, messages) = sources().remove(3); // ollama: ids like call_0_0, an orphan call
     let t: Rc<dyn HttpTransport> = ScriptedTransport::new(vec![]);
-    let raw = Anthropic::new(ModelRef::parse("anthropic:x").unwrap(), None, None, t)
+    let raw = Anthropic::provider(ModelRef::parse("anthropic:x").unwrap(), None, None, t)
         .http_request(&request(&messages))
         .unwrap();
     assert!(check_anthropic(&crate::llm::json::from_str(&raw.body).unwrap()).is_err());

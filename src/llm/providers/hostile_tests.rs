@@ -13,7 +13,7 @@ use crate::llm::{
 };
 
 fn anthropic(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-    Box::new(Anthropic::new(
+    Box::new(Anthropic::provider(
         ModelRef::parse("anthropic:claude-sonnet-4-5").unwrap(),
         Some("http://127.0.0.1:1/"),
         Some("sk-test".into()),
@@ -22,7 +22,7 @@ fn anthropic(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
 }
 
 fn openai(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-    Box::new(OpenAiChat::new(
+    Box::new(OpenAiChat::provider(
         ModelRef::parse("openai:gpt-4o").unwrap(),
         Some("http://127.0.0.1:1/v1"),
         Some("sk-test".into()),
@@ -31,7 +31,7 @@ fn openai(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
 }
 
 fn ollama(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-    Box::new(Ollama::new(
+    Box::new(Ollama::provider(
         ModelRef::parse("ollama:llama3").unwrap(),
         Some("http://127.0.0.1:1"),
         t,

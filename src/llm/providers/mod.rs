@@ -1,5 +1,12 @@
-//! One file per wire API. Each turns an [`LlmRequest`](super::LlmRequest) into one HTTP request
-//! and the answer's bytes into [`LlmEvent`](super::LlmEvent)s.
+//! One file per wire API, and the registry of providers (`PROVIDERS`). Each HTTP wire API
+//! turns an [`LlmRequest`](super::LlmRequest) into one HTTP request and the answer's bytes into
+//! [`LlmEvent`](super::LlmEvent)s ([`crate::llm::provider::HttpProvider`] runs them all); Workers
+//! AI is reached through the platform's `AI` binding instead.
+//!
+//! Adding a provider: a file here with its wire types, its `WireApi` impl (request, health
+//! check, framing, decoder) and its `INFO` row, that row in `PROVIDERS`, and the golden
+//! stream tests beside the others. The factory, the configuration (its key and base URL) and
+//! the OpenAPI document's model ids read the registry.
 
 pub mod anthropic;
 pub mod gemini;
@@ -16,19 +23,26 @@ mod hostile_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 
+pub use crate::llm::provider::HttpProvider;
+pub(crate) use crate::llm::provider::{ProviderInfo, Reach};
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use ollama::Ollama;
 pub use openai::OpenAiChat;
 pub use workers_ai::{AiBinding, WorkersAi};
 
-/// Joins a base URL and a path without doubling or dropping the slash.
-pub(crate) fn join_url(base: &str, path: &str) -> String {
-    format!(
-        "{}/{}",
-        base.trim_end_matches('/'),
-        path.trim_start_matches('/')
-    )
+/// Every provider, in the order error messages and documents name them.
+pub(crate) const PROVIDERS: &[ProviderInfo] = &[
+    anthropic::INFO,
+    openai::INFO,
+    gemini::INFO,
+    ollama::INFO,
+    workers_ai::INFO,
+];
+
+/// The provider model ids name `name`.
+pub(crate) fn info(name: &str) -> Option<&'static ProviderInfo> {
+    PROVIDERS.iter().find(|p| p.name == name)
 }
 
 #[cfg(test)]
@@ -52,25 +66,25 @@ mod tests {
         let m = |id| ModelRef::parse(id).unwrap();
         let base = Some("http://127.0.0.1:9");
         vec![
-            Box::new(Anthropic::new(
+            Box::new(Anthropic::provider(
                 m("anthropic:claude-haiku-4-5"),
                 base,
                 Some("k".into()),
                 t.clone(),
             )),
-            Box::new(OpenAiChat::new(
+            Box::new(OpenAiChat::provider(
                 m("openai:gpt-4o"),
                 Some("http://127.0.0.1:9/v1"),
                 Some("k".into()),
                 t.clone(),
             )),
-            Box::new(Gemini::new(
+            Box::new(Gemini::provider(
                 m("gemini:gemini-2.5-flash"),
                 base,
                 Some("k".into()),
                 t.clone(),
             )),
-            Box::new(Ollama::new(m("ollama:llama3.2"), base, t)),
+            Box::new(Ollama::provider(m("ollama:llama3.2"), base, t)),
         ]
     }
 

@@ -13,48 +13,63 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::join_url;
 use crate::llm::assembler::Assembler;
-use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{read_event, Decode, Endpoint, Flow, Framing, HttpProvider, WireApi};
+use crate::llm::provider::{ProviderInfo, Reach};
+use crate::llm::transport::join_url;
 use crate::llm::{
-    Completion, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
-    ModelRef, Provider, StopReason, Usage,
+    ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message, ModelRef,
+    StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
 
-pub struct Ollama {
-    model: ModelRef,
-    base_url: String,
-    transport: Rc<dyn HttpTransport>,
-}
+/// Ollama's chat API.
+pub struct Ollama;
 
 impl Ollama {
-    pub fn new(model: ModelRef, base_url: Option<&str>, transport: Rc<dyn HttpTransport>) -> Self {
-        Self {
-            model,
-            base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
-            transport,
-        }
+    /// `model` served at `base_url` (the provider's own when `None`).
+    pub fn provider(
+        model: ModelRef,
+        base_url: Option<&str>,
+        transport: Rc<dyn HttpTransport>,
+    ) -> HttpProvider {
+        HttpProvider::new(&Ollama, model, base_url, None, transport)
+    }
+}
+
+/// Its row of the registry (`PROVIDERS`).
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "ollama",
+    key_var: None,
+    base_url_var: Some("OLLAMA_BASE_URL"),
+    reach: Reach::Http(&Ollama),
+};
+
+impl WireApi for Ollama {
+    fn default_base_url(&self) -> &'static str {
+        DEFAULT_BASE_URL
     }
 
     /// `GET /api/tags`: the server answers.
-    pub fn health_request(&self) -> HttpRequest {
+    fn health_request(&self, endpoint: &Endpoint) -> HttpRequest {
         HttpRequest {
-            url: join_url(&self.base_url, "api/tags"),
+            url: join_url(&endpoint.base_url, "api/tags"),
             headers: vec![],
             body: String::new(),
         }
     }
-
     /// The HTTP request for one streamed call.
-    pub fn http_request(&self, request: &LlmRequest<'_>) -> Result<HttpRequest, LlmError> {
+    fn http_request(
+        &self,
+        endpoint: &Endpoint,
+        request: &LlmRequest<'_>,
+    ) -> Result<HttpRequest, LlmError> {
         let body = wire::Request {
-            model: &self.model.model,
+            model: &endpoint.model.model,
             messages: encode_messages(request.system, request.messages),
             tools: request
                 .tools
@@ -77,41 +92,21 @@ impl Ollama {
         let body = serde_json::to_string(&body)
             .map_err(|e| LlmError::Config(format!("could not encode the request: {e}")))?;
         Ok(HttpRequest {
-            url: join_url(&self.base_url, "api/chat"),
+            url: join_url(&endpoint.base_url, "api/chat"),
             headers: vec![("content-type", "application/json".to_string())],
             body,
         })
     }
-}
 
-#[async_trait(?Send)]
-impl Provider for Ollama {
-    fn model(&self) -> &ModelRef {
-        &self.model
+    fn framing(&self) -> Framing {
+        Framing::Ndjson
     }
 
-    async fn health_check(&self) -> Result<(), LlmError> {
-        check_health(self.transport.as_ref(), self.health_request(), "ollama").await
-    }
-
-    async fn stream(
-        &self,
-        request: &LlmRequest<'_>,
-        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
-    ) -> Completion {
-        let mut decoder = Decoder {
+    fn decoder(&self, request: &LlmRequest<'_>) -> Box<dyn Decode> {
+        Box::new(Decoder {
             id_prefix: request.call_ids.to_string(),
             ..Decoder::default()
-        };
-        stream_response(
-            self.transport.as_ref(),
-            self.http_request(request),
-            &self.model,
-            Framing::Ndjson,
-            &mut decoder,
-            on_event,
-        )
-        .await
+        })
     }
 }
 
@@ -379,10 +374,11 @@ mod wire {
 mod tests {
     use super::*;
     use crate::llm::providers::testing::{fixture, run, run_at_every_split};
+    use crate::llm::Provider;
     use serde_json::json;
 
     fn make(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-        Box::new(Ollama::new(
+        Box::new(Ollama::provider(
             ModelRef::parse("ollama:llama3.2").unwrap(),
             None,
             t,

@@ -16,59 +16,68 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::join_url;
 use crate::llm::assembler::Assembler;
-use crate::llm::provider::{check_health, read_event, stream_response, Decode, Flow, Framing};
+use crate::llm::provider::{read_event, Decode, Endpoint, Flow, Framing, HttpProvider, WireApi};
+use crate::llm::provider::{ProviderInfo, Reach};
+use crate::llm::transport::join_url;
 use crate::llm::{
-    Completion, ContentBlock, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
-    Message, ModelRef, Provider, StopReason, ToolDef, Usage,
+    ContentBlock, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
+    ModelRef, StopReason, ToolDef, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-pub struct OpenAiChat {
-    model: ModelRef,
-    base_url: String,
-    api_key: Option<String>,
-    transport: Rc<dyn HttpTransport>,
-}
+/// The OpenAI Chat Completions API, spoken by OpenAI and every compatible server.
+pub struct OpenAiChat;
 
 impl OpenAiChat {
-    pub fn new(
+    /// `model` served at `base_url` (the provider's own when `None`).
+    pub fn provider(
         model: ModelRef,
         base_url: Option<&str>,
         api_key: Option<String>,
         transport: Rc<dyn HttpTransport>,
-    ) -> Self {
-        Self {
-            model,
-            base_url: base_url.unwrap_or(DEFAULT_BASE_URL).to_string(),
-            api_key,
-            transport,
-        }
+    ) -> HttpProvider {
+        HttpProvider::new(&OpenAiChat, model, base_url, api_key, transport)
+    }
+}
+
+/// Its row of the registry (`PROVIDERS`).
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "openai",
+    key_var: Some("OPENAI_API_KEY"),
+    base_url_var: Some("OPENAI_BASE_URL"),
+    reach: Reach::Http(&OpenAiChat),
+};
+
+impl WireApi for OpenAiChat {
+    fn default_base_url(&self) -> &'static str {
+        DEFAULT_BASE_URL
     }
 
     /// `GET {base}/models`: reachable, and the key is accepted.
-    pub fn health_request(&self) -> HttpRequest {
+    fn health_request(&self, endpoint: &Endpoint) -> HttpRequest {
         let mut headers = vec![];
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &endpoint.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
         HttpRequest {
-            url: join_url(&self.base_url, "models"),
+            url: join_url(&endpoint.base_url, "models"),
             headers,
             body: String::new(),
         }
     }
-
     /// The HTTP request for one streamed call.
-    pub fn http_request(&self, request: &LlmRequest<'_>) -> Result<HttpRequest, LlmError> {
+    fn http_request(
+        &self,
+        endpoint: &Endpoint,
+        request: &LlmRequest<'_>,
+    ) -> Result<HttpRequest, LlmError> {
         let body = wire::Request {
-            model: &self.model.model,
+            model: &endpoint.model.model,
             messages: encode_messages(request.system, request.messages),
             tools: encode_tools(request.tools),
             max_tokens: request.max_tokens,
@@ -84,42 +93,22 @@ impl OpenAiChat {
             ("content-type", "application/json".to_string()),
             ("accept", "text/event-stream".to_string()),
         ];
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &endpoint.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
         Ok(HttpRequest {
-            url: join_url(&self.base_url, "chat/completions"),
+            url: join_url(&endpoint.base_url, "chat/completions"),
             headers,
             body,
         })
     }
-}
 
-#[async_trait(?Send)]
-impl Provider for OpenAiChat {
-    fn model(&self) -> &ModelRef {
-        &self.model
+    fn framing(&self) -> Framing {
+        Framing::Sse
     }
 
-    async fn health_check(&self) -> Result<(), LlmError> {
-        check_health(self.transport.as_ref(), self.health_request(), "openai").await
-    }
-
-    async fn stream(
-        &self,
-        request: &LlmRequest<'_>,
-        on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
-    ) -> Completion {
-        let mut decoder = Decoder::with_ids(request.call_ids);
-        stream_response(
-            self.transport.as_ref(),
-            self.http_request(request),
-            &self.model,
-            Framing::Sse,
-            &mut decoder,
-            on_event,
-        )
-        .await
+    fn decoder(&self, request: &LlmRequest<'_>) -> Box<dyn Decode> {
+        Box::new(Decoder::with_ids(request.call_ids))
     }
 }
 
@@ -583,11 +572,12 @@ pub(crate) mod wire {
 mod tests {
     use super::*;
     use crate::llm::providers::testing::{fixture, run, run_at_every_split};
+    use crate::llm::Provider;
     use crate::llm::{AssistantMessage, ToolCall, ToolResult};
     use serde_json::json;
 
     fn make(t: Rc<dyn HttpTransport>) -> Box<dyn Provider> {
-        Box::new(OpenAiChat::new(
+        Box::new(OpenAiChat::provider(
             ModelRef::parse("openai:gpt-4o").unwrap(),
             Some("http://127.0.0.1:1/v1"),
             Some("sk-test".into()),
@@ -732,7 +722,7 @@ mod tests {
 
     #[test]
     fn request_shape() {
-        let provider = OpenAiChat::new(
+        let provider = OpenAiChat::provider(
             ModelRef::parse("openai:gpt-4o").unwrap(),
             Some("http://127.0.0.1:1/v1/"),
             Some("sk-test".into()),

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::openai;
 use crate::llm::assembler::Assembler;
 use crate::llm::provider::{decode_body, failed, read_event, Decode, Flow, Framing};
+use crate::llm::provider::{ProviderInfo, Reach};
 use crate::llm::{
     ByteStream, Completion, LlmError, LlmEvent, LlmRequest, ModelRef, Provider, Usage,
 };
@@ -27,6 +28,14 @@ pub trait AiBinding {
     /// Runs `model` with `input` (which asks for `stream: true`); the answer's SSE bytes.
     async fn run_stream(&self, model: &str, input: &str) -> Result<ByteStream, String>;
 }
+
+/// Its row of the registry (`PROVIDERS`): the `AI` binding, no key or URL.
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "workers-ai",
+    key_var: None,
+    base_url_var: None,
+    reach: Reach::Binding,
+};
 
 pub struct WorkersAi {
     model: ModelRef,

@@ -2,15 +2,17 @@
 //! `await`s the object is single-threaded, so a sequence of these calls is atomic with respect
 //! to every other request to the object.
 //!
+//! One file per table (or pair of tables), each an `impl ObjectStorage` block of its reads and
+//! writes; this file keeps the struct, the schema and opening:
 //! - `conversation`: what a turn needs of the D1 row (so recovery needs no request)
-//! - `turn`: the running turn, if any: how often it was recovered, the client tools it offered,
-//!   the answer it was streaming (for recovery)
+//! - `turn`: the running turn, if any (how often it was recovered, the client tools it offered,
+//!   the answer it was streaming, for recovery), and `paused`: what the last turn waits for
 //! - `inbox`: messages waiting for a turn, with the ids their D1 rows will have
-//! - `paused`: what the last turn waits for, and the client tools it offered
 //! - `chunks`: the running turn's UI stream, in batches, for readers that re-attach
-//! - `schedules`: the conversation's scheduled turns (its `schedules` module)
+//! - `schedules`: the conversation's scheduled turns
 //! - `marks`: rare facts by name: the conversation is being deleted ([`DELETED`]), its queue
-//!   failed to start ([`FAILED_STARTS`])
+//!   failed to start ([`FAILED_STARTS`]), its D1 database ([`SHARD`])
+//! - `legacy`: the tables of objects from before turns moved here, migrated when one opens
 //!
 //! The object is its storage's only writer, so what it has read or written stays true until it
 //! writes again: `Known` remembers it, and a read of something known costs no SQL. Opening an
@@ -27,14 +29,20 @@ use std::cell::{Cell, RefCell};
 
 use worker::{Result, SqlStorage, SqlStorageValue};
 
-use crate::agent::AgentMessage;
-use crate::edge::protocol::{Delivery, TurnConversation};
-use crate::llm::ToolDef;
-
-use super::rules::PauseKind;
 use crate::edge::d1::rows;
+use crate::edge::protocol::TurnConversation;
 
+mod chunks;
+mod conversation;
+mod inbox;
+mod legacy;
+mod marks;
 mod schedules;
+mod turn;
+
+pub use self::inbox::{QueuedRow, STARTING};
+pub use self::marks::{Deleted, DELETED, FAILED_STARTS, SHARD};
+pub use self::turn::TurnRow;
 
 pub struct ObjectStorage {
     sql: SqlStorage,
@@ -94,65 +102,6 @@ struct Known {
     schedules: Cell<Option<bool>>,
 }
 
-/// The mark of a conversation being deleted: the object refuses messages until the D1 rows are
-/// gone. Its value is a [`Deleted`], JSON.
-pub const DELETED: &str = "deleted";
-
-/// The mark counting the queue's turns that failed to start in a row.
-pub const FAILED_STARTS: &str = "failed_starts";
-
-/// The mark naming the D1 binding that holds the conversation (`D1_SHARDS`), once looked up.
-pub const SHARD: &str = "shard";
-
-/// Whose conversation is being deleted, for the alarm that finishes it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Deleted {
-    pub conversation: String,
-    pub owner: String,
-}
-
-crate::json_struct!(Deleted {
-    "conversation" => conversation,
-    "owner" => owner,
-});
-
-#[derive(Debug, Clone)]
-pub struct TurnRow {
-    pub turn_id: String,
-    pub recoveries: i64,
-    pub client_tools: String,
-    /// The answer being streamed when last flushed (an `AssistantMessage`, JSON).
-    pub partial: Option<String>,
-}
-
-crate::json_struct!(TurnRow {
-    "turn_id" => turn_id,
-    "recoveries" => recoveries,
-    "client_tools" => client_tools,
-    "partial" => partial,
-});
-
-impl TurnRow {
-    pub fn client_tools(&self) -> Vec<ToolDef> {
-        crate::llm::json::from_str(&self.client_tools).unwrap_or_default()
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct QueuedRow {
-    pub seq: i64,
-    pub id: String,
-    pub delivery: String,
-    pub message: String,
-}
-
-crate::json_struct!(QueuedRow {
-    "seq" => seq,
-    "id" => id,
-    "delivery" => delivery,
-    "message" => message,
-});
-
 /// What opening reads: whether a legacy queue is there, and what [`Known`] starts from.
 struct Opened {
     legacy: i64,
@@ -176,6 +125,7 @@ crate::json_struct!(Opened {
     "schedules" => schedules,
 });
 
+/// A count, read by opening and by the inbox.
 struct Count {
     n: i64,
 }
@@ -184,33 +134,13 @@ crate::json_struct!(Count {
     "n" => n,
 });
 
-/// The delivery of a message kept while the turn it starts stores it.
-pub const STARTING: &str = "starting";
-
-struct Seq {
-    seq: i64,
-}
-
-crate::json_struct!(Seq {
-    "seq" => seq,
-});
-
+/// One text column, `t`: what most tables' reads return.
 struct Text {
     t: String,
 }
 
 crate::json_struct!(Text {
     "t" => t,
-});
-
-struct PausedRow {
-    kind: String,
-    client_tools: String,
-}
-
-crate::json_struct!(PausedRow {
-    "kind" => kind,
-    "client_tools" => client_tools,
 });
 
 impl ObjectStorage {
@@ -221,7 +151,7 @@ impl ObjectStorage {
             statements: Cell::new(0),
             missing: Cell::new(false),
         };
-        // Whether the object has any table of ours, or of its older versions.
+        // Whether the object has any table of ours, or of its older versions (`legacy`).
         const ANY: &str = "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN
             ('conversation', 'turn', 'inbox', 'paused', 'chunks', 'marks', 'schedules', 'queue', 'lease',
              'cancelled')";
@@ -256,8 +186,8 @@ impl ObjectStorage {
               (SELECT COUNT(*) FROM schedules) AS schedules"
         );
         self.statements.set(self.statements.get().wrapping_add(1));
-        // Objects created before turns moved here kept a lease and a queue without ids: keep
-        // the queued messages, drop the rest.
+        // Objects created before turns moved here kept a lease and a queue without ids (see
+        // `legacy`): keep the queued messages, drop the rest.
         let legacy = match sql.exec(OPEN, None).and_then(rows::cursor::<Opened>) {
             Ok(rows) => match rows.into_iter().next() {
                 Some(opened) => {
@@ -283,17 +213,7 @@ impl ObjectStorage {
         if legacy {
             // The queue moved into the inbox: count it when asked.
             known.queued.set(None);
-            for statement in [
-                "INSERT INTO inbox (id, delivery, message, queued_at)
-                 SELECT lower(hex(randomblob(16))), delivery, message, queued_at FROM queue ORDER BY seq",
-                "DROP TABLE queue",
-                "DROP TABLE IF EXISTS lease",
-                "DROP TABLE IF EXISTS cancelled",
-            ] {
-                if let Err(e) = sql.exec(statement, None) {
-                    worker::console_error!("conversation object migration: {e}");
-                }
-            }
+            legacy::migrate(sql);
         }
     }
 
@@ -357,318 +277,4 @@ impl ObjectStorage {
         self.known.marks.set(None);
         self.known.schedules.set(None);
     }
-
-    /// The value of mark `name`, if set (no SQL while none is known to be).
-    pub fn mark(&self, name: &str) -> Result<Option<String>> {
-        if self.known.marks.get() == Some(false) {
-            return Ok(None);
-        }
-        let rows: Vec<Text> = rows::cursor(self.exec(
-            "SELECT value AS t FROM marks WHERE name = ?",
-            vec![name.into()],
-        )?)?;
-        Ok(rows.into_iter().next().map(|r| r.t))
-    }
-
-    pub fn set_mark(&self, name: &str, value: &str) -> Result<()> {
-        self.write(
-            "INSERT INTO marks (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            vec![name.into(), value.into()],
-        )?;
-        self.known.marks.set(Some(true));
-        Ok(())
-    }
-
-    pub fn clear_mark(&self, name: &str) -> Result<()> {
-        if self.known.marks.get() == Some(false) {
-            return Ok(());
-        }
-        self.write("DELETE FROM marks WHERE name = ?", vec![name.into()])?;
-        // Another mark may be left.
-        self.known.marks.set(None);
-        Ok(())
-    }
-
-    /// The conversation is being deleted (see [`DELETED`]).
-    pub fn deleted(&self) -> Result<Option<Deleted>> {
-        Ok(self
-            .mark(DELETED)?
-            .and_then(|v| crate::llm::json::from_str(&v).ok()))
-    }
-
-    pub fn conversation(&self) -> Result<Option<TurnConversation>> {
-        if let Some(known) = self.known.conversation.borrow().as_ref() {
-            return Ok(known.clone());
-        }
-        let rows: Vec<Text> =
-            rows::cursor(self.exec("SELECT row AS t FROM conversation WHERE id = 1", None)?)?;
-        let row: Option<TurnConversation> = rows
-            .first()
-            .and_then(|r| crate::llm::json::from_str(&r.t).ok());
-        *self.known.conversation.borrow_mut() = Some(row.clone());
-        Ok(row)
-    }
-
-    pub fn set_conversation(&self, conversation: &TurnConversation) -> Result<()> {
-        let row =
-            serde_json::to_string(conversation).map_err(|e| worker::Error::from(e.to_string()))?;
-        self.write(
-            "INSERT INTO conversation (id, row) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET row = excluded.row",
-            vec![row.into()],
-        )?;
-        *self.known.conversation.borrow_mut() = Some(Some(conversation.clone()));
-        Ok(())
-    }
-
-    /// Forgets the conversation's row: its creation was refused, so a later message is checked
-    /// against the owner's count again.
-    pub fn forget_conversation(&self) -> Result<()> {
-        self.write("DELETE FROM conversation", vec![])?;
-        *self.known.conversation.borrow_mut() = Some(None);
-        Ok(())
-    }
-
-    /// Whether a turn is recorded (running, or interrupted and not yet recovered).
-    pub fn has_turn(&self) -> Result<bool> {
-        match self.known.turn.get() {
-            Some(known) => Ok(known),
-            None => Ok(self.turn()?.is_some()),
-        }
-    }
-
-    pub fn turn(&self) -> Result<Option<TurnRow>> {
-        if self.known.turn.get() == Some(false) {
-            return Ok(None);
-        }
-        let rows: Vec<TurnRow> = rows::cursor(self.exec(
-            "SELECT turn_id, recoveries, client_tools, partial FROM turn WHERE id = 1",
-            None,
-        )?)?;
-        self.known.turn.set(Some(!rows.is_empty()));
-        Ok(rows.into_iter().next())
-    }
-
-    /// Records a new turn (or the recovery of the recorded one, keeping its count).
-    pub fn begin_turn(
-        &self,
-        turn_id: &str,
-        now: i64,
-        recoveries: u32,
-        client_tools: &[ToolDef],
-    ) -> Result<()> {
-        let tools = serde_json::to_string(client_tools).unwrap_or_else(|_| "[]".into());
-        self.write(
-            "INSERT INTO turn (id, turn_id, started_at, recoveries, client_tools, partial)
-             VALUES (1, ?, ?, ?, ?, NULL)
-             ON CONFLICT (id) DO UPDATE SET turn_id = excluded.turn_id, started_at = excluded.started_at,
-               recoveries = excluded.recoveries, client_tools = excluded.client_tools, partial = NULL",
-            vec![
-                turn_id.into(),
-                now.into(),
-                i64::from(recoveries).into(),
-                tools.into(),
-            ],
-        )?;
-        self.known.turn.set(Some(true));
-        Ok(())
-    }
-
-    /// A turn runs: the pause it answers (or moves on from) is over.
-    pub fn clear_paused(&self) -> Result<()> {
-        if self.known.paused.get() != Some(false) {
-            self.write("DELETE FROM paused", vec![])?;
-            self.known.paused.set(Some(false));
-        }
-        Ok(())
-    }
-
-    pub fn set_partial(&self, partial: Option<&str>) -> Result<()> {
-        let value: SqlStorageValue = partial.map(str::to_string).into();
-        self.write("UPDATE turn SET partial = ? WHERE id = 1", vec![value])?;
-        Ok(())
-    }
-
-    /// The turn ended: forget it, and remember what a pause waits for.
-    pub fn end_turn(&self, paused: Option<(PauseKind, &[ToolDef])>) -> Result<()> {
-        self.write("DELETE FROM turn; DELETE FROM chunks", vec![])?;
-        self.known.turn.set(Some(false));
-        self.known.chunks.set(Some(false));
-        if let Some((kind, tools)) = paused {
-            let tools = serde_json::to_string(tools).unwrap_or_else(|_| "[]".into());
-            self.write(
-                "INSERT INTO paused (id, kind, client_tools) VALUES (1, ?, ?)
-                 ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, client_tools = excluded.client_tools",
-                vec![kind.as_str().into(), tools.into()],
-            )?;
-            self.known.paused.set(Some(true));
-        }
-        Ok(())
-    }
-
-    /// What the last turn paused for, and the client tools it had offered.
-    pub fn paused(&self) -> Result<Option<(PauseKind, Vec<ToolDef>)>> {
-        if self.known.paused.get() == Some(false) {
-            return Ok(None);
-        }
-        let rows: Vec<PausedRow> =
-            rows::cursor(self.exec("SELECT kind, client_tools FROM paused WHERE id = 1", None)?)?;
-        self.known.paused.set(Some(!rows.is_empty()));
-        Ok(rows.into_iter().next().and_then(|r| {
-            let kind = PauseKind::parse(&r.kind)?;
-            Some((
-                kind,
-                crate::llm::json::from_str(&r.client_tools).unwrap_or_default(),
-            ))
-        }))
-    }
-
-    /// Queues a message; returns its position in the queue.
-    pub fn enqueue(&self, id: &str, delivery: Delivery, message: &str, now: i64) -> Result<i64> {
-        // RETURNING says whether it was added: a repeated id was queued before and is not again.
-        let added = self
-            .write(
-                "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
-                 RETURNING seq",
-                vec![
-                    id.into(),
-                    delivery.as_str().into(),
-                    message.into(),
-                    now.into(),
-                ],
-            )
-            .map(rows_returned)?;
-        let known = self.known.queued.get();
-        self.known.queued.set(known.zip(added).map(|(n, a)| n + a));
-        self.queue_len(None)
-    }
-
-    /// Keeps the message that starts a turn in the inbox until it is in D1; its `seq`, or
-    /// `None` when a message with its id is kept already. Its delivery is [`STARTING`]: no
-    /// drain takes it and no queue position counts it; recovery and the alarm do see it.
-    pub fn hold(&self, id: &str, message: &str, now: i64) -> Result<Option<i64>> {
-        let seq = rows::cursor::<Seq>(self.write(
-            "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
-             RETURNING seq",
-            vec![id.into(), STARTING.into(), message.into(), now.into()],
-        )?)?
-        .into_iter()
-        .next()
-        .map(|row| row.seq);
-        let known = self.known.queued.get();
-        self.known
-            .queued
-            .set(known.map(|n| n + i64::from(seq.is_some())));
-        Ok(seq)
-    }
-
-    /// Queued messages of one delivery (or all), oldest first. They stay queued until
-    /// [`ObjectStorage::dequeue`], which comes only once they are in D1.
-    pub fn queued(&self, only: Option<Delivery>) -> Result<Vec<QueuedRow>> {
-        if self.known.queued.get() == Some(0) {
-            return Ok(Vec::new());
-        }
-        let kind = only.map_or("%", |d| d.as_str());
-        let rows: Vec<QueuedRow> = rows::cursor(self.exec(
-            "SELECT seq, id, delivery, message FROM inbox WHERE delivery LIKE ? ORDER BY seq",
-            vec![kind.into()],
-        )?)?;
-        if only.is_none() {
-            self.known.queued.set(i64::try_from(rows.len()).ok());
-        }
-        Ok(rows)
-    }
-
-    /// The message a queued row holds. A row no turn could ever read is dropped from the queue
-    /// (and logged) rather than left to block it.
-    pub fn read(&self, row: &QueuedRow) -> Option<AgentMessage> {
-        match crate::llm::json::from_str(&row.message) {
-            Ok(message) => Some(message),
-            Err(e) => {
-                worker::console_error!("dropping an unreadable queued message {}: {e}", row.id);
-                if let Err(e) = self.dequeue(row.seq) {
-                    worker::console_error!("dequeuing {}: {e}", row.id);
-                }
-                None
-            }
-        }
-    }
-
-    pub fn dequeue(&self, seq: i64) -> Result<()> {
-        let removed = self
-            .write(
-                "DELETE FROM inbox WHERE seq = ? RETURNING seq",
-                vec![seq.into()],
-            )
-            .map(rows_returned)?;
-        let known = self.known.queued.get();
-        self.known
-            .queued
-            .set(known.zip(removed).map(|(n, r)| n - r));
-        Ok(())
-    }
-
-    /// Messages waiting for the running turn (or the next), the one that starts a turn left
-    /// out: a queued message's position.
-    pub fn waiting_len(&self) -> Result<i64> {
-        if self.known.queued.get() == Some(0) {
-            return Ok(0);
-        }
-        let rows: Vec<Count> = rows::cursor(self.exec(
-            "SELECT COUNT(*) AS n FROM inbox WHERE delivery != ?",
-            vec![STARTING.into()],
-        )?)?;
-        Ok(rows.first().map_or(0, |c| c.n))
-    }
-
-    pub fn queue_len(&self, only: Option<Delivery>) -> Result<i64> {
-        match (self.known.queued.get(), only) {
-            (Some(n), None) => return Ok(n),
-            (Some(0), Some(_)) => return Ok(0),
-            _ => {}
-        }
-        let kind = only.map_or("%", |d| d.as_str());
-        let rows: Vec<Count> = rows::cursor(self.exec(
-            "SELECT COUNT(*) AS n FROM inbox WHERE delivery LIKE ?",
-            vec![kind.into()],
-        )?)?;
-        let n = rows.first().map_or(0, |c| c.n);
-        if only.is_none() {
-            self.known.queued.set(Some(n));
-        }
-        Ok(n)
-    }
-
-    pub fn append_chunks(&self, data: &str) -> Result<()> {
-        self.write("INSERT INTO chunks (data) VALUES (?)", vec![data.into()])?;
-        self.known.chunks.set(Some(true));
-        Ok(())
-    }
-
-    /// The logged stream, in order, as one string.
-    pub fn chunks(&self) -> Result<String> {
-        if self.known.chunks.get() == Some(false) {
-            return Ok(String::new());
-        }
-        let rows: Vec<Text> =
-            rows::cursor(self.exec("SELECT data AS t FROM chunks ORDER BY seq", None)?)?;
-        Ok(rows.into_iter().map(|r| r.t).collect())
-    }
-
-    pub fn clear_chunks(&self) -> Result<()> {
-        if self.known.chunks.get() != Some(false) {
-            self.write("DELETE FROM chunks", vec![])?;
-            self.known.chunks.set(Some(false));
-        }
-        Ok(())
-    }
-}
-
-/// How many rows a statement returned (`None` if reading them failed).
-fn rows_returned(cursor: worker::SqlCursor) -> Option<i64> {
-    let mut n = 0;
-    for row in cursor {
-        row.ok()?;
-        n += 1;
-    }
-    Some(n)
 }

@@ -24,13 +24,9 @@ crate::json_struct!(#[deny_unknown_fields] ClientTool {
     "input_schema" | "parameters" | "inputSchema" => input_schema,
 });
 
-/// Tool names and call ids: what every provider accepts.
+/// Tool names and call ids: what every provider accepts (the one tool-name rule).
 pub(crate) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    crate::agent::tools::is_tool_name(name)
 }
 
 pub(crate) fn client_tools(tools: Vec<ClientTool>) -> Result<Vec<ToolDef>, ApiError> {
@@ -45,8 +41,9 @@ pub(crate) fn client_tools(tools: Vec<ClientTool>) -> Result<Vec<ToolDef>, ApiEr
         .map(|t| {
             if !valid_name(&t.name) {
                 return Err(ApiError::BadRequest(format!(
-                    "tool name `{}` must be 1-64 letters, digits, `_` or `-`",
-                    t.name
+                    "tool name `{}` must be 1-{} letters, digits, `_` or `-`",
+                    t.name,
+                    crate::agent::tools::MAX_TOOL_NAME
                 )));
             }
             if !t.input_schema.is_object() {

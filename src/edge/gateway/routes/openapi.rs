@@ -39,13 +39,23 @@ fn deployed(workers_ai: bool, toolsets: &[String]) -> Result<String, ApiError> {
 /// providers served: the model in letters, digits and `._-:@` (and `/` for Workers AI), never
 /// `..`. Without lookarounds, which not every generator of examples knows.
 fn model_pattern(workers_ai: bool) -> String {
+    use crate::llm::providers::{Reach, PROVIDERS};
     let model = |chars: &str| format!("(?:(?:\\.?[{chars}])+\\.?|\\.)");
-    let mut pattern = format!(
-        "^(?:(?:anthropic|openai|gemini|ollama):{}",
-        model("A-Za-z0-9_:@-")
-    );
+    // Every HTTP provider is served; one reached through a binding when it is bound.
+    let http: Vec<&str> = PROVIDERS
+        .iter()
+        .filter(|p| matches!(p.reach, Reach::Http(_)))
+        .map(|p| p.name)
+        .collect();
+    let mut pattern = format!("^(?:(?:{}):{}", http.join("|"), model("A-Za-z0-9_:@-"));
     if workers_ai {
-        pattern.push_str(&format!("|workers-ai:{}", model("A-Za-z0-9_:@/-")));
+        let bound = PROVIDERS
+            .iter()
+            .filter(|p| matches!(p.reach, Reach::Binding));
+        for p in bound {
+            // Workers AI's model ids may hold `/` (`@cf/vendor/model`).
+            pattern.push_str(&format!("|{}:{}", p.name, model("A-Za-z0-9_:@/-")));
+        }
     }
     pattern.push_str(")$");
     pattern
@@ -75,55 +85,24 @@ mod tests {
 
     use std::collections::BTreeSet;
 
-    /// `(METHOD, /path/{}/...)` for every route the router's `match` arms name, read from
-    /// `src/edge/mod.rs`: the document cannot drift from the code without this failing.
+    /// `(METHOD, /path/{name}/...)` for every route of the router's table
+    /// ([`crate::edge::gateway::table::ROUTES`]): the document cannot drift from the code
+    /// without this failing.
     fn routed() -> BTreeSet<(String, String)> {
-        let source = include_str!("../mod.rs");
-        let mut routes = BTreeSet::new();
-        for arm in source.split("(Method::").skip(1) {
-            let Some((method, rest)) = arm.split_once(',') else {
-                continue;
-            };
-            let Some((patterns, _)) = rest.split_once(") =>") else {
-                continue;
-            };
-            for pattern in patterns.split('|') {
-                let inner = pattern.trim().trim_start_matches('[').trim_end_matches(']');
-                let path: String = inner
-                    .split(',')
-                    .map(|seg| {
-                        let seg = seg.trim();
-                        match seg.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
-                            Some(literal) => format!("/{literal}"),
-                            None => "/{}".to_string(),
-                        }
-                    })
-                    .collect();
-                routes.insert((method.trim().to_uppercase(), path));
-            }
-        }
-        routes
+        crate::edge::gateway::table::ROUTES
+            .iter()
+            .map(|route| (route.method.to_string(), route.path.to_string()))
+            .collect()
     }
 
     fn documented() -> BTreeSet<(String, String)> {
         let doc: serde_json::Value = crate::llm::json::from_str(super::DOCUMENT).unwrap();
         let mut routes = BTreeSet::new();
         for (path, item) in doc["paths"].as_object().unwrap() {
-            // Parameter names differ from the router's bindings; the shape is what matters.
-            let shape: String = path
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .map(|s| {
-                    if s.starts_with('{') {
-                        "/{}".to_string()
-                    } else {
-                        format!("/{s}")
-                    }
-                })
-                .collect();
+            // The table writes paths as the document does, parameter names and all.
             for method in item.as_object().unwrap().keys() {
                 if ["get", "post", "put", "delete", "patch"].contains(&method.as_str()) {
-                    routes.insert((method.to_uppercase(), shape.clone()));
+                    routes.insert((method.to_uppercase(), path.clone()));
                 }
             }
         }
