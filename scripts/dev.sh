@@ -16,7 +16,8 @@ if has_key; then
 else
   scripts/setup.sh --local-model
 fi
-scripts/build.sh
+# Rebuilt only when a source is newer than build/ (scripts/checks/build-state.py).
+state=$(python3 scripts/checks/build-state.py) || { echo "==> build/ is $state: building" >&2; scripts/build.sh; }
 . scripts/env.sh
 echo "==> applying D1 migrations (local)" >&2
 "${WRANGLER[@]}" d1 migrations apply DB --local >/dev/null

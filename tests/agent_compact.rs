@@ -9,8 +9,8 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use edge_agent::agent::{
-    run_agent_turn, AgentMessage, AgentState, Compaction, Compactor, HookError, ToolRegistry,
-    TurnHooks, TurnOutcome,
+    run_agent_turn, AgentMessage, AgentState, AttemptLedger, Compaction, Compactor, HookError,
+    ToolRegistry, TurnHooks, TurnOutcome,
 };
 use edge_agent::llm::{
     AssistantMessage, ContentBlock, LlmError, Message, ModelRef, StopReason, ToolCall, ToolResult,
@@ -157,7 +157,12 @@ fn cuts_never_separate_a_tool_call_from_its_result() {
         threshold_ratio: 0.5,
         provider: None,
     };
-    let compaction = futures::executor::block_on(c.compact(&h)).unwrap();
+    struct NoLedger;
+    #[async_trait(?Send)]
+    impl AttemptLedger for NoLedger {
+        async fn record(&self, _: &AssistantMessage) {}
+    }
+    let compaction = futures::executor::block_on(c.compact(&h, &NoLedger)).unwrap();
     let end = compaction.replaces.end;
     assert!(matches!(h[end], AgentMessage::User { .. }), "cut at {end}");
     assert!(end == 4 || end == 8 || end == 12, "cut at {end}");

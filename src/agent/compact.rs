@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use super::estimate::{charge_unreported, estimate_tokens, message_tokens};
-use super::resolve::{CallSize, ProviderResolver, Resolved, ResolverBilling};
+use super::resolve::{AttemptLedger, CallSize, ProviderResolver, Resolved, ResolverBilling};
 use super::{convert_to_llm, AgentMessage};
 use crate::llm::{LlmRequest, Message, ModelRef, Usage};
 
@@ -29,9 +29,9 @@ pub struct Compaction {
     pub summary: Option<AgentMessage>,
     /// Left out of this call's view, kept in the history (indices before `apply`).
     pub hidden: Range<usize>,
-    /// The summary request's calls, when one was made (whether or not it succeeded): the model
-    /// that answered and what it used (estimated when the provider never said), then each
-    /// attempt given up on before it that was billed, for the ledger.
+    /// The summary request's call, when one was made (whether or not it succeeded): the model
+    /// that answered and what it used (estimated when the provider never said), for the
+    /// ledger. Its attempts given up on were recorded as they happened.
     pub calls: Vec<(ModelRef, Usage)>,
 }
 
@@ -72,7 +72,12 @@ const INSTRUCTION: &str = "Summarise the conversation above for your own later u
 
 impl Compactor {
     /// The compaction `messages` need, if they are over the threshold.
-    pub async fn compact(&self, messages: &[AgentMessage]) -> Option<Compaction> {
+    /// `ledger` records the summary request's attempts given up on as they happen.
+    pub async fn compact(
+        &self,
+        messages: &[AgentMessage],
+        ledger: &dyn AttemptLedger,
+    ) -> Option<Compaction> {
         let provider = self.provider.as_deref();
         let tokens: Vec<u64> = messages
             .iter()
@@ -83,7 +88,9 @@ impl Compactor {
             return None;
         }
         let cut = cut(messages, &tokens, threshold / 2)?;
-        let (summary, calls) = self.summarise(&messages[..cut], &tokens[..cut]).await;
+        let (summary, calls) = self
+            .summarise(&messages[..cut], &tokens[..cut], ledger)
+            .await;
         Some(match summary {
             Some((text, covered)) => Compaction {
                 replaces: 0..covered,
@@ -108,6 +115,7 @@ impl Compactor {
         &self,
         old: &[AgentMessage],
         tokens: &[u64],
+        ledger: &dyn AttemptLedger,
     ) -> (Option<(String, usize)>, Vec<(ModelRef, Usage)>) {
         // The summary request must fit the window too: it gets a quarter of it to answer in
         // (at most 1,024 tokens) and the oldest exchanges that fit in the rest, less room for
@@ -139,8 +147,10 @@ impl Compactor {
             &provider.capabilities(),
         );
         history.push(Message::user_text(INSTRUCTION));
-        // Its attempts go to the ledger with its answer, from `calls`.
-        let billed = ResolverBilling(self.summariser.as_ref());
+        let billed = ResolverBilling {
+            resolver: self.summariser.as_ref(),
+            ledger,
+        };
         let request = LlmRequest {
             system: Some("You compress conversations into faithful notes."),
             messages: &history,
@@ -155,12 +165,9 @@ impl Compactor {
         // Whatever the provider did not report is estimated (see `charge_unreported`).
         charge_unreported(&mut completion.message, input);
         self.summariser.settle(&completion.message).await;
-        // The model that answered (a fallback's, after a switch) is the one that is paid, and
-        // each attempt given up on (charged as it was given up on), its own.
-        let mut calls = vec![(completion.message.model_ref(), completion.message.usage)];
-        for attempt in &completion.given_up {
-            calls.push((attempt.model_ref(), attempt.usage));
-        }
+        // The model that answered (a fallback's, after a switch) is the one that is paid; the
+        // attempts given up on were charged and recorded as they were.
+        let calls = vec![(completion.message.model_ref(), completion.message.usage)];
         let text = completion.message.text();
         let summary =
             (completion.error.is_none() && !text.trim().is_empty()).then_some((text, covered));

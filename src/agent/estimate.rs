@@ -25,9 +25,10 @@ pub fn estimate_tokens(text: &str) -> u64 {
 /// The characters an estimate is made of, by class, and where ASCII text changes between
 /// letters and the rest.
 ///
-/// Letters, spaces and line ends make words, about four characters a token. Digits,
-/// punctuation, tabs and carriage returns merge far less (Gemini's tokenizer gives each digit a
-/// token), so they count at two a token; other control characters a token each. A tokenizer
+/// Letters and spaces make words, about four characters a token. Digits, punctuation and the
+/// other white space (tabs, line ends, carriage returns) merge far less (Gemini's tokenizer
+/// gives each digit a token, and tokenizers split before a line end), so they count at two a
+/// token; other control characters a token each. A tokenizer
 /// also starts a token wherever letters meet other characters, so text that alternates
 /// (`a.b,c;`, `x1y2`) costs about a token a change: an ASCII text counts at the larger of its
 /// classes' figure and its changes. Ordinary prose, code and JSON count at about what they
@@ -38,9 +39,9 @@ pub fn estimate_tokens(text: &str) -> u64 {
 /// other text is decoded character by character. A tool call's input is counted as the JSON
 /// the model sees, without writing it.
 struct Characters {
-    /// ASCII letters, spaces and line ends, about four a token.
+    /// ASCII letters and spaces, about four a token.
     letters: u64,
-    /// ASCII digits, punctuation, tabs and carriage returns, about two a token.
+    /// ASCII digits, punctuation, tabs, line ends and carriage returns, about two a token.
     marks: u64,
     /// Other ASCII control characters, a token each.
     controls: u64,
@@ -85,8 +86,8 @@ fn within(word: u64, low: u8, high: u8) -> u64 {
     at_least(word, low) & !at_least(word, high + 1)
 }
 
-/// The high bits of the bytes of the ASCII `word` that are letters, spaces or line ends, and
-/// of those that are control characters other than a tab, a line end or a carriage return.
+/// The high bits of the bytes of the ASCII `word` that are letters or spaces, and of those that
+/// are control characters other than a tab, a line end or a carriage return.
 fn classes(word: u64) -> (u64, u64) {
     let printable = at_least(word, b' ');
     let space = printable & !at_least(word, b' ' + 1);
@@ -97,14 +98,13 @@ fn classes(word: u64) -> (u64, u64) {
     if printable == HIGH_BITS && delete == 0 {
         return (alpha | space, 0);
     }
-    let line_end = within(word, b'\n', b'\n');
     let spacing = within(word, b'\t', b'\n') | within(word, b'\r', b'\r');
     let controls = (HIGH_BITS & !printable & !spacing) | delete;
-    (alpha | space | line_end, controls)
+    (alpha | space, controls)
 }
 
 fn is_letter(c: u8) -> bool {
-    c.is_ascii_alphabetic() || c == b' ' || c == b'\n'
+    c.is_ascii_alphabetic() || c == b' '
 }
 
 fn is_control(c: u8) -> bool {
@@ -356,6 +356,8 @@ mod tests {
         // Issue 56: letters and marks in turn cost about a token each.
         assert_eq!(estimate_tokens("a.b,c;d:"), 7);
         assert_eq!(estimate_tokens("x1y2z3w4"), 7);
+        // Line ends too: tokenizers split before them.
+        assert_eq!(estimate_tokens(&"x\n".repeat(8)), 15);
         // Control characters cost a token each, whatever their neighbours.
         // (and the run of them is a change from the letters text starts as).
         assert_eq!(estimate_tokens("\u{1}\u{2}\u{3}\u{4}"), 4 + 1);
@@ -390,7 +392,7 @@ mod tests {
         // The rules, a character at a time.
         let by_character = |text: &str| {
             let ascii: Vec<char> = text.chars().filter(char::is_ascii).collect();
-            let letter = |c: &char| c.is_ascii_alphabetic() || *c == ' ' || *c == '\n';
+            let letter = |c: &char| c.is_ascii_alphabetic() || *c == ' ';
             let control = |c: &char| c.is_ascii_control() && !matches!(c, '\t' | '\n' | '\r');
             let letters = ascii.iter().filter(|c| letter(c)).count() as u64;
             let controls = ascii.iter().filter(|c| control(c)).count() as u64;

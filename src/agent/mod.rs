@@ -37,7 +37,7 @@ pub use event::AgentEvent;
 pub use hooks::{HookError, NoHooks, StepEndInfo, TurnHooks};
 pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
-pub use resolve::{CallSize, ProviderResolver, Resolved};
+pub use resolve::{AttemptLedger, CallSize, ProviderResolver, Resolved};
 pub use state::TurnOutcome;
 pub use state::{AgentState, Approval, CancelToken, LocalQueues, Queues, ToolAnswers};
 pub use stats::{CallStats, TurnStats};

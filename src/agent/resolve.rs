@@ -48,13 +48,25 @@ pub trait ProviderResolver {
     }
 }
 
-/// A resolver as the [`Billing`](crate::llm::retry::Billing) of a call it resolved, for a
-/// caller that records the attempts given up on itself (compaction returns its calls).
-pub(crate) struct ResolverBilling<'a>(pub &'a dyn ProviderResolver);
+/// Where the attempts a call gives up on that were billed are recorded as they happen (the
+/// application's ledger), so a runtime that dies later in the call loses none.
+#[async_trait(?Send)]
+pub trait AttemptLedger {
+    async fn record(&self, attempt: &AssistantMessage);
+}
+
+/// A resolver as the [`Billing`](crate::llm::retry::Billing) of a call it resolved: each
+/// attempt given up on is charged by the resolver, then recorded in `ledger`.
+pub(crate) struct ResolverBilling<'a> {
+    pub resolver: &'a dyn ProviderResolver,
+    pub ledger: &'a dyn AttemptLedger,
+}
 
 #[async_trait(?Send)]
 impl crate::llm::retry::Billing for ResolverBilling<'_> {
     async fn given_up(&self, attempt: &AssistantMessage) -> Result<(), LlmError> {
-        self.0.given_up(attempt).await
+        let charged = self.resolver.given_up(attempt).await;
+        self.ledger.record(attempt).await;
+        charged
     }
 }

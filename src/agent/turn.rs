@@ -20,7 +20,7 @@ use std::pin::Pin;
 use super::estimate::{
     block_tokens, charge_unreported, estimate_tokens, message_tokens, tool_tokens,
 };
-use super::resolve::{CallSize, ProviderResolver, Resolved};
+use super::resolve::{AttemptLedger, CallSize, ProviderResolver, Resolved, ResolverBilling};
 use super::state::{add_message, deadline_passed, inject, TurnOutcome};
 use super::tool_calls::{error_result, CANCELLED};
 use super::{AgentEvent, AgentMessage, AgentState, StepEndInfo, ToolRegistry, TurnHooks};
@@ -31,20 +31,13 @@ use async_trait::async_trait;
 /// The result content given to pending calls when the user sends a new message instead.
 pub const MOVED_ON: &str = "no result: the user moved on";
 
-/// A turn's resolver as the [`Billing`](crate::llm::retry::Billing) of the calls it resolved,
-/// with the hooks that write each attempt given up on to the ledger as it happens (so a runtime
-/// that dies later in the call loses no row the spend object was charged for).
-struct Billed<'a> {
-    resolver: &'a dyn ProviderResolver,
-    hooks: &'a dyn TurnHooks,
-}
+/// The turn's hooks as the ledger of attempts given up on (`on_unstored_call`).
+struct HooksLedger<'a>(&'a dyn TurnHooks);
 
 #[async_trait(?Send)]
-impl crate::llm::retry::Billing for Billed<'_> {
-    async fn given_up(&self, attempt: &crate::llm::AssistantMessage) -> Result<(), LlmError> {
-        let charged = self.resolver.given_up(attempt).await;
-        charge_unstored(self.hooks, attempt).await;
-        charged
+impl AttemptLedger for HooksLedger<'_> {
+    async fn record(&self, attempt: &crate::llm::AssistantMessage) {
+        charge_unstored(self.0, attempt).await;
     }
 }
 
@@ -108,8 +101,13 @@ pub async fn run_agent_turn(
         // Old exchanges a summary does not cover are left out of this call only.
         let mut hidden = 0..0;
         if let Some(compactor) = state.compactor.clone() {
-            if let Some(compaction) = compactor.compact(&state.messages).await {
+            let ledger = HooksLedger(hooks);
+            if let Some(compaction) = compactor.compact(&state.messages, &ledger).await {
+                // Its attempts given up on were recorded as they happened.
                 for (model, usage) in &compaction.calls {
+                    if *usage == crate::llm::Usage::default() {
+                        continue;
+                    }
                     if let Err(e) = hooks.on_unstored_call(model, usage).await {
                         hooks.warn(&format!("on_unstored_call failed; the turn goes on: {e}"));
                     }
@@ -193,7 +191,11 @@ pub async fn run_agent_turn(
             "" => format!("call_{step}_"),
             nonce => format!("call_{nonce}_{step}_"),
         };
-        let billed = Billed { resolver, hooks };
+        let ledger = HooksLedger(hooks);
+        let billed = ResolverBilling {
+            resolver,
+            ledger: &ledger,
+        };
         let request = LlmRequest {
             system,
             messages: &history,

@@ -16,6 +16,20 @@ pub const BINDING: &str = "CONVERSATIONS";
 /// The header naming a request; the Worker passes it on to the conversation's object.
 pub const REQUEST_ID: &str = "x-request-id";
 
+/// The conversation object's routes: what the Worker's client asks and the object's router
+/// matches, written once.
+pub mod route {
+    pub const SEND: &str = "/send";
+    pub const STREAM: &str = "/stream";
+    pub const CANCEL: &str = "/cancel";
+    pub const CLEAR: &str = "/clear";
+    pub const FORGET: &str = "/forget";
+    pub const STATUS: &str = "/status";
+    pub const SCHEDULES: &str = "/schedules";
+    /// `/schedules/{id}`: one schedule.
+    pub const SCHEDULE: &str = "/schedules/";
+}
+
 /// When a message sent during a turn joins it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

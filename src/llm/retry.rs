@@ -166,15 +166,18 @@ impl Provider for Resilient {
                 // Given up on, and perhaps billed all the same: it goes with the answer, and
                 // the request's billing hears of it before anything else is tried.
                 if completion.message.usage != Usage::default() {
-                    let mut attempt = completion.message.clone();
-                    attempt.content.clear();
+                    let mut given_up = completion.message.clone();
+                    given_up.content.clear();
                     completion.message.usage = Usage::default();
                     let billed = match request.billing {
-                        Some(billing) => billing.given_up(&attempt).await,
+                        Some(billing) => billing.given_up(&given_up).await,
                         None => Ok(()),
                     };
-                    spent.push(attempt);
-                    if let Err(stop) = billed {
+                    spent.push(given_up);
+                    // Nothing follows the last attempt of the last model: its own failure is
+                    // what the caller must hear, not that no other attempt is covered.
+                    let more = attempt < self.policy.max_attempts || i + 1 < self.chain.len();
+                    if let (Err(stop), true) = (billed, more) {
                         completion.error = Some(stop);
                         return with_spent(completion, spent);
                     }
@@ -544,6 +547,15 @@ mod tests {
         assert_eq!(c.error, Some(LlmError::BudgetExceeded("no more".into())));
         assert_eq!((*primary.calls.borrow(), *fallback.calls.borrow()), (2, 0));
         assert_eq!(c.given_up.len(), 2);
+        // Refused at the last attempt of the last model, nothing more would have been tried:
+        // the provider's own failure is what the call reports.
+        let billing = Covers {
+            heard: RefCell::default(),
+            attempts: 3,
+        };
+        let primary = flaky("anthropic:a", vec![Err((overloaded(), "")); 3]);
+        let c = attempt(&billing, vec![primary]);
+        assert_eq!((c.error, c.given_up.len()), (Some(overloaded()), 3));
     }
 
     #[test]

@@ -5,14 +5,14 @@
 
 import assert from "node:assert/strict";
 import http from "node:http";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import { api, readUiStream, setup } from "./harness.mjs";
 
 const SECRET = "sk-weather-7f3a9c2e-SECRET";
 let server, apiUrl, elsewhere, elsewhereUrl;
 const hits = { weather: [], down: 0, moved: 0, elsewhere: [] };
 
-before(async () => {
+async function startServers() {
   server = http.createServer((req, res) => {
     const url = new URL(req.url, "http://x");
     if (url.pathname.startsWith("/weather/")) {
@@ -48,10 +48,11 @@ before(async () => {
   await new Promise((r) => elsewhere.listen(0, "127.0.0.1", r));
   elsewhereUrl = `http://127.0.0.1:${elsewhere.address().port}`;
   apiUrl = `http://127.0.0.1:${server.address().port}`;
-});
+}
 
 // The Worker's vars name the servers above: they are made once those listen.
 const { anthropic, worker } = setup({
+  prepare: startServers,
   vars: () => ({
     DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
     HTTP_TOOLS: JSON.stringify(tools()), WEATHER_KEY: SECRET, ALLOW_PRIVATE_TOOL_HOSTS: "true",

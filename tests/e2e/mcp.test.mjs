@@ -5,26 +5,24 @@
 // conversation goes on.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import { api, readUiStream, setup, startMcpServer } from "./harness.mjs";
 
 let mcp, conversation;
 
-before(async () => {
-  mcp = await startMcpServer();
-});
-
 // The Worker's vars name the MCP server: they are made once it is up.
 const { anthropic, worker, create } = setup({
+  prepare: async () => {
+    mcp = await startMcpServer();
+  },
+  then: async () => {
+    conversation = await create();
+  },
   vars: () => ({
     DEFAULT_MODEL: "anthropic:claude-sonnet-4-5",
     MCP_SERVERS: JSON.stringify([{ name: "glossary", url: mcp.url, headers: { "x-team": "secret:TEAM_TOKEN" } }]),
     TEAM_TOKEN: "team-token-91c4", ALLOW_PRIVATE_TOOL_HOSTS: "true", TOOL_TIMEOUT_MS: "2000",
   }),
-});
-
-before(async () => {
-  conversation = await create();
 });
 
 after(() => {

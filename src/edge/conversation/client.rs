@@ -5,7 +5,7 @@ use worker::{Env, Headers, Method, Request, Response, Stub};
 use crate::agent::schedules::Schedule;
 use crate::edge::error::ApiError;
 use crate::edge::platform::fetch::new_request;
-use crate::edge::protocol::{Handover, Status, BINDING, REQUEST_ID};
+use crate::edge::protocol::{route, Handover, Status, BINDING, REQUEST_ID};
 
 /// The object of one conversation.
 pub struct ConversationClient {
@@ -32,19 +32,19 @@ impl ConversationClient {
     /// Hands a message, answers or a retry over; the object's answer is the client's.
     pub async fn send(&self, send: &Handover) -> Result<Response, ApiError> {
         let body = serde_json::to_string(send)?;
-        let response = self.request(Method::Post, "send", Some(body)).await?;
+        let response = self.request(Method::Post, route::SEND, Some(body)).await?;
         relay(response)
     }
 
     /// The running turn's stream from its start (200), or 204 when no turn runs.
     pub async fn stream(&self) -> Result<Response, ApiError> {
-        let response = self.request(Method::Get, "stream", None).await?;
+        let response = self.request(Method::Get, route::STREAM, None).await?;
         relay(response)
     }
 
     /// Stops the running turn at once: `false` when no turn runs.
     pub async fn cancel(&self) -> Result<bool, ApiError> {
-        let answer: serde_json::Value = self.json(Method::Post, "cancel").await?;
+        let answer: serde_json::Value = self.json(Method::Post, route::CANCEL).await?;
         Ok(answer["cancelling"] == true)
     }
 
@@ -54,7 +54,7 @@ impl ConversationClient {
     pub async fn clear(&self, conversation: &str, owner: &str) -> Result<(), ApiError> {
         let body = serde_json::json!({ "conversation": conversation, "owner": owner });
         let mut response = self
-            .request(Method::Post, "clear", Some(body.to_string()))
+            .request(Method::Post, route::CLEAR, Some(body.to_string()))
             .await?;
         if response.status_code() != 200 {
             let text = response.text().await.unwrap_or_default();
@@ -68,7 +68,7 @@ impl ConversationClient {
 
     /// The conversation's D1 rows are gone: the object may forget it was deleted.
     pub async fn forget(&self) -> Result<(), ApiError> {
-        let _: serde_json::Value = self.json(Method::Post, "forget").await?;
+        let _: serde_json::Value = self.json(Method::Post, route::FORGET).await?;
         Ok(())
     }
 
@@ -83,8 +83,8 @@ impl ConversationClient {
         body: Option<String>,
     ) -> Result<Response, ApiError> {
         let route = match id {
-            Some(id) => format!("schedules/{id}"),
-            None => "schedules".to_string(),
+            Some(id) => format!("{}{id}", route::SCHEDULE),
+            None => route::SCHEDULES.to_string(),
         };
         relay(self.request(method, &route, body).await?)
     }
@@ -98,12 +98,12 @@ impl ConversationClient {
         crate::json_struct!(Listed {
             "schedules" => schedules,
         });
-        let listed: Listed = self.json(Method::Get, "schedules").await?;
+        let listed: Listed = self.json(Method::Get, route::SCHEDULES).await?;
         Ok(listed.schedules)
     }
 
     pub async fn status(&self) -> Result<Status, ApiError> {
-        self.json(Method::Get, "status").await
+        self.json(Method::Get, route::STATUS).await
     }
 
     async fn json<R: crate::llm::json::FromJsonOwned>(
@@ -123,7 +123,7 @@ impl ConversationClient {
         if response.status_code() != 200 {
             let text = response.text().await.unwrap_or_default();
             return Err(ApiError::Internal(format!(
-                "conversation object /{route} answered {}: {text}",
+                "conversation object {route} answered {}: {text}",
                 response.status_code()
             )));
         }
@@ -139,7 +139,7 @@ impl ConversationClient {
         let request_id = self.request_id.as_deref().map(|id| (REQUEST_ID, id));
         let request = new_request(
             method.as_ref(),
-            &format!("https://conversation/{route}"),
+            &format!("https://conversation{route}"),
             request_id.as_slice(),
             body.as_deref(),
             None,

@@ -52,7 +52,7 @@ use crate::agent::CancelToken;
 use crate::edge::d1::{shards, Store};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
-use crate::edge::protocol::{Delivery, Handover, Status};
+use crate::edge::protocol::{route, Delivery, Handover, Status};
 
 /// Most messages one conversation keeps waiting for its running turn.
 pub const MAX_QUEUED: i64 = 50;
@@ -185,33 +185,33 @@ impl Object {
     ) -> std::result::Result<Response, ApiError> {
         let path = req.path();
         match (req.method(), path.as_str()) {
-            (Method::Post, "/send") => {
+            (Method::Post, route::SEND) => {
                 // `llm::json` over the text, not `Request::json` (JS `JSON.parse` read back
                 // through serde_wasm_bindgen: slower, and a second copy of every reader).
                 let send: Handover = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
                 super::out_of_line(self.send(send, request_id)).await
             }
-            (_, "/schedules") => self.schedules_route(req, None).await,
-            (Method::Delete, schedule) if schedule.starts_with("/schedules/") => {
-                let id = schedule.trim_start_matches("/schedules/").to_string();
+            (_, route::SCHEDULES) => self.schedules_route(req, None).await,
+            (Method::Delete, schedule) if schedule.starts_with(route::SCHEDULE) => {
+                let id = schedule.trim_start_matches(route::SCHEDULE).to_string();
                 self.schedules_route(req, Some(&id)).await
             }
-            (Method::Get, "/stream") => self.attach(),
-            (Method::Post, "/cancel") => {
+            (Method::Get, route::STREAM) => self.attach(),
+            (Method::Post, route::CANCEL) => {
                 json_response(200, &serde_json::json!({ "cancelling": self.cancel() }))
             }
-            (Method::Post, "/clear") => {
+            (Method::Post, route::CLEAR) => {
                 let deleted: Deleted = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
                 super::out_of_line(self.clear(deleted)).await?;
                 json_response(200, &serde_json::json!({}))
             }
-            (Method::Post, "/forget") => {
+            (Method::Post, route::FORGET) => {
                 super::out_of_line(self.forget()).await?;
                 json_response(200, &serde_json::json!({}))
             }
-            (Method::Get, "/status") => {
+            (Method::Get, route::STATUS) => {
                 let activity = self.activity()?;
                 json_response(
                     200,

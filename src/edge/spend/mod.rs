@@ -257,8 +257,8 @@ impl Spend {
     /// Charges an attempt of a call in flight that was given up on (see [`Charge`]), and
     /// answers what is spent and held now, while the call's reservation is still held in the
     /// current period: within the limit, the next attempt is covered as the first was. `None`
-    /// when the reservation lapsed or its period ended (the cost is then left to the ledger,
-    /// as [`Spend::settle`] leaves it): the call is not tried again.
+    /// when the reservation lapsed (the cost is charged all the same) or its period ended (the
+    /// cost is left to the ledger, as [`Spend::settle`] leaves it): the call is not tried again.
     pub fn charge(spend: &mut Option<Spend>, charge: &Charge, now_ms: i64) -> Option<f64> {
         let spend = spend.as_mut()?;
         if spend.period.bounds(now_ms).0 != spend.period_start {

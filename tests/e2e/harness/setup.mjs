@@ -17,9 +17,10 @@ const PROVIDER_VARS = { anthropic: anthropicVars, openai: openaiVars };
  * an `after` that stops the Worker, then the loopbacks. The Worker's vars are the providers'
  * (Anthropic's and OpenAI's, `anthropicVars` and `openaiVars`), then `vars`, which override them:
  * an object, or a function of what `setup` returns, called once the providers listen (for vars
- * naming a provider's URL, or a server the file's own `before`, registered before `setup` is
- * called, has started). `args` are `startWorker`'s. A file's own `before` and `after` hooks run
- * in the order registered, before or after these.
+ * naming a provider's URL, or a server `prepare` has started). `args` are `startWorker`'s.
+ * `prepare` runs first in the `before` (servers the vars name) and `then` once the Worker is up
+ * (what needs it): a file's own top-level `before` hooks are not awaited one after another, so
+ * one that something else needs must be one of these.
  *
  * Returns at once, before anything has started, what the tests use once it has:
  * - `worker`: `startWorker`'s object (`url`, `log()`, `jsonLines()`, `logLine()`, `kill()`,
@@ -30,7 +31,7 @@ const PROVIDER_VARS = { anthropic: anthropicVars, openai: openaiVars };
  * - `persistDir`, the Worker's state (for `d1Query` and the like);
  * - `create`, `send` and `talk` (below), requests to the Worker.
  */
-export function setup({ providers = ["anthropic"], vars = {}, persistDir = freshPersistDir(), args } = {}) {
+export function setup({ providers = ["anthropic"], vars = {}, persistDir = freshPersistDir(), args, prepare, then } = {}) {
   const loops = Object.fromEntries(providers.map((name) => [name, loopbacks[name]()]));
   const worker = {};
   const provider = loops[providers[0]];
@@ -50,10 +51,12 @@ export function setup({ providers = ["anthropic"], vars = {}, persistDir = fresh
 
   const set = { worker, provider, ...loops, persistDir, create, send, talk };
   before(async () => {
+    await prepare?.();
     for (const loop of Object.values(loops)) await loop.listen();
     const own = typeof vars === "function" ? vars(set) : vars;
     const fromProviders = Object.assign({}, ...providers.map((name) => PROVIDER_VARS[name]?.(loops[name]) ?? {}));
     Object.assign(worker, await startWorker({ persistDir, vars: { ...fromProviders, ...own }, args }));
+    await then?.(set);
   });
   after(async () => {
     await worker.stop?.();

@@ -2,7 +2,7 @@
 // and the `wrangler` CLI the other helpers run (D1 queries, migrations).
 
 import { spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -35,9 +35,6 @@ export function wrangler(args, opts = {}) {
   });
 }
 
-/** The (directory, binding, config) triples this process has migrated. */
-const migrated = new Set();
-
 /** Applies the migrations to `persistDir` (once) and starts `wrangler dev` on it. Anonymous
  * access is on and the rate limit off unless `vars` say otherwise (the auth tests do). `config`
  * is a wrangler.toml of another Worker, or a list of them (Workers run together, the first the
@@ -50,11 +47,12 @@ export async function startWorker({ persistDir, vars = {}, config, migrate = con
   // names its bindings.
   const configs = [config ?? []].flat();
   for (const binding of migrate) {
-    // A restart on the same directory finds it migrated: each wrangler run costs seconds.
-    const key = `${persistDir}\0${binding}\0${configs[0] ?? ""}`;
-    if (migrated.has(key)) continue;
+    // A restart on the same directory finds it migrated (a marker beside the data, gone with
+    // it): each wrangler run costs seconds.
+    const marker = path.join(persistDir, `.migrated-${binding}${configs.length ? `-${path.basename(configs[0])}` : ""}`);
+    if (existsSync(marker)) continue;
     await wrangler(["d1", "migrations", "apply", binding, "--local", "--persist-to", persistDir, ...(configs.length ? ["--config", configs[0]] : [])]);
-    migrated.add(key);
+    writeFileSync(marker, "");
   }
   const port = await freePort();
   const args = [WRANGLER, "dev", "--persist-to", persistDir, "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];

@@ -184,9 +184,13 @@ impl TurnHooks for D1Hooks {
         stored.map(|_| ()).map_err(|e| HookError(e.to_string()))
     }
 
-    /// A summary call is charged like an answer, in a ledger row of its own.
+    /// A call that left no answer in the history (a summary, an attempt given up on) is
+    /// charged like an answer, in a ledger row of its own: written even when the turn's last
+    /// message could not be (a row depends on no message, and the spend object has the cost).
     async fn on_unstored_call(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
-        self.persisted.settle().await?;
+        if let Err(e) = self.persisted.settle().await {
+            console_error!("a message before a paid call's ledger row was not stored: {e}");
+        }
         let cost = self.config.models.info(model).cost(usage);
         let row = UsageRow {
             owner: &self.owner,

@@ -51,12 +51,20 @@ impl PartialAnswer {
                     answer.usage = *usage;
                 }
             }
-            // A fallback took the call over: its prices are the answer's. (A switch between
-            // calls comes before the next call starts, with no answer in progress.)
+            // A fallback took the call over: its prices are the answer's, and what the attempt
+            // before it reported was charged when it was given up on. (A switch between calls
+            // comes before the next call starts, with no answer in progress.)
             AgentEvent::ProviderSwitch { to, .. } => {
                 if let Some(answer) = &mut self.answer {
                     answer.model = to.model.clone();
                     answer.provider = to.provider.clone();
+                    answer.usage = Usage::default();
+                }
+            }
+            // Another attempt starts: the one before was charged when it was given up on.
+            AgentEvent::Llm(LlmEvent::Retry { .. }) => {
+                if let Some(answer) = &mut self.answer {
+                    answer.usage = Usage::default();
                 }
             }
             // The answer is stored: nothing partial is left.
@@ -285,6 +293,32 @@ mod tests {
             .answer_cost(&saved)
             .unwrap();
         assert!((cost - (0.015 + 0.0015)).abs() < 1e-12, "{cost}");
+
+        // An attempt given up on (charged then) is not the answer's: what it reported goes with
+        // a retry or a fallback, and the answer's prompt is estimated if nothing else comes.
+        for next in [
+            AgentEvent::Llm(&LlmEvent::Retry {
+                attempt: 2,
+                wait_ms: 500,
+                reason: "overloaded".into(),
+            }),
+            AgentEvent::ProviderSwitch {
+                from: &sonnet,
+                to: &fallback,
+            },
+        ] {
+            let mut partial = PartialAnswer::default();
+            partial.track(&AgentEvent::StepStart {
+                step: 1,
+                model: &sonnet,
+            });
+            partial.track(&AgentEvent::Llm(&reported));
+            partial.track(&next);
+            partial.track(&AgentEvent::Llm(&said));
+            let saved: AssistantMessage =
+                crate::llm::json::from_str(&partial.snapshot().unwrap()).unwrap();
+            assert_eq!(saved.usage, Usage::default(), "{next:?}");
+        }
     }
 
     #[test]

@@ -229,7 +229,7 @@ impl ProviderResolver for BudgetResolver {
     /// would retry); a charge that failed ends it too, unsure what the budget covers.
     async fn given_up(&self, attempt: &AssistantMessage) -> Result<(), LlmError> {
         let cost_usd = self.models.answer_cost(attempt).unwrap_or(0.0);
-        let Some(Held { call, mut budget }) = self.open.borrow().clone() else {
+        let Some(Held { call, budget }) = self.open.borrow().clone() else {
             if cost_usd > 0.0 {
                 self.store
                     .settle(&Settle {
@@ -242,10 +242,14 @@ impl ProviderResolver for BudgetResolver {
         };
         match self.store.charge(&Charge { call, cost_usd }).await {
             Ok(Some(committed)) if Spend::covers(committed, budget.limit_usd) => Ok(()),
-            Ok(Some(committed_usd)) => {
-                budget.spent_usd = committed_usd;
-                Err(LlmError::BudgetExceeded(budget.short_message()))
-            }
+            // Not "spent": what is committed holds this call's own reservation and others'.
+            Ok(Some(_)) => Err(LlmError::BudgetExceeded(format!(
+                "your budget of {} per {} does not cover another attempt at this call after \
+                 the provider failed; it resets at {}",
+                usd(budget.limit_usd),
+                budget.period.as_str(),
+                format_utc(budget.resets_at)
+            ))),
             Ok(None) => Err(LlmError::BudgetExceeded(
                 "the call's hold on the budget lapsed or its period ended; send the message again"
                     .into(),
