@@ -220,7 +220,7 @@ pub async fn run_agent_turn(
         resolver.settle(&completion.message).await;
         state.total_usage.add(&completion.message.usage);
         // Attempts a retry or a fallback gave up on were billed too, at their own models'
-        // prices: charged and written to the ledger as they were given up on (`Billed`).
+        // prices: charged and written to the ledger as they were given up on (`ResolverBilling`).
         for attempt in &completion.given_up {
             state.total_usage.add(&attempt.usage);
         }

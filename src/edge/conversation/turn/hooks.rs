@@ -120,7 +120,16 @@ impl TurnHooks for D1Hooks {
     async fn on_message(&self, message: &AgentMessage) -> Result<(), HookError> {
         if let Err(e) = self.persisted.settle().await {
             // Stored after the message it answers failed to be, an answer would stand alone:
-            // the turn stops, and the message waits in the inbox for the next.
+            // the turn stops, and the message waits in the inbox for the next. Its call was
+            // paid all the same (the spend object has its cost): the ledger gets its row.
+            if let AgentMessage::Assistant(answer) = message {
+                if answer.usage != Usage::default() {
+                    let model = answer.model_ref();
+                    if let Err(row) = self.on_unstored_call(&model, &answer.usage).await {
+                        console_error!("charging an answer that could not be stored: {row}");
+                    }
+                }
+            }
             *self.ledger_failure.borrow_mut() = Some(e.to_string());
             self.persisted.seqs.borrow_mut().push(None);
             return Err(e);
