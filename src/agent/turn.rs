@@ -105,12 +105,7 @@ pub async fn run_agent_turn(
             if let Some(compaction) = compactor.compact(&state.messages, &ledger).await {
                 // Its attempts given up on were recorded as they happened.
                 for (model, usage) in &compaction.calls {
-                    if *usage == crate::llm::Usage::default() {
-                        continue;
-                    }
-                    if let Err(e) = hooks.on_unstored_call(model, usage).await {
-                        hooks.warn(&format!("on_unstored_call failed; the turn goes on: {e}"));
-                    }
+                    charge_call(hooks, model, usage).await;
                 }
                 if compaction.summary.is_some() {
                     if let Err(e) = hooks.on_compaction(&compaction).await {
@@ -304,14 +299,19 @@ pub async fn run_agent_turn(
 /// A call that showed nothing but was paid for (attempts a retry gave up on, a prompt read before
 /// a failure): no message stores it, so its cost gets a ledger row of its own.
 async fn charge_unstored(hooks: &dyn TurnHooks, answer: &crate::llm::AssistantMessage) {
-    if answer.usage == crate::llm::Usage::default() {
+    charge_call(hooks, &answer.model_ref(), &answer.usage).await;
+}
+
+/// A paid call's ledger row (`on_unstored_call`), unless it used nothing; a failure is logged
+/// and the turn goes on (the hook stops it at its next step's end).
+async fn charge_call(hooks: &dyn TurnHooks, model: &ModelRef, usage: &crate::llm::Usage) {
+    if *usage == crate::llm::Usage::default() {
         return;
     }
-    if let Err(e) = hooks
-        .on_unstored_call(&answer.model_ref(), &answer.usage)
-        .await
-    {
-        hooks.warn(&format!("charging a call that showed nothing failed: {e}"));
+    if let Err(e) = hooks.on_unstored_call(model, usage).await {
+        hooks.warn(&format!(
+            "a paid call's ledger row was not written; the turn goes on: {e}"
+        ));
     }
 }
 

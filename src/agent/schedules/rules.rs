@@ -322,16 +322,17 @@ impl Schedule {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits {
+    /// The limits and the time the schedule tests run at (the tools' tests too).
+    pub(in crate::agent::schedules) const LIMITS: Limits = Limits {
         per_conversation: 2,
         min_interval_s: 60,
         per_day: 50,
         approval: false,
     };
-    const NOW: i64 = 1_795_685_400_000; // 2026-11-26T09:30:00Z
+    pub(in crate::agent::schedules) const NOW: i64 = 1_795_685_400_000; // 2026-11-26T09:30:00Z
     const HOUR: i64 = 3_600_000;
 
     fn request(at: Option<&str>, delay: Option<f64>, cron: Option<&str>) -> ScheduleRequest {

@@ -147,15 +147,8 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::agent::schedules::{new_schedule, Limits};
-
-    const LIMITS: Limits = Limits {
-        per_conversation: 2,
-        min_interval_s: 60,
-        per_day: 50,
-        approval: false,
-    };
-    const NOW: i64 = 1_795_685_400_000; // 2026-11-26T09:30:00Z
+    use crate::agent::schedules::new_schedule;
+    use crate::agent::schedules::rules::tests::{LIMITS, NOW};
 
     /// A store in memory, for the tools.
     #[derive(Default)]

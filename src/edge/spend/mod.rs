@@ -176,11 +176,12 @@ crate::json_struct!(Spend {
     "next" => next,
 });
 
+/// A millionth of a cent of slack, so that float rounding does not refuse an exact fit.
+const SLACK: f64 = 1e-8;
+
 /// How many output tokens `available` dollars cover for a call of `ask`'s size (its full
 /// `max_tokens` when they all fit), or `None` when not even `min_tokens`.
 pub fn covered_tokens(available: f64, ask: &Ask) -> Option<u32> {
-    // A millionth of a cent of slack, so that float rounding does not refuse an exact fit.
-    const SLACK: f64 = 1e-8;
     let worst = ask.input_usd + f64::from(ask.max_tokens) * ask.usd_per_output_token;
     if available + SLACK >= worst {
         return Some(ask.max_tokens);
@@ -273,7 +274,6 @@ impl Spend {
     /// Whether `committed_usd` (what [`Spend::charge`] answered) leaves the call's next
     /// attempt covered under `limit_usd`.
     pub fn covers(committed_usd: f64, limit_usd: f64) -> bool {
-        const SLACK: f64 = 1e-8;
         committed_usd <= limit_usd + SLACK
     }
 

@@ -102,6 +102,28 @@ pub(super) struct D1Hooks {
     pub(super) prompt: SystemPrompt,
 }
 
+impl D1Hooks {
+    /// A paid call's own ledger row, at its model's prices; a failure is remembered, so the
+    /// turn stops at its next step's end.
+    async fn record_row(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
+        let row = UsageRow {
+            owner: &self.owner,
+            model: &model.model,
+            provider: &model.provider,
+            usage,
+            cost_usd: self.config.models.info(model).cost(usage),
+        };
+        let recorded = self
+            .store
+            .record_usage(&self.conversation_id, &row, now_ms())
+            .await;
+        if let Err(e) = &recorded {
+            *self.ledger_failure.borrow_mut() = Some(e.to_string());
+        }
+        recorded.map_err(|e| HookError(e.to_string()))
+    }
+}
+
 #[async_trait(?Send)]
 impl TurnHooks for D1Hooks {
     /// The billing step: a ledger that cannot be written stops the turn (docs/design.md: the hook rules). The row was
@@ -124,8 +146,7 @@ impl TurnHooks for D1Hooks {
             // paid all the same (the spend object has its cost): the ledger gets its row.
             if let AgentMessage::Assistant(answer) = message {
                 if answer.usage != Usage::default() {
-                    let model = answer.model_ref();
-                    if let Err(row) = self.on_unstored_call(&model, &answer.usage).await {
+                    if let Err(row) = self.record_row(&answer.model_ref(), &answer.usage).await {
                         console_error!("charging an answer that could not be stored: {row}");
                     }
                 }
@@ -200,22 +221,7 @@ impl TurnHooks for D1Hooks {
         if let Err(e) = self.persisted.settle().await {
             console_error!("a message before a paid call's ledger row was not stored: {e}");
         }
-        let cost = self.config.models.info(model).cost(usage);
-        let row = UsageRow {
-            owner: &self.owner,
-            model: &model.model,
-            provider: &model.provider,
-            usage,
-            cost_usd: cost,
-        };
-        let recorded = self
-            .store
-            .record_usage(&self.conversation_id, &row, now_ms())
-            .await;
-        if let Err(e) = &recorded {
-            *self.ledger_failure.borrow_mut() = Some(e.to_string());
-        }
-        recorded.map_err(|e| HookError(e.to_string()))
+        self.record_row(model, usage).await
     }
 
     /// D1 mirrors the compaction: the summary is stored and the rows it replaces are marked,
