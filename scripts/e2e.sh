@@ -4,6 +4,8 @@
 #   scripts/e2e.sh turn                          tests/e2e/turn.test.mjs
 #   scripts/e2e.sh tests/e2e/turn.test.mjs ...   paths; no argument: every file
 # A debug build (scripts/build.sh --dev, faster to build) is kept as one when it is remade.
+# Files run three at a time (E2E_JOBS): each has its own Workers, providers and persist dirs,
+# and most of a file's time is spent waiting on them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --local-model
@@ -22,4 +24,4 @@ for t in "$@"; do
 done
 [ ${#files[@]} -gt 0 ] || files=(tests/e2e/*.test.mjs)
 . scripts/env.sh
-"$NODE" --test --test-concurrency=1 "${files[@]}"
+"$NODE" --test --test-concurrency="${E2E_JOBS:-3}" "${files[@]}"

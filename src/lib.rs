@@ -26,7 +26,8 @@
 //!   streams an answer is put together by `llm::assembler`.
 //! - **steering**: messages a user sends while a turn runs, injected before the turn's next
 //!   tool call; **follow-up**: those that wait until the turn would end. Together they are the
-//!   conversation's **queue** (the object's `inbox` table; `agent::Queues`).
+//!   conversation's **queue** (the object's `inbox` table, `conversation/storage/inbox.rs`;
+//!   `agent::Queues`).
 //! - **compaction** and its **summary**: older exchanges replaced by one `summary` message. The
 //!   JSON a `stream: false` request gets is the turn's **result** (`conversation/turn/result.rs`).
 //! - **plan**: the model's own checklist (`update_plan`), recited before each step. A schedule

@@ -54,9 +54,6 @@ use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::protocol::{route, Delivery, Handover, Status};
 
-/// Most messages one conversation keeps waiting for its running turn.
-pub const MAX_QUEUED: i64 = 50;
-
 /// How long after a deletion the object finishes it itself, should the Worker not say it did.
 pub const DELETION_MS: i64 = 5_000;
 

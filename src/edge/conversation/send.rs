@@ -2,7 +2,8 @@
 //! answers for a paused turn, a retry; a `/v1/chat` id resolved; a repeated send recognised.
 
 use super::sse::sse;
-use super::{Object, MAX_QUEUED};
+use super::storage::MAX_QUEUED;
+use super::Object;
 use crate::agent::AgentMessage;
 use crate::edge::conversation::replay::{LogReader, NoReader};
 use crate::edge::conversation::rules;
@@ -204,7 +205,8 @@ impl Object {
             } => match rules::on_message(activity) {
                 OnMessage::StartTurn => (Kickoff::Queued, Some((id, message, keyed))),
                 queue => {
-                    if self.storage.queue_len(None)? >= MAX_QUEUED {
+                    let body = serde_json::to_string(&message)?;
+                    let Ok(position) = self.storage.offer(&id, delivery, &body, now)? else {
                         if keyed.is_some() {
                             // Refused: the same key may be sent again as a new message.
                             self.storage.clear_mark(&key_mark(&id))?;
@@ -217,11 +219,8 @@ impl Object {
                             ),
                             retry_after_s: 10,
                         });
-                    }
-                    let body = serde_json::to_string(&message)?;
-                    self.storage.enqueue(&id, delivery, &body, now)?;
+                    };
                     self.accept_key(&id, keyed.as_ref(), now)?;
-                    let position = self.storage.waiting_len()?;
                     if queue == OnMessage::QueueAndRecover {
                         self.recover_orphan()?;
                     }

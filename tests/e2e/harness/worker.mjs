@@ -54,6 +54,18 @@ export async function startWorker({ persistDir, vars = {}, config, migrate = con
     await wrangler(["d1", "migrations", "apply", binding, "--local", "--persist-to", persistDir, ...(configs.length ? ["--config", configs[0]] : [])]);
     writeFileSync(marker, "");
   }
+  // Files run side by side (`--test-concurrency`): a port found free may be taken before
+  // wrangler binds it, by another file's Worker or provider. Such a start is tried again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnWorker(configs, vars, persistDir, healthPath, extra);
+    } catch (e) {
+      if (attempt >= 4 || !e.portTaken) throw e;
+    }
+  }
+}
+
+async function spawnWorker(configs, vars, persistDir, healthPath, extra) {
   const port = await freePort();
   const args = [WRANGLER, "dev", "--persist-to", persistDir, "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
   for (const c of configs) args.push("--config", c);
@@ -66,7 +78,11 @@ export async function startWorker({ persistDir, vars = {}, config, migrate = con
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
+    if (child.exitCode !== null) {
+      const e = new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
+      e.portTaken = log.includes("Address already in use");
+      throw e;
+    }
     try {
       const r = await fetch(`${url}${healthPath}`);
       if (r.status === 200) break;

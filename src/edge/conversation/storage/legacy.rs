@@ -5,11 +5,11 @@
 //!
 //! [`ObjectStorage::open`]: super::ObjectStorage::open
 
-use worker::SqlStorage;
+use super::engine::Engine;
 
 /// Moves a legacy queue into the inbox, oldest first and each with a new id, and drops the
 /// legacy tables. A statement that fails is logged, and the next still runs.
-pub(super) fn migrate(sql: &SqlStorage) {
+pub(super) fn migrate<E: Engine>(sql: &E) {
     for statement in [
         "INSERT INTO inbox (id, delivery, message, queued_at)
          SELECT lower(hex(randomblob(16))), delivery, message, queued_at FROM queue ORDER BY seq",

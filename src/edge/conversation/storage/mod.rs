@@ -7,7 +7,8 @@
 //! - `conversation`: what a turn needs of the D1 row (so recovery needs no request)
 //! - `turn`: the running turn, if any (how often it was recovered, the client tools it offered,
 //!   the answer it was streaming, for recovery), and `paused`: what the last turn waits for
-//! - `inbox`: messages waiting for a turn, with the ids their D1 rows will have
+//! - `inbox`: the conversation's queue, all of it (the table, its cap, steering and follow-ups,
+//!   what a turn takes), with the ids its messages' D1 rows will have
 //! - `chunks`: the running turn's UI stream, in batches, for readers that re-attach
 //! - `schedules`: the conversation's scheduled turns
 //! - `marks`: rare facts by name: the conversation is being deleted ([`DELETED`]), its queue
@@ -24,6 +25,9 @@
 //! id reached) gets them with its first write, not when it opens: an object whose storage is
 //! empty does not exist, so one that is only asked about, or whose conversation was deleted,
 //! keeps nothing.
+//!
+//! The statements run on an [`Engine`]: the object's SQLite, or in native tests an in-memory
+//! SQLite (`memory`), so a table's rules (the queue's, `inbox`) are tested on real SQL.
 
 use std::cell::{Cell, RefCell};
 
@@ -34,18 +38,25 @@ use crate::edge::protocol::TurnConversation;
 
 mod chunks;
 mod conversation;
+mod engine;
 mod inbox;
 mod legacy;
 mod marks;
+#[cfg(test)]
+mod memory;
 mod schedules;
 mod turn;
 
-pub use self::inbox::{QueuedRow, STARTING};
+pub use self::engine::Engine;
+pub use self::inbox::{QueueFull, QueuedRow, Taken, Unreadable, MAX_QUEUED, STARTING};
 pub use self::marks::{Deleted, DELETED, FAILED_STARTS, SHARD};
 pub use self::turn::TurnRow;
 
-pub struct ObjectStorage {
-    sql: SqlStorage,
+/// The conversation object's storage.
+pub type ObjectStorage = Storage<SqlStorage>;
+
+pub struct Storage<E> {
+    sql: E,
     known: Known,
     /// SQL statements run since the object opened (for each turn's log line).
     statements: Cell<u32>,
@@ -143,8 +154,8 @@ crate::json_struct!(Text {
     "t" => t,
 });
 
-impl ObjectStorage {
-    pub fn open(sql: SqlStorage) -> Self {
+impl<E: Engine> Storage<E> {
+    pub fn open(sql: E) -> Self {
         let storage = Self {
             sql,
             known: Known::default(),
@@ -155,7 +166,7 @@ impl ObjectStorage {
         const ANY: &str = "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN
             ('conversation', 'turn', 'inbox', 'paused', 'chunks', 'marks', 'schedules', 'queue', 'lease',
              'cancelled')";
-        match storage.exec(ANY, None).and_then(rows::cursor::<Count>) {
+        match storage.exec(ANY, None).and_then(E::rows::<Count>) {
             Ok(rows) if rows.first().is_some_and(|c| c.n == 0) => {
                 storage.emptied();
                 return storage;
@@ -188,7 +199,7 @@ impl ObjectStorage {
         self.statements.set(self.statements.get().wrapping_add(1));
         // Objects created before turns moved here kept a lease and a queue without ids (see
         // `legacy`): keep the queued messages, drop the rest.
-        let legacy = match sql.exec(OPEN, None).and_then(rows::cursor::<Opened>) {
+        let legacy = match sql.exec(OPEN, None).and_then(E::rows::<Opened>) {
             Ok(rows) => match rows.into_iter().next() {
                 Some(opened) => {
                     let row = opened
@@ -242,7 +253,8 @@ impl ObjectStorage {
         &self,
         query: &str,
         bindings: impl Into<Option<Vec<SqlStorageValue>>>,
-    ) -> Result<worker::SqlCursor> {
+    ) -> Result<E::Cursor> {
+        let bindings = bindings.into();
         if self.missing.replace(false) {
             self.statements.set(self.statements.get().wrapping_add(1));
             if let Err(e) = self.sql.exec(schema!(), None) {
@@ -260,7 +272,7 @@ impl ObjectStorage {
     }
 
     /// Runs a statement that changes the tables; if it fails, nothing is known any more.
-    fn write(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<worker::SqlCursor> {
+    fn write(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<E::Cursor> {
         let written = self.exec(query, bindings);
         if written.is_err() {
             self.forget();

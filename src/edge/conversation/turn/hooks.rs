@@ -268,28 +268,27 @@ pub(super) struct ObjectQueues {
 
 impl ObjectQueues {
     fn take(&self, only: Option<Delivery>) -> Vec<AgentMessage> {
-        let rows = match self.storage.queued(only) {
-            Ok(rows) => rows,
+        let taken = self
+            .storage
+            .take(only, &mut self.persisted.taken.borrow_mut());
+        let (taken, unreadable) = match taken {
+            Ok(taken) => taken,
             Err(e) => {
                 console_error!("reading the queue: {e}");
                 return vec![];
             }
         };
-        let mut taken = Vec::with_capacity(rows.len());
-        for row in rows {
-            if !self.persisted.taken.borrow_mut().insert(row.seq) {
-                continue;
-            }
-            let Some(message) = self.storage.read(&row) else {
-                continue;
-            };
-            self.persisted
-                .handed_over
-                .borrow_mut()
-                .push_back((message.clone(), row.id, row.seq));
-            taken.push(message);
+        for e in unreadable {
+            console_error!("{e}");
         }
+        let mut handed_over = self.persisted.handed_over.borrow_mut();
         taken
+            .into_iter()
+            .map(|t| {
+                handed_over.push_back((t.message.clone(), t.id, t.seq));
+                t.message
+            })
+            .collect()
     }
 }
 
