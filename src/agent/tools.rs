@@ -88,6 +88,12 @@ impl ToolRegistry {
         self.register(Some(toolset.to_string()), tool);
     }
 
+    /// Keeps only the server tools `keep` accepts (an agent's own list of tools).
+    pub fn retain_server_tools(&mut self, keep: impl Fn(&str) -> bool) {
+        self.server
+            .retain(|(_, tool)| keep(&tool.definition().name));
+    }
+
     /// Makes calls to the server tool `name` wait for a person's approval.
     pub fn require_approval(&mut self, name: &str) {
         self.approval_required.push(name.to_string());

@@ -7,6 +7,9 @@
 use serde::Serialize;
 
 use crate::agent::AgentMessage;
+use crate::edge::config::agents::AgentSpec;
+use crate::edge::config::Config;
+use crate::edge::error::ApiError;
 use crate::llm::json::{self, FromJson, Reader};
 use crate::llm::ToolDef;
 
@@ -195,6 +198,8 @@ pub struct TurnConversation {
     pub model: Option<String>,
     /// The toolsets its turns may use; `None`: every configured one.
     pub toolsets: Option<Vec<String>>,
+    /// The agent it belongs to; `None`: the deployment's default agent.
+    pub agent: Option<String>,
 }
 
 crate::json_struct!(TurnConversation {
@@ -203,19 +208,30 @@ crate::json_struct!(TurnConversation {
     "system" => system,
     "model" => model,
     "toolsets" => toolsets: default,
+    "agent" => agent: default,
 });
 
 impl TurnConversation {
-    /// The model its turns call: its own, else the deployment's default.
-    pub fn model(
-        &self,
-        config: &crate::edge::config::Config,
-    ) -> Result<crate::llm::ModelRef, crate::edge::error::ApiError> {
+    /// The model its turns call: its own, else its agent's.
+    pub fn model(&self, config: &Config) -> Result<crate::llm::ModelRef, ApiError> {
         match &self.model {
-            Some(model) => crate::llm::ModelRef::parse(model)
-                .map_err(|e| crate::edge::error::ApiError::BadRequest(e.to_string())),
-            None => Ok(config.default_model.clone()),
+            Some(model) => {
+                crate::llm::ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))
+            }
+            None => Ok(self.agent(config)?.model.clone()),
         }
+    }
+
+    /// The agent its turns run as. One the deployment no longer declares is a 409 naming it.
+    pub fn agent<'c>(&self, config: &'c Config) -> Result<&'c AgentSpec, ApiError> {
+        config.agent(self.agent.as_deref()).map_err(|_| {
+            ApiError::Conflict(format!(
+                "conversation `{}` belongs to the agent `{}`, which this deployment no longer \
+                 declares (AGENTS)",
+                self.id,
+                self.agent.as_deref().unwrap_or_default()
+            ))
+        })
     }
 }
 
@@ -227,6 +243,7 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
             system: c.system.clone(),
             model: c.model.clone(),
             toolsets: c.toolsets.clone(),
+            agent: c.agent.clone(),
         }
     }
 }
@@ -262,12 +279,15 @@ pub struct ChatStart {
     pub target: String,
     /// The title a conversation created now gets.
     pub title: Option<String>,
+    /// The agent a conversation created now belongs to (the default agent's when `None`).
+    pub agent: Option<String>,
 }
 
 crate::json_struct!(ChatStart {
     "raw_id" => raw_id,
     "target" => target,
     "title" => title,
+    "agent" => agent: default,
 });
 
 #[derive(Serialize)]

@@ -74,6 +74,18 @@ export interface Models {
   models: ModelEntry[];
 }
 
+/** One of the deployment's agents (`GET /v1/agents`). */
+export interface AgentEntry {
+  name: string;
+  description: string;
+  model: string;
+}
+
+export interface Agents {
+  default: string;
+  agents: AgentEntry[];
+}
+
 export interface ArtifactSummary {
   id: string;
   title: string;

@@ -1,11 +1,11 @@
 // The playground: a page served by the Worker itself (static assets) that tries every part of
 // the API through its public routes only. The shell here handles sign-in, the conversation list,
-// the model picker and which conversation is open (kept in the URL's hash, so a reload comes
+// the agent and model pickers and which conversation is open (kept in the URL's hash, so a reload comes
 // back to it and re-attaches to a running turn).
 
 import { useCallback, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
-import type { Conversation, ConversationState, Models } from "./api";
+import type { Agents, Conversation, ConversationState, Models } from "./api";
 import { ApiError, conversationPath, json, setToken, token } from "./api";
 import type { FirstMessage } from "./ChatPane";
 import { ChatPane } from "./ChatPane";
@@ -41,16 +41,42 @@ function SignIn({ onDone, failed }: { onDone(): void; failed: boolean }) {
   );
 }
 
-function Draft({ models, onStart }: { models: Models; onStart(first: FirstMessage, model: string): void }) {
-  const [model, setModel] = useState(models.default);
+interface Choice {
+  model: string;
+  /** Named only when the deployment has more than one agent. */
+  agent?: string;
+}
+
+function Draft({ models, agents, onStart }: { models: Models; agents: Agents; onStart(first: FirstMessage, choice: Choice): void }) {
+  const first = agents.agents.find((a) => a.name === agents.default);
+  const [agent, setAgent] = useState(agents.default);
+  const [model, setModel] = useState(first?.model ?? models.default);
   const [text, setText] = useState("");
   const [files, setFiles] = useState<FirstMessage["files"]>([]);
-  const ids = [models.default, ...models.models.map((m) => m.id).filter((id) => id !== models.default)];
-  const start = () => (text.trim() || files.length > 0) && onStart({ text: text.trim(), files }, model);
+  const ids = [...new Set([model, models.default, ...models.models.map((m) => m.id)])];
+  const several = agents.agents.length > 1;
+  const choose = (name: string) => {
+    setAgent(name);
+    const chosen = agents.agents.find((a) => a.name === name);
+    if (chosen) setModel(chosen.model);
+  };
+  const start = () => (text.trim() || files.length > 0) && onStart({ text: text.trim(), files }, { model, agent: several ? agent : undefined });
   return (
     <section className="chat draft">
       <div className="messages">
         <div className="empty">
+          {several && (
+            <label>
+              Agent{" "}
+              <select data-testid="agent" value={agent} onChange={(e) => choose(e.target.value)}>
+                {agents.agents.map((a) => (
+                  <option key={a.name} value={a.name} title={a.description}>
+                    {a.name}
+                  </option>
+                ))}
+              </select>{" "}
+            </label>
+          )}
           <label>
             Model{" "}
             <select data-testid="model" value={model} onChange={(e) => setModel(e.target.value)}>
@@ -73,6 +99,7 @@ function App() {
   const [auth, setAuth] = useState<"checking" | "needed" | "refused" | "ok">("checking");
   const [conversations, setConversations] = useState<Conversation[]>([]);
   const [models, setModels] = useState<Models | null>(null);
+  const [agents, setAgents] = useState<Agents | null>(null);
   const [open, setOpen] = useState<Open | null>(null);
   const [hashId, setHashId] = useState(openId());
   const [problem, setProblem] = useState<string | null>(null);
@@ -100,6 +127,7 @@ function App() {
   useEffect(() => {
     if (auth !== "ok" || models) return;
     json<Models>("GET", "/v1/models").then(setModels, fail);
+    json<Agents>("GET", "/v1/agents").then(setAgents, fail);
   }, [auth, models, fail]);
   useEffect(() => {
     const onHash = () => setHashId(openId());
@@ -128,10 +156,10 @@ function App() {
     };
   }, [auth, hashId]);
 
-  async function start(first: FirstMessage, model: string) {
+  async function start(first: FirstMessage, { model, agent }: Choice) {
     try {
       const title = (first.text || first.files.map((f) => f.filename ?? "file").join(", ")).slice(0, 80);
-      const created = await json<Conversation>("POST", "/v1/conversations", { model, title });
+      const created = await json<Conversation>("POST", "/v1/conversations", { model, title, ...(agent ? { agent } : {}) });
       setOpen({ conversation: { ...created, status: "idle" }, messages: [], firstMessage: first });
       location.hash = `c=${created.id}`;
       void refresh();
@@ -207,8 +235,8 @@ function App() {
             models={models.models}
             onActivity={() => void refresh()}
           />
-        ) : !hashId && models ? (
-          <Draft models={models} onStart={(text, model) => void start(text, model)} />
+        ) : !hashId && models && agents ? (
+          <Draft models={models} agents={agents} onStart={(text, choice) => void start(text, choice)} />
         ) : (
           <div className="loading">…</div>
         )}

@@ -10,8 +10,10 @@ use crate::llm::ModelRef;
 use crate::edge::error::ApiError;
 
 pub mod access;
+pub mod agents;
 mod parse;
 use access::{auth, AuthConfig, CorsOrigins};
+use agents::{parse_agents, AgentSpec, Defaults};
 use parse::{flag, number, ratio, url, Lookup};
 
 pub const DEFAULT_MODEL: &str = "anthropic:claude-sonnet-4-5";
@@ -94,6 +96,9 @@ pub struct Config {
     pub schedule_limits: crate::agent::schedules::Limits,
     /// The D1 bindings that hold the history, each owner's in one (`D1_SHARDS`; default `DB`).
     pub d1_shards: Vec<String>,
+    /// The agents conversations may belong to (`AGENTS`; else one, `default`, of the settings
+    /// above), in their declared order.
+    pub agents: Vec<AgentSpec>,
 }
 
 /// How much artifact history a conversation may keep in the shared D1.
@@ -135,6 +140,18 @@ impl Config {
             .transpose()?
             .unwrap_or_default();
         let (http_tools, mcp_servers, tool_secrets) = remote_tools(get)?;
+        let max_llm_calls = number(get, "MAX_LLM_CALLS", 10, 1..=100)?;
+        let defaults = Defaults {
+            model: &default_model,
+            fallback_models: &fallback_models,
+            max_llm_calls,
+        };
+        let agents = match get("AGENTS") {
+            Some(json) => {
+                parse_agents(&json, &defaults).map_err(|e| ApiError::config("AGENTS", e))?
+            }
+            None => vec![AgentSpec::deployment(&defaults)],
+        };
         let config = Self {
             default_model,
             fallback_models,
@@ -160,7 +177,7 @@ impl Config {
                     })
                 })
                 .collect::<Result<_, ApiError>>()?,
-            max_llm_calls: number(get, "MAX_LLM_CALLS", 10, 1..=100)?,
+            max_llm_calls,
             max_tool_calls: number(get, "MAX_TOOL_CALLS", 50, 1..=1_000)?,
             max_file_bytes: number(get, "MAX_FILE_BYTES", 10 << 20, 1..=MAX_FILE_BYTES)?,
             max_files_per_message: number(get, "MAX_FILES_PER_MESSAGE", 5, 0..=20)?,
@@ -230,8 +247,10 @@ impl Config {
                 per_day: number(get, "MAX_SCHEDULES_PER_DAY", 50, 1..=1_000)?,
                 approval: flag(get, "SCHEDULE_APPROVAL")?,
             },
+            agents,
         };
         config.check_prices()?;
+        config.check_agents()?;
         // Each file counts at least its floor against the quota.
         let largest = u64::from(config.max_file_bytes).max(FILE_FLOOR_BYTES);
         if config.max_file_bytes_per_user < largest {
@@ -300,8 +319,13 @@ impl Config {
         if !self.budgets_on() {
             return Ok(());
         }
+        let agents = self
+            .agents
+            .iter()
+            .flat_map(|a| std::iter::once(&a.model).chain(&a.fallback_models));
         let named = std::iter::once(("DEFAULT_MODEL", &self.default_model))
             .chain(self.fallback_models.iter().map(|m| ("FALLBACK_MODELS", m)))
+            .chain(agents.map(|m| ("AGENTS", m)))
             .chain(self.budget_model.iter().map(|m| ("BUDGET_MODEL", m)))
             .chain(self.summary_model.iter().map(|m| ("SUMMARY_MODEL", m)));
         for (variable, model) in named {
@@ -318,12 +342,14 @@ impl Config {
         Ok(())
     }
 
-    /// Whether `ALLOWED_MODELS` lets users choose `model` (the deployment's default always is).
+    /// Whether `ALLOWED_MODELS` lets users choose `model` (the deployment's default and its
+    /// agents' models always are).
     pub fn allows(&self, model: &str) -> bool {
         let Some(allowed) = &self.allowed_models else {
             return true;
         };
         model == self.default_model.to_string()
+            || self.agents.iter().any(|a| a.model.to_string() == model)
             || allowed.iter().any(|a| match a.strip_suffix('*') {
                 Some(provider) => model.starts_with(provider),
                 None => a == model,
@@ -373,6 +399,62 @@ impl Config {
             }
         }
         sets
+    }
+
+    /// The agent `name` names, or without a name the deployment's default agent (`default`
+    /// if declared, else the first); a name no agent has is a 400 naming the ones there are.
+    pub fn agent(&self, name: Option<&str>) -> Result<&AgentSpec, ApiError> {
+        let wanted = name.unwrap_or(agents::DEFAULT_AGENT);
+        let found = self.agents.iter().find(|a| a.name == wanted);
+        match (found, name) {
+            (Some(agent), _) => Ok(agent),
+            (None, None) => self
+                .agents
+                .first()
+                .ok_or_else(|| ApiError::Internal("no agent is configured".into())),
+            (None, Some(name)) => Err(ApiError::BadRequest(format!(
+                "there is no agent `{name}`; this deployment has {}",
+                self.agents
+                    .iter()
+                    .map(|a| format!("`{}`", a.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    /// Each agent's toolsets are the deployment's, and each of its tools one it could have.
+    fn check_agents(&self) -> Result<(), ApiError> {
+        let toolsets = self.toolsets();
+        for agent in &self.agents {
+            let at = |message: String| {
+                ApiError::config("AGENTS", format!("agent `{}`: {message}", agent.name))
+            };
+            if let Some(unknown) = agent
+                .toolsets
+                .iter()
+                .flatten()
+                .find(|t| !toolsets.contains(t))
+            {
+                return Err(at(format!(
+                    "there is no toolset `{unknown}`; this deployment has {}",
+                    toolsets.join(", ")
+                )));
+            }
+            // An MCP server's tools are known only once it is reached: with one configured, a
+            // name no other tool has may be one of its.
+            let known = |t: &String| {
+                crate::agent::built_in_tool_names().any(|n| n == t)
+                    || self.http_tools.iter().any(|h| &h.name == t)
+                    || !self.mcp_servers.is_empty()
+            };
+            if let Some(unknown) = agent.tools.iter().flatten().find(|t| !known(t)) {
+                return Err(at(format!(
+                    "`tools` names `{unknown}`, which is no tool here"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Refuses toolset names this deployment does not have, naming the ones it has.

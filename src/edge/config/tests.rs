@@ -231,3 +231,116 @@ fn schedule_limits_have_defaults_and_bounds() {
         assert!(e.contains(name), "{name}={bad}: {e}");
     }
 }
+
+#[test]
+fn without_agents_there_is_one_default_agent_of_the_deployment_settings() {
+    let c = config(&[
+        ("DEFAULT_MODEL", "openai:gpt-4o"),
+        ("FALLBACK_MODELS", "anthropic:claude-haiku-4-5"),
+        ("MAX_LLM_CALLS", "7"),
+    ])
+    .unwrap();
+    assert_eq!(c.agents.len(), 1);
+    let agent = c.agent(None).unwrap();
+    assert_eq!(agent.name, "default");
+    assert_eq!(agent.model.to_string(), "openai:gpt-4o");
+    assert_eq!(agent.fallback_models, c.fallback_models);
+    assert_eq!(
+        (agent.max_llm_calls, &agent.toolsets, &agent.tools),
+        (7, &None, &None)
+    );
+    assert!(agent.system_with(None).is_none());
+    assert_eq!(agent.system_with(Some("own")).as_deref(), Some("own"));
+    assert_eq!(c.agent(Some("default")).unwrap().name, "default");
+    let e = c.agent(Some("writer")).unwrap_err().to_string();
+    assert!(e.contains("`writer`") && e.contains("`default`"), "{e}");
+}
+
+#[test]
+fn agents_fill_in_the_deployment_settings_and_keep_their_order() {
+    let agents = r#"{
+        "support": {"description": "Answers customers", "system": "Be kind.",
+                    "model": "openai:gpt-4o-mini", "toolsets": ["artifacts"],
+                    "tools": ["current_time"], "max_llm_calls": 3},
+        "writer": {"description": "Writes", "fallback_models": ["anthropic:claude-haiku-4-5"]}
+    }"#;
+    let c = config(&[("AGENTS", agents), ("MAX_LLM_CALLS", "9")]).unwrap();
+    let names: Vec<_> = c.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["support", "writer"]);
+    // No `default` declared: the first is the default.
+    assert_eq!(c.agent(None).unwrap().name, "support");
+    let support = &c.agents[0];
+    assert_eq!(support.model.to_string(), "openai:gpt-4o-mini");
+    assert_eq!(support.max_llm_calls, 3);
+    assert_eq!(
+        support.toolsets.as_deref(),
+        Some(&["artifacts".to_string()][..])
+    );
+    assert_eq!(
+        support.system_with(Some("Answer in French.")).as_deref(),
+        Some("Be kind.\n\nAnswer in French.")
+    );
+    let writer = &c.agents[1];
+    assert_eq!(writer.model, c.default_model);
+    assert_eq!(writer.max_llm_calls, 9);
+    assert_eq!(
+        writer.fallback_models[0].to_string(),
+        "anthropic:claude-haiku-4-5"
+    );
+    // An agent's model is the deployment's choice: users limited by ALLOWED_MODELS get it.
+    let limited = config(&[("AGENTS", agents), ("ALLOWED_MODELS", "openai:o3")]).unwrap();
+    assert!(limited.allows("openai:gpt-4o-mini") && !limited.allows("openai:gpt-4o"));
+    // A declared `default` is the default wherever it stands.
+    let declared = r#"{"a": {"description": "A"}, "default": {"description": "D"}}"#;
+    let c = config(&[("AGENTS", declared)]).unwrap();
+    assert_eq!(c.agent(None).unwrap().name, "default");
+}
+
+#[test]
+fn bad_agents_name_the_variable_the_agent_and_the_field() {
+    let cases = [
+        ("[]", "JSON object"),
+        ("{}", "declares no agent"),
+        (r#"{"a b": {"description": "x"}}"#, "agent `a b`"),
+        (
+            &format!(r#"{{"{}": {{"description": "x"}}}}"#, "a".repeat(65)),
+            "1 to 64",
+        ),
+        (r#"{"a": {}}"#, "`description`"),
+        (r#"{"a": {"description": "x", "colour": 1}}"#, "`colour`"),
+        (r#"{"a": {"description": "x", "model": "gpt"}}"#, "`model`"),
+        (
+            r#"{"a": {"description": "x", "toolsets": ["nope"]}}"#,
+            "toolset `nope`",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": ["nope"]}}"#,
+            "`nope`",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": ["no pe"]}}"#,
+            "not a tool name",
+        ),
+        (
+            r#"{"a": {"description": "x", "max_llm_calls": 0}}"#,
+            "`max_llm_calls`",
+        ),
+        (
+            r#"{"a": {"description": "x", "output": {"type": "object"}}}"#,
+            "`output`",
+        ),
+    ];
+    for (json, needle) in cases {
+        let e = config(&[("AGENTS", json)]).unwrap_err();
+        assert_eq!(e.status(), 500, "{json}");
+        let text = e.to_string();
+        assert!(
+            text.contains("AGENTS") && text.contains(needle),
+            "{json}: {text}"
+        );
+    }
+    // With budgets on, an agent's model needs a price like any the deployment names.
+    let priced = r#"{"a": {"description": "x", "model": "openai:my-own"}}"#;
+    let e = config(&[("AGENTS", priced), ("USER_BUDGET_USD", "5")]).unwrap_err();
+    assert!(e.to_string().contains("openai:my-own"), "{e}");
+}

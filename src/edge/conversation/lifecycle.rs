@@ -149,6 +149,7 @@ impl Object {
             model: conversation.model.clone(),
             metadata: None,
             toolsets: conversation.toolsets.clone(),
+            agent: conversation.agent.clone(),
             created_at: now,
             updated_at: now,
         };

@@ -130,7 +130,13 @@ impl Object {
             .as_ref()
             .filter(|c| !is_conversation_id(&c.raw_id) && c.target == scoped_id(&caller, &c.raw_id))
             .map(|c| {
-                Conversation::new_chat(c.target.clone(), caller.clone(), c.title.clone(), now_ms())
+                Conversation::new_chat(
+                    c.target.clone(),
+                    caller.clone(),
+                    c.title.clone(),
+                    c.agent.clone(),
+                    now_ms(),
+                )
             });
         // `kept`: the row this object keeps already, not written again. `new_chat`: perhaps a
         // new conversation, created within its owner's count with the turn's history (one
@@ -399,6 +405,7 @@ impl Object {
             scoped_id(caller, &chat.raw_id),
             caller.to_string(),
             chat.title,
+            chat.agent,
             now_ms(),
         );
         // The caller's database, not this object's: the Worker guessed this object from an id

@@ -25,6 +25,8 @@ pub struct Conversation {
     pub metadata: Option<Value>,
     /// The toolsets its turns may use; `None`: every configured one.
     pub toolsets: Option<Vec<String>>,
+    /// The agent it belongs to (`None`: the deployment's default agent).
+    pub agent: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -37,6 +39,7 @@ crate::json_struct!(Conversation {
     "model" => model,
     "metadata" => metadata: default_with(json_column),
     "toolsets" => toolsets: default_with(json_column),
+    "agent" => agent,
     "created_at" => created_at,
     "updated_at" => updated_at,
 });
@@ -44,7 +47,13 @@ crate::json_struct!(Conversation {
 impl Conversation {
     /// A conversation as a `/v1/chat` id starts it: the caller's, titled by its first message,
     /// with the deployment's defaults.
-    pub fn new_chat(id: String, owner: String, title: Option<String>, now_ms: i64) -> Self {
+    pub fn new_chat(
+        id: String,
+        owner: String,
+        title: Option<String>,
+        agent: Option<String>,
+        now_ms: i64,
+    ) -> Self {
         Self {
             id,
             owner,
@@ -53,6 +62,7 @@ impl Conversation {
             model: None,
             metadata: None,
             toolsets: None,
+            agent,
             created_at: now_ms,
             updated_at: now_ms,
         }
@@ -115,8 +125,8 @@ impl Store {
                     .prepare(
                         "INSERT INTO conversations
                            (id, owner, title, system, model, metadata, created_at, updated_at,
-                            toolsets)
-                         SELECT ?1, ?2, ?3, NULL, NULL, NULL, ?4, ?4, NULL
+                            toolsets, agent)
+                         SELECT ?1, ?2, ?3, NULL, NULL, NULL, ?4, ?4, NULL, ?7
                          WHERE NOT EXISTS
                            (SELECT 1 FROM conversations WHERE id = ?5 AND owner = ?2)
                            AND (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?6
@@ -130,6 +140,7 @@ impl Store {
                         (c.created_at as f64).into(),
                         raw_id.into(),
                         f64::from(max).into(),
+                        c.agent.as_deref().into(),
                     ])?,
                 self.db
                     .prepare(
@@ -168,9 +179,10 @@ impl Store {
         self.db
             .prepare(format!(
                 "INSERT INTO conversations
-                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8
-                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?9
+                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets,
+                    agent)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9
+                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?10
                    AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                  {tail}"
             ))
@@ -185,8 +197,9 @@ impl Store {
         self.db
             .prepare(format!(
                 "INSERT INTO conversations
-                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) {on_conflict}"
+                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets,
+                    agent)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9) {on_conflict}"
             ))
             .bind_params(&conversation_values(c))
     }
@@ -366,8 +379,8 @@ fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::E
     v.serialize(s)
 }
 
-/// A conversation row's values, bound as `?1` to `?8` (id, owner, title, system, model,
-/// metadata, created, toolsets).
+/// A conversation row's values, bound as `?1` to `?9` (id, owner, title, system, model,
+/// metadata, created, toolsets, agent).
 fn conversation_values(c: &Conversation) -> Vec<Param<'_>> {
     let metadata = c.metadata.as_ref().map(Value::to_string);
     let toolsets = c
@@ -383,6 +396,7 @@ fn conversation_values(c: &Conversation) -> Vec<Param<'_>> {
         metadata.into(),
         (c.created_at as f64).into(),
         toolsets.into(),
+        c.agent.as_deref().into(),
     ]
 }
 

@@ -142,6 +142,7 @@ async fn dispatch(
         Handler::Health => out_of_line(routes::health::get(env)),
         Handler::Openapi => return routes::openapi::get(env, Some(config)),
         Handler::ListModels => return routes::models::list(config),
+        Handler::ListAgents => return routes::agents::list(config),
         Handler::GetUsage => out_of_line(routes::usage::get(env, config, user)),
         Handler::SetBudget => {
             target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();

@@ -102,14 +102,14 @@ fn wire_provider(
     }
 }
 
-/// The conversation's model with the configured fallbacks behind it, retried as the policy says.
+/// `model` with `fallbacks` behind it, retried as the policy says.
 pub fn resilient_provider(
     env: &Env,
     config: &Config,
-    model: &ModelRef,
+    (model, fallbacks): (&ModelRef, &[ModelRef]),
     signal: Option<&AbortSignal>,
 ) -> Result<Rc<dyn Provider>, LlmError> {
-    let chain = crate::llm::retry::chain(model, &config.fallback_models);
+    let chain = crate::llm::retry::chain(model, fallbacks);
     retried(env, config, &chain, signal)
 }
 

@@ -35,6 +35,7 @@ use crate::agent::{
     AgentMessage, CallSize, ProviderResolver, Resolved, ToolAnswers, TurnOutcome, TurnStats,
 };
 use crate::edge::budget::Budget;
+use crate::edge::config::agents::AgentSpec;
 use crate::edge::config::Config;
 use crate::edge::conversation::storage::{ObjectStorage, QueuedRow};
 use crate::edge::d1::{Conversation, Store};
@@ -90,6 +91,8 @@ pub struct Prepared {
     mcp: remote_tools::Listed,
     /// The toolsets the turn may use (`None`: all).
     toolsets: Option<Vec<String>>,
+    /// The agent the turn runs as.
+    agent: AgentSpec,
     /// Told how the first reservation goes; refused, the request's own message is taken back
     /// (`own_id`, and the chat's row when the message made it: `new_chat`).
     first_call: Option<Rc<resolver::FirstCall>>,
@@ -136,11 +139,13 @@ pub fn choose_model(
     conversation: &TurnConversation,
     signal: &AbortSignal,
 ) -> Result<(ModelRef, Rc<dyn Provider>), ApiError> {
+    let agent = conversation.agent(&turn_env.config)?;
     let model = conversation.model(&turn_env.config)?;
     // Checked again at every turn: `ALLOWED_MODELS` and prices may have changed since the
     // conversation chose its model.
     turn_env.config.check_model(&model)?;
-    let provider = resilient_provider(&turn_env.env, &turn_env.config, &model, Some(signal))
+    let chain = (&model, agent.fallback_models.as_slice());
+    let provider = resilient_provider(&turn_env.env, &turn_env.config, chain, Some(signal))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Ok((model, provider))
 }

@@ -138,7 +138,12 @@ pub(super) async fn store_recovered(
             return Ok((seq, other));
         }
     };
-    charge_interrupted(&mut answer, conversation.system.as_deref(), seen);
+    // The agent's instructions were sent too (a conversation whose agent is gone: its own).
+    let system = match conversation.agent(&turn_env.config) {
+        Ok(agent) => agent.system_with(conversation.system.as_deref()),
+        Err(_) => conversation.system.clone(),
+    };
+    charge_interrupted(&mut answer, system.as_deref(), seen);
     let cost_usd = turn_env.config.models.answer_cost(&answer);
     let usage = answer.usage;
     let (model, provider) = (answer.model.clone(), answer.provider.clone());

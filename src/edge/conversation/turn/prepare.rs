@@ -39,6 +39,7 @@ pub async fn prepare(
         first_call,
     } = start;
     let own_id = own.as_ref().map(|(id, _, _)| id.clone());
+    let agent = conversation.agent(&turn_env.config)?.clone();
     let store = &turn_env.store;
     let id = conversation.id.as_str();
     if matches!(kickoff, Kickoff::Retry) {
@@ -233,7 +234,10 @@ pub async fn prepare(
         artifacts,
         budget,
         mcp,
-        toolsets: narrowed.or_else(|| conversation.toolsets.clone()),
+        toolsets: narrowed
+            .or_else(|| conversation.toolsets.clone())
+            .or_else(|| agent.toolsets.clone()),
+        agent,
         first_call,
         own_id,
         new_chat: create_within.is_some(),

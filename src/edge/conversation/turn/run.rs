@@ -57,6 +57,7 @@ impl Prepared {
             budget,
             mcp,
             toolsets,
+            agent,
             first_call,
             own_id,
             new_chat,
@@ -64,8 +65,9 @@ impl Prepared {
         let config = &turn_env.config;
         let info = config.models.info(&model);
         let history_len = history.len();
-        let mut state = AgentState::new(conversation.system.clone(), history);
-        state.max_llm_calls = config.max_llm_calls;
+        let system = agent.system_with(conversation.system.as_deref());
+        let mut state = AgentState::new(system.clone(), history);
+        state.max_llm_calls = agent.max_llm_calls;
         state.max_tool_calls = config.max_tool_calls;
         state.tool_timeout_ms = Some(config.tool_timeout_ms.into());
         state.turn_deadline_ms = Some(config.turn_deadline_ms.into());
@@ -102,7 +104,7 @@ impl Prepared {
                     }),
                     model: answers,
                     economy: economy.clone(),
-                    fallbacks: config.fallback_models.clone(),
+                    fallbacks: agent.fallback_models.clone(),
                     models: config.models.clone(),
                     switches: budget_switches.clone(),
                     read: RefCell::new(budget.clone()),
@@ -120,7 +122,8 @@ impl Prepared {
             .as_ref()
             .filter(|m| **m != model)
             .and_then(|m| {
-                resilient_provider(&turn_env.env, config, m, Some(&signal))
+                let chain = (m, config.fallback_models.as_slice());
+                resilient_provider(&turn_env.env, config, chain, Some(&signal))
                     .inspect_err(|e| console_error!("SUMMARY_MODEL {m}: {e}"))
                     .ok()
             })
@@ -160,6 +163,9 @@ impl Prepared {
             }),
         );
         remote_tools::register(&mut tools, config, &conversation.id, &signal, mcp);
+        if let Some(only) = &agent.tools {
+            tools.retain_server_tools(|name| only.iter().any(|t| t == name));
+        }
         if let Some(allowed) = toolsets {
             // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
             let has_artifacts = artifact_context.clone();
@@ -182,7 +188,7 @@ impl Prepared {
         tools.merge_client_tools(client_tools.clone());
         let hooks = D1Hooks {
             prompt: SystemPrompt::new(
-                conversation.system.as_deref(),
+                system.as_deref(),
                 &conversation.owner,
                 &model.to_string(),
                 artifact_context,

@@ -37,6 +37,8 @@ struct ChatRequest {
     stream: bool,
     /// The client's id for this send: one already accepted runs nothing again.
     message_id: Option<String>,
+    /// The agent a chat started now belongs to.
+    agent: Option<String>,
 }
 
 crate::json_struct!(ChatRequest {
@@ -46,6 +48,7 @@ crate::json_struct!(ChatRequest {
     "tools" => tools: default,
     "stream" => stream: default_to(yes),
     "messageId" => message_id: default,
+    "agent" => agent: default,
 });
 
 /// The part of a `UIMessage` we read.
@@ -80,6 +83,8 @@ pub async fn post(
         ));
     }
     let tools = client_tools(body.tools)?;
+    // Named only to be checked: a conversation already made keeps its own.
+    config.agent(body.agent.as_deref())?;
     if let Some(key) = &body.message_id {
         check_key(key, "messageId")?;
     }
@@ -164,6 +169,7 @@ pub async fn post(
             title,
             raw_id: body.id,
             target: guess.clone(),
+            agent: body.agent,
         }),
         probe: false,
     };

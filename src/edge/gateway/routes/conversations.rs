@@ -20,8 +20,10 @@ struct Create {
     model: Option<String>,
     title: Option<String>,
     metadata: Option<Value>,
-    /// The toolsets its turns may use (default: every configured one).
+    /// The toolsets its turns may use (default: its agent's).
     toolsets: Option<Vec<String>>,
+    /// The agent it belongs to (default: the deployment's default agent).
+    agent: Option<String>,
 }
 
 crate::json_struct!(#[deny_unknown_fields] Create {
@@ -30,6 +32,7 @@ crate::json_struct!(#[deny_unknown_fields] Create {
     "title" => title,
     "metadata" => metadata,
     "toolsets" => toolsets,
+    "agent" => agent,
 });
 
 pub async fn create(
@@ -39,6 +42,7 @@ pub async fn create(
     user: &str,
 ) -> Result<Response, ApiError> {
     let body: Create = json_body(req).await?;
+    let agent = config.agent(body.agent.as_deref())?;
     if let Some(model) = &body.model {
         let model = ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         config.check_model(&model)?;
@@ -54,6 +58,7 @@ pub async fn create(
     check_sizes(&body)?;
     if let Some(toolsets) = &body.toolsets {
         config.check_toolsets(toolsets)?;
+        agent.check_toolsets(toolsets)?;
     }
     let now = now_ms();
     let conversation = Conversation {
@@ -64,6 +69,7 @@ pub async fn create(
         model: body.model,
         metadata: body.metadata,
         toolsets: body.toolsets,
+        agent: body.agent,
         created_at: now,
         updated_at: now,
     };

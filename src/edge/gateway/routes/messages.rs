@@ -305,7 +305,8 @@ async fn deliver(
     };
     if let Some(narrowed) = &send.toolsets {
         config.check_toolsets(narrowed)?;
-        if let Some(own) = &conversation.toolsets {
+        let agent = TurnConversation::from(&conversation).agent(config)?;
+        if let Some(own) = conversation.toolsets.as_ref().or(agent.toolsets.as_ref()) {
             // The conversation's choice, not the request, is what it conflicts with.
             if let Some(other) = narrowed.iter().find(|n| !own.contains(n)) {
                 return Err(ApiError::Conflict(format!(

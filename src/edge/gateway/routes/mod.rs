@@ -1,5 +1,6 @@
 //! One module per resource; each handler is small: extract, call, answer.
 
+pub mod agents;
 pub mod artifacts;
 pub mod chat;
 pub mod chat_body;

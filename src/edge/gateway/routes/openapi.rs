@@ -1,6 +1,7 @@
 //! `GET /openapi.json`: the HTTP API as an OpenAPI 3.1 document (`api/openapi.json`, kept in
 //! step with the router by the test below and fuzzed by `make test`), made this deployment's:
-//! the model ids it takes name the providers it serves, and toolsets are the ones it has.
+//! the model ids it takes name the providers it serves, and toolsets and agents are the ones it
+//! has.
 
 use worker::{Env, Response};
 
@@ -9,30 +10,38 @@ use crate::edge::error::ApiError;
 
 pub const DOCUMENT: &str = include_str!("../../../../api/openapi.json");
 
-/// Where the document takes this deployment's model ids and toolsets (an `enum`'s items).
+/// Where the document takes this deployment's model ids, toolsets and agents (an `enum`'s
+/// items).
 const MODEL_PATTERN: &str = "\"MODEL_PATTERN\"";
 const TOOLSETS: &str = "\"TOOLSETS\"";
+const AGENTS: &str = "\"AGENTS\"";
 
 pub fn get(env: &Env, config: Option<&Config>) -> Result<Response, ApiError> {
     let workers_ai = crate::edge::platform::ai::WorkersAiBinding::from_env(env).is_ok();
     let toolsets = config.map(Config::toolsets).unwrap_or_default();
-    let document = deployed(workers_ai, &toolsets)?;
+    let agents: Vec<String> = config
+        .map(|c| c.agents.iter().map(|a| a.name.clone()).collect())
+        .unwrap_or_default();
+    let document = deployed(workers_ai, &toolsets, &agents)?;
     let headers = worker::Headers::new();
     headers.set("content-type", "application/json")?;
     Ok(Response::ok(document)?.with_headers(headers))
 }
 
 /// The document with the placeholders filled in.
-fn deployed(workers_ai: bool, toolsets: &[String]) -> Result<String, ApiError> {
+fn deployed(workers_ai: bool, toolsets: &[String], agents: &[String]) -> Result<String, ApiError> {
+    let items = |names: &[String]| -> Result<String, ApiError> {
+        Ok(serde_json::to_string(names)?
+            .trim_matches(['[', ']'])
+            .to_string())
+    };
     Ok(DOCUMENT
         .replace(
             MODEL_PATTERN,
             &serde_json::to_string(&model_pattern(workers_ai))?,
         )
-        .replace(
-            TOOLSETS,
-            serde_json::to_string(toolsets)?.trim_matches(['[', ']']),
-        ))
+        .replace(TOOLSETS, &items(toolsets)?)
+        .replace(AGENTS, &items(agents)?))
 }
 
 /// A regular expression for the model ids [`crate::llm::ModelRef::parse`] takes of the
@@ -65,14 +74,19 @@ fn model_pattern(workers_ai: bool) -> String {
 mod tests {
     #[test]
     fn the_document_names_the_providers_and_toolsets_served() {
-        let document: serde_json::Value =
-            serde_json::from_str(&super::deployed(false, &["artifacts".into()]).unwrap()).unwrap();
+        let document: serde_json::Value = serde_json::from_str(
+            &super::deployed(false, &["artifacts".into()], &["a".into(), "b".into()]).unwrap(),
+        )
+        .unwrap();
         let create = &document["paths"]["/v1/conversations"]["post"]["requestBody"]["content"]
             ["application/json"]["schema"]["properties"];
         assert_eq!(
             create["toolsets"]["items"]["enum"],
             serde_json::json!(["artifacts"])
         );
+        assert_eq!(create["agent"]["enum"], serde_json::json!(["a", "b"]));
+        let chat = &document["components"]["schemas"]["ChatRequest"]["properties"];
+        assert_eq!(chat["agent"]["enum"], serde_json::json!(["a", "b"]));
         let pattern = create["model"]["pattern"].as_str().unwrap();
         assert!(!pattern.contains("workers-ai"));
         let with_ai = super::model_pattern(true);
@@ -80,7 +94,8 @@ mod tests {
             with_ai.contains("|workers-ai:(?:(?:\\.?[A-Za-z0-9_:@/-])+"),
             "{with_ai}"
         );
-        assert!(!super::deployed(true, &[]).unwrap().contains("TOOLSETS"));
+        let bare = super::deployed(true, &[], &[]).unwrap();
+        assert!(!bare.contains("\"TOOLSETS\"") && !bare.contains("\"AGENTS\""));
     }
 
     use std::collections::BTreeSet;

@@ -1,0 +1,172 @@
+//! `AGENTS`: the agents a deployment declares, each a system prompt, a model and the tools it
+//! may use. A conversation belongs to one agent, chosen when it is made and kept for its life.
+//! Without `AGENTS` there is one agent, [`DEFAULT_AGENT`], made of the deployment's settings
+//! (`DEFAULT_MODEL`, `FALLBACK_MODELS`, `MAX_LLM_CALLS`, every toolset), so a deployment that
+//! declares none behaves as before agents existed.
+
+use serde_json::Value;
+
+use crate::agent::tools::{is_tool_name, MAX_TOOL_NAME};
+use crate::llm::fields::{self, Fields};
+use crate::llm::ModelRef;
+
+/// The agent of a deployment without `AGENTS`, and the one a conversation that names none gets
+/// when `AGENTS` declares it (else the first declared).
+pub const DEFAULT_AGENT: &str = "default";
+
+/// Most characters in an agent's name (its charset is a tool name's: `ask_<agent>` and
+/// `transfer_to_<agent>` tools are named after it).
+pub const MAX_AGENT_NAME: usize = MAX_TOOL_NAME;
+
+/// Most characters in an agent's `system` prompt and `description`.
+const MAX_SYSTEM_CHARS: usize = 32 * 1024;
+const MAX_DESCRIPTION_CHARS: usize = 1024;
+
+/// One agent, with the deployment's settings filled in where it leaves them out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSpec {
+    pub name: String,
+    pub description: String,
+    /// Its instructions; a conversation's own `system` follows them.
+    pub system: Option<String>,
+    pub model: ModelRef,
+    pub fallback_models: Vec<ModelRef>,
+    /// The toolsets its turns may use (`None`: every configured one); a conversation may narrow
+    /// them further.
+    pub toolsets: Option<Vec<String>>,
+    /// The only server tools it may call (`None`: every tool of its toolsets).
+    pub tools: Option<Vec<String>>,
+    pub max_llm_calls: u32,
+}
+
+/// What an agent leaves out is taken from these.
+pub struct Defaults<'a> {
+    pub model: &'a ModelRef,
+    pub fallback_models: &'a [ModelRef],
+    pub max_llm_calls: u32,
+}
+
+impl AgentSpec {
+    /// The agent of a deployment that declares none.
+    pub fn deployment(defaults: &Defaults) -> Self {
+        Self {
+            name: DEFAULT_AGENT.into(),
+            description: "The deployment's agent.".into(),
+            system: None,
+            model: defaults.model.clone(),
+            fallback_models: defaults.fallback_models.to_vec(),
+            toolsets: None,
+            tools: None,
+            max_llm_calls: defaults.max_llm_calls,
+        }
+    }
+
+    /// Refuses toolsets outside its own, naming them.
+    pub fn check_toolsets(&self, names: &[String]) -> Result<(), crate::edge::error::ApiError> {
+        let Some(own) = &self.toolsets else {
+            return Ok(());
+        };
+        match names.iter().find(|n| !own.contains(n)) {
+            Some(other) => Err(crate::edge::error::ApiError::BadRequest(format!(
+                "the agent `{}` may use only the toolsets {}; not `{other}`",
+                self.name,
+                own.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Its instructions followed by a conversation's own.
+    pub fn system_with(&self, own: Option<&str>) -> Option<String> {
+        match (self.system.as_deref(), own) {
+            (Some(agent), Some(own)) => Some(format!("{agent}\n\n{own}")),
+            (agent, own) => agent.or(own).map(str::to_string),
+        }
+    }
+}
+
+/// Whether `name` may name an agent: 1 to [`MAX_AGENT_NAME`] letters, digits, `_` or `-`.
+pub fn is_agent_name(name: &str) -> bool {
+    is_tool_name(name) && name.len() <= MAX_AGENT_NAME
+}
+
+/// Reads `AGENTS`: a JSON object of name → agent. Errors name the agent and the field.
+pub fn parse_agents(json: &str, defaults: &Defaults) -> Result<Vec<AgentSpec>, String> {
+    let value: Value =
+        crate::llm::json::from_str(json).map_err(|e| format!("not a JSON object: {e}"))?;
+    let Value::Object(map) = value else {
+        return Err("must be a JSON object of agent name → agent".into());
+    };
+    if map.is_empty() {
+        return Err("declares no agent".into());
+    }
+    let known = [
+        "description",
+        "system",
+        "model",
+        "fallback_models",
+        "toolsets",
+        "tools",
+        "output",
+        "max_llm_calls",
+    ];
+    map.into_iter()
+        .map(|(name, value)| {
+            let at = |message: String| format!("agent `{name}`: {message}");
+            if !is_agent_name(&name) {
+                return Err(at(format!(
+                    "a name must be 1 to {MAX_AGENT_NAME} letters, digits, `_` or `-`"
+                )));
+            }
+            let mut f = Fields::of(value, &known).map_err(at)?;
+            read_agent(name.clone(), &mut f, defaults).map_err(at)
+        })
+        .collect()
+}
+
+fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<AgentSpec, String> {
+    let model = |id: String| ModelRef::parse(&id).map_err(|e| e.to_string());
+    if f.value("output").is_some() {
+        // Typed answers are the next piece of work; an agent declaring one is refused rather
+        // than served untyped answers it did not ask for.
+        return Err("`output` (typed answers) is not supported yet".into());
+    }
+    let description = f.required("description", fields::STRING)?;
+    let system = f.optional("system", fields::STRING)?;
+    let too_long = |field: &str, text: &str, max: usize| {
+        (text.chars().count() > max).then(|| format!("`{field}` is longer than {max} characters"))
+    };
+    if let Some(e) = too_long("description", &description, MAX_DESCRIPTION_CHARS)
+        .or_else(|| too_long("system", system.as_deref().unwrap_or(""), MAX_SYSTEM_CHARS))
+    {
+        return Err(e);
+    }
+    let tools = f.optional("tools", fields::STRINGS)?;
+    if let Some(bad) = tools.iter().flatten().find(|t| !is_tool_name(t)) {
+        return Err(format!("`tools`: `{bad}` is not a tool name"));
+    }
+    let max_llm_calls = f.optional("max_llm_calls", fields::U32)?;
+    if max_llm_calls.is_some_and(|n| !(1..=100).contains(&n)) {
+        return Err("`max_llm_calls` must be from 1 to 100".into());
+    }
+    Ok(AgentSpec {
+        name,
+        description,
+        system,
+        model: match f.optional("model", fields::STRING)? {
+            Some(id) => model(id).map_err(|e| format!("`model`: {e}"))?,
+            None => defaults.model.clone(),
+        },
+        fallback_models: match f.optional("fallback_models", fields::STRINGS)? {
+            Some(ids) => ids
+                .into_iter()
+                .map(model)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("`fallback_models`: {e}"))?,
+            None => defaults.fallback_models.to_vec(),
+        },
+        toolsets: f.optional("toolsets", fields::STRINGS)?,
+        tools,
+        max_llm_calls: max_llm_calls.unwrap_or(defaults.max_llm_calls),
+    })
+}

@@ -1,0 +1,30 @@
+//! `GET /v1/agents`: the agents a conversation may belong to (`AGENTS`), without their
+//! instructions: a name, what it is for, its model and the tools it may use.
+
+use worker::Response;
+
+use crate::edge::config::Config;
+use crate::edge::error::ApiError;
+use crate::edge::json_response;
+
+pub fn list(config: &Config) -> Result<Response, ApiError> {
+    let default = config.agent(None)?.name.as_str();
+    let agents: Vec<_> = config
+        .agents
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "name": a.name,
+                "description": a.description,
+                "model": a.model.to_string(),
+                "toolsets": a.toolsets,
+                "tools": a.tools,
+                "output": false,
+            })
+        })
+        .collect();
+    json_response(
+        200,
+        &serde_json::json!({"default": default, "agents": agents}),
+    )
+}
