@@ -4,6 +4,8 @@
 //! with the turn's stream (or 202, or a JSON error), which the Worker relays as it is. This
 //! module imports neither side.
 
+use std::rc::Rc;
+
 use serde::Serialize;
 
 use crate::agent::AgentMessage;
@@ -223,7 +225,7 @@ impl TurnConversation {
     }
 
     /// The agent its turns run as. One the deployment no longer declares is a 409 naming it.
-    pub fn agent<'c>(&self, config: &'c Config) -> Result<&'c AgentSpec, ApiError> {
+    pub fn agent<'c>(&self, config: &'c Config) -> Result<&'c Rc<AgentSpec>, ApiError> {
         config.agent(self.agent.as_deref()).map_err(|_| {
             ApiError::Conflict(format!(
                 "conversation `{}` belongs to the agent `{}`, which this deployment no longer \

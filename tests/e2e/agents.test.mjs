@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { api, readUiStream, setup } from "./harness.mjs";
+import { anthropicVars, api, openaiVars, readUiStream, setup, startWorker } from "./harness.mjs";
 
 const AGENTS = {
   support: {
@@ -22,7 +22,9 @@ const AGENTS = {
 };
 
 const e2e = setup({ providers: ["anthropic", "openai"], vars: { AGENTS: JSON.stringify(AGENTS) } });
-const { anthropic, openai, worker } = e2e;
+const { anthropic, openai, worker, persistDir } = e2e;
+/** A conversation of `support`, kept for the last test (a redeployment without it). */
+let supportConversation;
 
 /** The system prompt an Anthropic request carried, as one text. */
 const anthropicSystem = (body) => (typeof body.system === "string" ? body.system : body.system.map((b) => b.text).join(""));
@@ -44,7 +46,7 @@ test("GET /v1/agents lists the agents, the first the default, without their inst
   // The OpenAPI document offers this deployment's agents.
   const doc = await (await api(worker.url, "GET", "/openapi.json")).json();
   const create = doc.paths["/v1/conversations"].post.requestBody.content["application/json"].schema.properties;
-  assert.deepEqual(create.agent.enum, ["support", "writer"]);
+  assert.deepEqual(create.agent.anyOf[0].enum, ["support", "writer"]);
 });
 
 test("a conversation of the writer calls its model with its instructions and its tools, and keeps its agent", async () => {
@@ -73,7 +75,9 @@ test("a conversation of the writer calls its model with its instructions and its
 
 test("a conversation that names no agent gets the default one: its model, only its tools, its step limit", async () => {
   const id = await e2e.create({});
-  assert.equal((await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json()).agent, null);
+  supportConversation = id;
+  // Named when made: declaring another agent first later does not move it.
+  assert.equal((await (await api(worker.url, "GET", `/v1/conversations/${id}`)).json()).agent, "support");
   const before = anthropic.requests.length;
   anthropic.script(
     { text: "Let me look.", tools: [{ id: "toolu_1", name: "current_time", input: {} }] },
@@ -89,18 +93,32 @@ test("a conversation that names no agent gets the default one: its model, only i
   assert.match(chunks.find((c) => c.type === "error").errorText, /stopped after 2 LLM calls/);
 });
 
-test("/v1/chat starts a chat with the agent it names", async () => {
+test("/v1/chat starts a chat with the agent it names, which its later messages keep", async () => {
   const before = openai.requests.length;
-  openai.script({ text: "A chat with the writer." });
-  const r = await api(worker.url, "POST", "/v1/chat", {
-    id: `agents-chat-${Date.now()}`,
-    agent: "writer",
-    messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Hello writer" }] }],
+  const id = `agents-chat-${Date.now()}`;
+  const chat = (text, agent) => api(worker.url, "POST", "/v1/chat", {
+    id,
+    ...(agent ? { agent } : {}),
+    messages: [{ id: `m${text.length}`, role: "user", parts: [{ type: "text", text }] }],
   });
-  const { chunks } = await readUiStream(r);
+  openai.script({ text: "A chat with the writer." });
+  const { chunks } = await readUiStream(await chat("Hello writer", "writer"));
   assert.equal(said(chunks), "A chat with the writer.");
   assert.equal(openai.requests.length, before + 1);
   assert.match(openaiSystem(openai.requests.at(-1).body), /You are the writer/);
+  const listed = (await (await api(worker.url, "GET", "/v1/conversations?limit=100")).json()).conversations;
+  assert.equal(listed.find((c) => c.title === "Hello writer").agent, "writer");
+  // A later message naming no agent (or another) goes on with the chat's own.
+  openai.script({ text: "Still the writer." });
+  assert.equal(said((await readUiStream(await chat("And again", "support"))).chunks), "Still the writer.");
+  assert.equal(openai.requests.length, before + 2);
+});
+
+test("a message may narrow its turn only within its agent's toolsets", async () => {
+  const id = await e2e.create({ agent: "writer" });
+  const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Hi", toolsets: ["schedules"] });
+  assert.equal(r.status, 400);
+  assert.match((await r.json()).error.message, /agent `writer`.*`schedules`/);
 });
 
 test("an agent the deployment does not have, or toolsets outside the agent's, are 400s naming them", async () => {
@@ -120,4 +138,16 @@ test("an agent the deployment does not have, or toolsets outside the agent's, ar
   assert.match((await outside.json()).error.message, /agent `writer`.*`schedules`/);
   const bad = await api(worker.url, "POST", "/v1/conversations", { agent: 7 });
   assert.equal(bad.status, 400);
+});
+
+test("after a redeployment, a conversation keeps its agent, and one whose agent is gone is refused", async () => {
+  await worker.stop();
+  // `support` is gone, and `editor`, declared first, is the default now.
+  const redeployed = { editor: { description: "Edits", model: "openai:gpt-4o-mini" }, writer: AGENTS.writer };
+  Object.assign(worker, await startWorker({ persistDir, vars: { ...anthropicVars(anthropic), ...openaiVars(openai), AGENTS: JSON.stringify(redeployed) } }));
+  const r = await api(worker.url, "POST", `/v1/conversations/${supportConversation}/messages`, { message: "Still there?" });
+  assert.equal(r.status, 409);
+  assert.match((await r.json()).error.message, /agent `support`, which this deployment no longer declares/);
+  const listed = (await (await api(worker.url, "GET", "/v1/conversations?limit=100")).json()).conversations;
+  assert.ok(listed.some((c) => c.agent === "writer") && !listed.some((c) => c.agent === "editor"), "none moved to the new default");
 });

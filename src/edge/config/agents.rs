@@ -14,12 +14,13 @@ use crate::llm::ModelRef;
 /// when `AGENTS` declares it (else the first declared).
 pub const DEFAULT_AGENT: &str = "default";
 
-/// Most characters in an agent's name (its charset is a tool name's: `ask_<agent>` and
-/// `transfer_to_<agent>` tools are named after it).
+/// Most characters in an agent's name: a tool name's rule, since tools will be named after
+/// agents (sub-agents, the MCP server).
 pub const MAX_AGENT_NAME: usize = MAX_TOOL_NAME;
 
-/// Most characters in an agent's `system` prompt and `description`.
-const MAX_SYSTEM_CHARS: usize = 32 * 1024;
+/// Most characters in a `system` prompt, an agent's or a conversation's.
+pub const MAX_SYSTEM_CHARS: usize = 32 * 1024;
+/// Most characters in an agent's `description`.
 const MAX_DESCRIPTION_CHARS: usize = 1024;
 
 /// One agent, with the deployment's settings filled in where it leaves them out.
@@ -76,6 +77,25 @@ impl AgentSpec {
         }
     }
 
+    /// The toolsets a turn may use: those `chosen` (a conversation's, a message's) that are the
+    /// agent's too, else the agent's own. A conversation chosen before its agent was narrowed
+    /// gets no more than the agent has now.
+    pub fn toolsets_within(&self, chosen: Option<Vec<String>>) -> Option<Vec<String>> {
+        match (chosen, &self.toolsets) {
+            (Some(chosen), Some(own)) => {
+                Some(chosen.into_iter().filter(|t| own.contains(t)).collect())
+            }
+            (chosen, own) => chosen.or_else(|| own.clone()),
+        }
+    }
+
+    /// Whether its turns may use `toolset`.
+    pub fn has_toolset(&self, toolset: &str) -> bool {
+        self.toolsets
+            .as_ref()
+            .is_none_or(|own| own.iter().any(|t| t == toolset))
+    }
+
     /// Its instructions followed by a conversation's own.
     pub fn system_with(&self, own: Option<&str>) -> Option<String> {
         match (self.system.as_deref(), own) {
@@ -87,7 +107,7 @@ impl AgentSpec {
 
 /// Whether `name` may name an agent: 1 to [`MAX_AGENT_NAME`] letters, digits, `_` or `-`.
 pub fn is_agent_name(name: &str) -> bool {
-    is_tool_name(name) && name.len() <= MAX_AGENT_NAME
+    is_tool_name(name)
 }
 
 /// Reads `AGENTS`: a JSON object of name → agent. Errors name the agent and the field.

@@ -6,6 +6,7 @@ use crate::agent::remote::{parse_http_tools, parse_mcp_servers, HttpToolSpec, Mc
 use crate::llm::error::decimal;
 use crate::llm::models::Registry;
 use crate::llm::ModelRef;
+use std::rc::Rc;
 
 use crate::edge::error::ApiError;
 
@@ -98,7 +99,7 @@ pub struct Config {
     pub d1_shards: Vec<String>,
     /// The agents conversations may belong to (`AGENTS`; else one, `default`, of the settings
     /// above), in their declared order.
-    pub agents: Vec<AgentSpec>,
+    pub agents: Vec<Rc<AgentSpec>>,
 }
 
 /// How much artifact history a conversation may keep in the shared D1.
@@ -152,6 +153,7 @@ impl Config {
             }
             None => vec![AgentSpec::deployment(&defaults)],
         };
+        let agents = agents.into_iter().map(Rc::new).collect();
         let config = Self {
             default_model,
             fallback_models,
@@ -319,13 +321,8 @@ impl Config {
         if !self.budgets_on() {
             return Ok(());
         }
-        let agents = self
-            .agents
-            .iter()
-            .flat_map(|a| std::iter::once(&a.model).chain(&a.fallback_models));
         let named = std::iter::once(("DEFAULT_MODEL", &self.default_model))
             .chain(self.fallback_models.iter().map(|m| ("FALLBACK_MODELS", m)))
-            .chain(agents.map(|m| ("AGENTS", m)))
             .chain(self.budget_model.iter().map(|m| ("BUDGET_MODEL", m)))
             .chain(self.summary_model.iter().map(|m| ("SUMMARY_MODEL", m)));
         for (variable, model) in named {
@@ -342,18 +339,25 @@ impl Config {
         Ok(())
     }
 
-    /// Whether `ALLOWED_MODELS` lets users choose `model` (the deployment's default and its
-    /// agents' models always are).
+    /// Whether `ALLOWED_MODELS` lets users choose `model` (the deployment's default always is).
     pub fn allows(&self, model: &str) -> bool {
         let Some(allowed) = &self.allowed_models else {
             return true;
         };
         model == self.default_model.to_string()
-            || self.agents.iter().any(|a| a.model.to_string() == model)
             || allowed.iter().any(|a| match a.strip_suffix('*') {
                 Some(provider) => model.starts_with(provider),
                 None => a == model,
             })
+    }
+
+    /// [`Config::check_model`] for a conversation of `agent`, whose own model it may always
+    /// call (the deployment chose it, and priced it when budgets are on).
+    pub fn check_model_for(&self, model: &ModelRef, agent: &AgentSpec) -> Result<(), ApiError> {
+        if *model == agent.model {
+            return Ok(());
+        }
+        self.check_model(model)
     }
 
     /// Refuses a model a user chose that this deployment does not serve them: one outside
@@ -403,7 +407,7 @@ impl Config {
 
     /// The agent `name` names, or without a name the deployment's default agent (`default`
     /// if declared, else the first); a name no agent has is a 400 naming the ones there are.
-    pub fn agent(&self, name: Option<&str>) -> Result<&AgentSpec, ApiError> {
+    pub fn agent(&self, name: Option<&str>) -> Result<&Rc<AgentSpec>, ApiError> {
         let wanted = name.unwrap_or(agents::DEFAULT_AGENT);
         let found = self.agents.iter().find(|a| a.name == wanted);
         match (found, name) {
@@ -423,13 +427,23 @@ impl Config {
         }
     }
 
-    /// Each agent's toolsets are the deployment's, and each of its tools one it could have.
+    /// Each agent's toolsets are the deployment's, each of its tools one it could have, and,
+    /// with budgets on, each of its models priced.
     fn check_agents(&self) -> Result<(), ApiError> {
         let toolsets = self.toolsets();
         for agent in &self.agents {
             let at = |message: String| {
                 ApiError::config("AGENTS", format!("agent `{}`: {message}", agent.name))
             };
+            let models = std::iter::once(&agent.model).chain(&agent.fallback_models);
+            for model in models.filter(|_| self.budgets_on()) {
+                if self.models.info(model).price.is_none() {
+                    return Err(at(format!(
+                        "`{model}` has no price, and USER_BUDGET_USD needs one for every model: \
+                         give it one in MODELS"
+                    )));
+                }
+            }
             if let Some(unknown) = agent
                 .toolsets
                 .iter()

@@ -259,17 +259,17 @@ fn without_agents_there_is_one_default_agent_of_the_deployment_settings() {
 #[test]
 fn agents_fill_in_the_deployment_settings_and_keep_their_order() {
     let agents = r#"{
+        "writer": {"description": "Writes", "fallback_models": ["anthropic:claude-haiku-4-5"]},
         "support": {"description": "Answers customers", "system": "Be kind.",
                     "model": "openai:gpt-4o-mini", "toolsets": ["artifacts"],
-                    "tools": ["current_time"], "max_llm_calls": 3},
-        "writer": {"description": "Writes", "fallback_models": ["anthropic:claude-haiku-4-5"]}
+                    "tools": ["current_time"], "max_llm_calls": 3}
     }"#;
     let c = config(&[("AGENTS", agents), ("MAX_LLM_CALLS", "9")]).unwrap();
     let names: Vec<_> = c.agents.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["support", "writer"]);
+    assert_eq!(names, ["writer", "support"], "in the order declared");
     // No `default` declared: the first is the default.
-    assert_eq!(c.agent(None).unwrap().name, "support");
-    let support = &c.agents[0];
+    assert_eq!(c.agent(None).unwrap().name, "writer");
+    let support = &c.agents[1];
     assert_eq!(support.model.to_string(), "openai:gpt-4o-mini");
     assert_eq!(support.max_llm_calls, 3);
     assert_eq!(
@@ -280,16 +280,35 @@ fn agents_fill_in_the_deployment_settings_and_keep_their_order() {
         support.system_with(Some("Answer in French.")).as_deref(),
         Some("Be kind.\n\nAnswer in French.")
     );
-    let writer = &c.agents[1];
+    let writer = &c.agents[0];
     assert_eq!(writer.model, c.default_model);
     assert_eq!(writer.max_llm_calls, 9);
     assert_eq!(
         writer.fallback_models[0].to_string(),
         "anthropic:claude-haiku-4-5"
     );
-    // An agent's model is the deployment's choice: users limited by ALLOWED_MODELS get it.
+    // An agent's model is the deployment's choice: its conversations call it whatever
+    // ALLOWED_MODELS says, and conversations of other agents do not.
     let limited = config(&[("AGENTS", agents), ("ALLOWED_MODELS", "openai:o3")]).unwrap();
-    assert!(limited.allows("openai:gpt-4o-mini") && !limited.allows("openai:gpt-4o"));
+    let mini = ModelRef::parse("openai:gpt-4o-mini").unwrap();
+    assert!(limited.check_model_for(&mini, &limited.agents[1]).is_ok());
+    assert!(limited.check_model_for(&mini, &limited.agents[0]).is_err());
+    assert!(!limited.allows("openai:gpt-4o-mini"));
+    // Toolsets: a conversation's choice within the agent's, else the agent's own.
+    let chosen = |t: &[&str]| Some(t.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        support.toolsets_within(chosen(&["artifacts", "schedules"])),
+        chosen(&["artifacts"])
+    );
+    assert_eq!(support.toolsets_within(None), chosen(&["artifacts"]));
+    assert_eq!(
+        writer.toolsets_within(chosen(&["schedules"])),
+        chosen(&["schedules"])
+    );
+    assert_eq!(writer.toolsets_within(None), None);
+    assert!(support.has_toolset("artifacts") && !support.has_toolset("schedules"));
+    assert!(writer.has_toolset("schedules"));
+    assert!(support.check_toolsets(&["schedules".into()]).is_err());
     // A declared `default` is the default wherever it stands.
     let declared = r#"{"a": {"description": "A"}, "default": {"description": "D"}}"#;
     let c = config(&[("AGENTS", declared)]).unwrap();
@@ -342,5 +361,9 @@ fn bad_agents_name_the_variable_the_agent_and_the_field() {
     // With budgets on, an agent's model needs a price like any the deployment names.
     let priced = r#"{"a": {"description": "x", "model": "openai:my-own"}}"#;
     let e = config(&[("AGENTS", priced), ("USER_BUDGET_USD", "5")]).unwrap_err();
-    assert!(e.to_string().contains("openai:my-own"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("agent `a`: `openai:my-own` has no price"),
+        "{e}"
+    );
 }

@@ -31,7 +31,9 @@ export async function startLocalModel() {
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`llama_cpp.server exited ${child.exitCode}:\n${log}`);
-    try { if ((await fetch(`${url}/models`)).ok) break; } catch {}
+    // Probed only once this server says it listens: the port may be another file's server's.
+    const listening = log.includes(`running on http://127.0.0.1:${port}`);
+    try { if (listening && (await fetch(`${url}/models`)).ok) break; } catch {}
     if (Date.now() > deadline) throw new Error(`llama_cpp.server did not start in 60 s:\n${log}`);
     await sleep(250);
   }
@@ -50,7 +52,7 @@ export async function startMcpServer() {
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the MCP server exited ${child.exitCode} (run scripts/setup.sh):\n${log}`);
-    const up = await new Promise((resolve) => {
+    const up = log.includes(`running on http://127.0.0.1:${port}`) && await new Promise((resolve) => {
       const socket = net.connect(port, "127.0.0.1", () => { socket.end(); resolve(true); });
       socket.on("error", () => resolve(false));
     });

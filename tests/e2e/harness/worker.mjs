@@ -83,10 +83,14 @@ async function spawnWorker(configs, vars, persistDir, healthPath, extra) {
       e.portTaken = log.includes("Address already in use");
       throw e;
     }
-    try {
-      const r = await fetch(`${url}${healthPath}`);
-      if (r.status === 200) break;
-    } catch {}
+    // Only once this wrangler says it listens: the port may be another file's Worker's, which
+    // would answer the probe while this one fails to bind it.
+    if (log.includes(`Ready on ${url}`)) {
+      try {
+        const r = await fetch(`${url}${healthPath}`);
+        if (r.status === 200) break;
+      } catch {}
+    }
     if (Date.now() > deadline) throw new Error(`wrangler dev did not become healthy in 60 s:\n${log}`);
     await sleep(250);
   }

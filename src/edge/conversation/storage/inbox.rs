@@ -66,8 +66,9 @@ pub struct Unreadable {
 }
 
 impl<E: Engine> Storage<E> {
-    /// Queues a message for the running turn unless [`MAX_QUEUED`] wait already; its position
-    /// among the waiting messages. A repeated id is queued once and told its place.
+    /// Queues a message for the running turn unless [`MAX_QUEUED`] rows are queued already (the
+    /// message starting a turn among them, until it is stored); then how many wait, itself
+    /// among them. A repeated id is queued once.
     pub fn offer(
         &self,
         id: &str,
@@ -99,14 +100,17 @@ impl<E: Engine> Storage<E> {
     /// `None` when a message with its id is kept already. Its delivery is [`STARTING`]: no
     /// drain takes it and no queue position counts it; recovery and the alarm do see it.
     pub fn hold(&self, id: &str, message: &str, now: i64) -> Result<Option<i64>> {
-        let seq = E::rows::<Seq>(self.write(
+        let written = self.write(
             "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
              RETURNING seq",
             vec![id.into(), STARTING.into(), message.into(), now.into()],
-        )?)?
-        .into_iter()
-        .next()
-        .map(|row| row.seq);
+        )?;
+        // Written, whatever reading its row says: unread, the count is not known.
+        let seq = E::rows::<Seq>(written)
+            .inspect_err(|_| self.known.queued.set(None))?
+            .into_iter()
+            .next()
+            .map(|row| row.seq);
         let known = self.known.queued.get();
         self.known
             .queued

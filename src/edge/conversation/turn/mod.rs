@@ -92,7 +92,7 @@ pub struct Prepared {
     /// The toolsets the turn may use (`None`: all).
     toolsets: Option<Vec<String>>,
     /// The agent the turn runs as.
-    agent: AgentSpec,
+    agent: Rc<AgentSpec>,
     /// Told how the first reservation goes; refused, the request's own message is taken back
     /// (`own_id`, and the chat's row when the message made it: `new_chat`).
     first_call: Option<Rc<resolver::FirstCall>>,
@@ -143,7 +143,7 @@ pub fn choose_model(
     let model = conversation.model(&turn_env.config)?;
     // Checked again at every turn: `ALLOWED_MODELS` and prices may have changed since the
     // conversation chose its model.
-    turn_env.config.check_model(&model)?;
+    turn_env.config.check_model_for(&model, agent)?;
     let chain = (&model, agent.fallback_models.as_slice());
     let provider = resilient_provider(&turn_env.env, &turn_env.config, chain, Some(signal))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;

@@ -234,9 +234,7 @@ pub async fn prepare(
         artifacts,
         budget,
         mcp,
-        toolsets: narrowed
-            .or_else(|| conversation.toolsets.clone())
-            .or_else(|| agent.toolsets.clone()),
+        toolsets: agent.toolsets_within(narrowed.or_else(|| conversation.toolsets.clone())),
         agent,
         first_call,
         own_id,

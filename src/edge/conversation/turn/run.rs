@@ -170,13 +170,15 @@ impl Prepared {
             // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
             let has_artifacts = artifact_context.clone();
             let had = !listed.is_empty();
+            // Not for an agent without the toolset, whatever made an artifact (a user's PUT).
+            let may = agent.has_toolset(artifacts::TOOLSET);
             tools.set_toolset_selector(Box::new(move |_, names| {
                 let with_artifacts = had || has_artifacts.exists.get();
                 names
                     .iter()
                     .filter(|n| {
                         allowed.iter().any(|a| a == *n)
-                            || (with_artifacts && **n == artifacts::TOOLSET)
+                            || (may && with_artifacts && **n == artifacts::TOOLSET)
                     })
                     .map(|n| n.to_string())
                     .collect()

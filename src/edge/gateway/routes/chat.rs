@@ -83,8 +83,9 @@ pub async fn post(
         ));
     }
     let tools = client_tools(body.tools)?;
-    // Named only to be checked: a conversation already made keeps its own.
-    config.agent(body.agent.as_deref())?;
+    // Resolved now, so a chat made by this message keeps today's default; one made already
+    // keeps its own.
+    let agent = config.agent(body.agent.as_deref())?.name.clone();
     if let Some(key) = &body.message_id {
         check_key(key, "messageId")?;
     }
@@ -169,7 +170,7 @@ pub async fn post(
             title,
             raw_id: body.id,
             target: guess.clone(),
-            agent: body.agent,
+            agent: Some(agent),
         }),
         probe: false,
     };

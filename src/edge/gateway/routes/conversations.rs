@@ -4,6 +4,7 @@ use serde_json::Value;
 use worker::{Env, Request, Response};
 
 use super::owned;
+use crate::edge::config::agents::MAX_SYSTEM_CHARS;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::conversation::deletion::delete_whole;
@@ -45,7 +46,7 @@ pub async fn create(
     let agent = config.agent(body.agent.as_deref())?;
     if let Some(model) = &body.model {
         let model = ModelRef::parse(model).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        config.check_model(&model)?;
+        config.check_model_for(&model, agent)?;
         // Fail now, not at the first message, on a provider we cannot serve.
         crate::edge::platform::providers::provider_for(env, config, &model, None)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -69,7 +70,8 @@ pub async fn create(
         model: body.model,
         metadata: body.metadata,
         toolsets: body.toolsets,
-        agent: body.agent,
+        // The name, resolved now: a conversation that named none keeps today's default.
+        agent: Some(agent.name.clone()),
         created_at: now,
         updated_at: now,
     };
@@ -80,8 +82,6 @@ pub async fn create(
     json_response(201, &conversation)
 }
 
-/// The longest `system` prompt, in characters (as JSON Schema's `maxLength` counts them).
-pub const MAX_SYSTEM_CHARS: usize = 32 * 1024;
 /// The longest `title`, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
 /// The most `metadata` may take as JSON, in bytes.

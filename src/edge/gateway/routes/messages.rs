@@ -303,10 +303,10 @@ async fn deliver(
     } else {
         ConversationClient::for_conversation(env, &conversation.id)?.for_request(request_id)
     };
+    let turn = TurnConversation::from(&conversation);
     if let Some(narrowed) = &send.toolsets {
         config.check_toolsets(narrowed)?;
-        let agent = TurnConversation::from(&conversation).agent(config)?;
-        if let Some(own) = conversation.toolsets.as_ref().or(agent.toolsets.as_ref()) {
+        if let Some(own) = &conversation.toolsets {
             // The conversation's choice, not the request, is what it conflicts with.
             if let Some(other) = narrowed.iter().find(|n| !own.contains(n)) {
                 return Err(ApiError::Conflict(format!(
@@ -315,8 +315,9 @@ async fn deliver(
                 )));
             }
         }
+        turn.agent(config)?.check_toolsets(narrowed)?;
     }
-    send.conversation = Some(checked(env, &conversation, config)?);
+    send.conversation = Some(checked_turn(env, turn, config)?);
     coordinator.send(&send).await
 }
 

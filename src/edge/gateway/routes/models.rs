@@ -1,5 +1,5 @@
 //! `GET /v1/models`: the model registry (the models users may choose, when `ALLOWED_MODELS`
-//! limits them), and which model a new conversation gets.
+//! limits them), and which model a new conversation gets (its default agent's).
 
 use worker::Response;
 
@@ -8,11 +8,12 @@ use crate::edge::error::ApiError;
 use crate::edge::json_response;
 
 pub fn list(config: &Config) -> Result<Response, ApiError> {
+    let agent = config.agent(None)?;
     json_response(
         200,
         &serde_json::json!({
-            "default": config.default_model.to_string(),
-            "fallbacks": config.fallback_models.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "default": agent.model.to_string(),
+            "fallbacks": agent.fallback_models.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "models": config
                 .models
                 .entries()

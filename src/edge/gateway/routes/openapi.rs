@@ -84,9 +84,15 @@ mod tests {
             create["toolsets"]["items"]["enum"],
             serde_json::json!(["artifacts"])
         );
-        assert_eq!(create["agent"]["enum"], serde_json::json!(["a", "b"]));
+        assert_eq!(
+            create["agent"]["anyOf"][0]["enum"],
+            serde_json::json!(["a", "b"])
+        );
         let chat = &document["components"]["schemas"]["ChatRequest"]["properties"];
-        assert_eq!(chat["agent"]["enum"], serde_json::json!(["a", "b"]));
+        assert_eq!(
+            chat["agent"]["anyOf"][0]["enum"],
+            serde_json::json!(["a", "b"])
+        );
         let pattern = create["model"]["pattern"].as_str().unwrap();
         assert!(!pattern.contains("workers-ai"));
         let with_ai = super::model_pattern(true);
