@@ -18,6 +18,7 @@ pub mod estimate;
 pub mod event;
 pub mod hooks;
 pub mod message;
+pub mod output;
 pub mod plan;
 pub mod remote;
 pub mod resolve;

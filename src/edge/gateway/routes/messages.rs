@@ -275,7 +275,7 @@ async fn deliver(
             },
         },
     };
-    let coordinator = ConversationClient::for_conversation(env, id)?.for_request(request_id);
+    let object = ConversationClient::for_conversation(env, id)?.for_request(request_id);
     let mut send = Handover {
         conversation: None,
         caller: user.to_string(),
@@ -290,7 +290,7 @@ async fn deliver(
     // object that keeps none (a first message, or a narrowed turn, which needs the row) makes
     // the Worker read D1 first.
     if send.toolsets.is_none() {
-        let answer = coordinator.send(&send).await?;
+        let answer = object.send(&send).await?;
         // 404: the object keeps someone else's conversation; `id` may still name one of the
         // caller's (a `/v1/chat` id), which D1 resolves.
         if !matches!(answer.status_code(), UNKNOWN_CONVERSATION | 404) {
@@ -298,8 +298,8 @@ async fn deliver(
         }
     }
     let conversation = owned(env, user, id).await?;
-    let coordinator = if conversation.id == id {
-        coordinator
+    let object = if conversation.id == id {
+        object
     } else {
         ConversationClient::for_conversation(env, &conversation.id)?.for_request(request_id)
     };
@@ -318,7 +318,7 @@ async fn deliver(
         turn.agent(config)?.check_toolsets(narrowed)?;
     }
     send.conversation = Some(checked_turn(env, turn, config)?);
-    coordinator.send(&send).await
+    object.send(&send).await
 }
 
 /// The conversation as a turn needs it, refused with a 400 when no provider serves its model.

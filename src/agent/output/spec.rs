@@ -1,0 +1,546 @@
+//! What a typed answer must be (`output` on an agent or a message): its kind, its JSON Schema,
+//! and what to do when the model's answer does not match. Read from the request's JSON, with
+//! errors that point (a JSON pointer) at the part to fix.
+//!
+//! The model is always asked for an object: an `array` answer is `{"elements": [...]}` and a
+//! `choice` is `{"result": "..."}` (tool inputs and strict structured outputs take only
+//! objects); [`OutputSpec::unwrap`] takes the answer out again.
+
+use serde_json::{json, Map, Value};
+
+/// The largest schema taken, as JSON.
+pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
+/// The deepest a schema may nest objects and arrays.
+pub const MAX_SCHEMA_DEPTH: usize = 10;
+/// The most properties a schema may declare, all objects together.
+pub const MAX_SCHEMA_PROPERTIES: usize = 1_000;
+/// The most options a `choice` may offer.
+pub const MAX_CHOICES: usize = 500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Object,
+    Array,
+    Choice,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// The provider's own structured output where the model has it, else a tool.
+    Auto,
+    Native,
+    /// A forced tool whose input is the answer.
+    Tool,
+    /// Instructions in the prompt, the text parsed.
+    Prompt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnInvalid {
+    Error,
+    /// One more call, told what was wrong (the default).
+    Repair,
+    /// The spec's `fallback` value.
+    Fallback,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputSpec {
+    pub kind: Kind,
+    /// What the model is asked for: always an object schema (`{}` for `json`: anything).
+    pub schema: Value,
+    /// The answer's name (a tool's, a response format's).
+    pub name: String,
+    pub description: Option<String>,
+    pub strategy: Strategy,
+    pub on_invalid: OnInvalid,
+    pub fallback: Option<Value>,
+}
+
+/// A bad `output`: where (a JSON pointer into it) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`output{pointer}`: {message}")]
+pub struct SpecError {
+    pub pointer: String,
+    pub message: String,
+}
+
+fn at(pointer: impl Into<String>, message: impl Into<String>) -> SpecError {
+    SpecError {
+        pointer: pointer.into(),
+        message: message.into(),
+    }
+}
+
+impl OutputSpec {
+    /// Reads a request's `output`.
+    pub fn parse(value: &Value) -> Result<Self, SpecError> {
+        let Some(o) = value.as_object() else {
+            return Err(at("", "must be an object"));
+        };
+        const KNOWN: &[&str] = &[
+            "type",
+            "schema",
+            "options",
+            "name",
+            "description",
+            "strategy",
+            "on_invalid",
+            "fallback",
+        ];
+        if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+            return Err(at(format!("/{}", escape(k)), "is not a field of `output`"));
+        }
+        let text = |field: &str| -> Result<Option<&str>, SpecError> {
+            match o.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s)),
+                Some(_) => Err(at(format!("/{field}"), "must be a string")),
+            }
+        };
+        let kind = match text("type")? {
+            Some("object") => Kind::Object,
+            Some("array") => Kind::Array,
+            Some("choice") => Kind::Choice,
+            Some("json") => Kind::Json,
+            Some(other) => {
+                return Err(at(
+                    "/type",
+                    format!("`{other}` is not one of object, array, choice, json"),
+                ))
+            }
+            None => return Err(at("/type", "is required")),
+        };
+        let given = o.get("schema").filter(|s| !s.is_null());
+        let schema = match (kind, given) {
+            (Kind::Object | Kind::Array, None) => return Err(at("/schema", "is required")),
+            (Kind::Choice | Kind::Json, Some(_)) => {
+                return Err(at("/schema", "is not taken by this `type`"))
+            }
+            (_, Some(schema)) => {
+                check_schema(schema)?;
+                if kind == Kind::Object && schema.get("type") != Some(&json!("object")) {
+                    return Err(at("/schema/type", "must be \"object\""));
+                }
+                Some(schema)
+            }
+            _ => None,
+        };
+        let options = match (kind, o.get("options")) {
+            (Kind::Choice, Some(Value::Array(items))) if !items.is_empty() => {
+                if items.len() > MAX_CHOICES {
+                    return Err(at("/options", format!("offers more than {MAX_CHOICES}")));
+                }
+                let mut options = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    match item.as_str() {
+                        Some(s) if !options.contains(&s) => options.push(s),
+                        Some(_) => return Err(at(format!("/options/{i}"), "is there twice")),
+                        None => return Err(at(format!("/options/{i}"), "must be a string")),
+                    }
+                }
+                options
+            }
+            (Kind::Choice, _) => return Err(at("/options", "must be a list of strings")),
+            (_, Some(_)) => return Err(at("/options", "is taken only by `choice`")),
+            _ => Vec::new(),
+        };
+        let name = text("name")?.unwrap_or("answer");
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(at("/name", "must be 1 to 64 letters, digits, `_` or `-`"));
+        }
+        let strategy = match text("strategy")? {
+            None | Some("auto") => Strategy::Auto,
+            Some("native") => Strategy::Native,
+            Some("tool") => Strategy::Tool,
+            Some("prompt") => Strategy::Prompt,
+            Some(other) => {
+                return Err(at(
+                    "/strategy",
+                    format!("`{other}` is not one of auto, native, tool, prompt"),
+                ))
+            }
+        };
+        let on_invalid = match text("on_invalid")? {
+            None | Some("repair") => OnInvalid::Repair,
+            Some("error") => OnInvalid::Error,
+            Some("fallback") => OnInvalid::Fallback,
+            Some(other) => {
+                return Err(at(
+                    "/on_invalid",
+                    format!("`{other}` is not one of error, repair, fallback"),
+                ))
+            }
+        };
+        let fallback = o.get("fallback").cloned();
+        if on_invalid == OnInvalid::Fallback && fallback.is_none() {
+            return Err(at(
+                "/fallback",
+                "is required with `on_invalid: \"fallback\"`",
+            ));
+        }
+        let schema = match kind {
+            Kind::Object => schema.cloned().unwrap_or_default(),
+            Kind::Array => wrapper("elements", json!({"type": "array", "items": schema})),
+            Kind::Choice => wrapper("result", json!({"type": "string", "enum": options})),
+            Kind::Json => json!({}),
+        };
+        Ok(Self {
+            kind,
+            schema,
+            name: name.to_string(),
+            description: text("description")?.map(str::to_string),
+            strategy,
+            on_invalid,
+            fallback,
+        })
+    }
+
+    /// The answer inside what the model produced (`elements` of an array, `result` of a choice).
+    pub fn unwrap(&self, produced: Value) -> Value {
+        let field = match self.kind {
+            Kind::Array => "elements",
+            Kind::Choice => "result",
+            Kind::Object | Kind::Json => return produced,
+        };
+        match produced {
+            Value::Object(mut map) => map.remove(field).unwrap_or(Value::Null),
+            other => other,
+        }
+    }
+}
+
+/// `{"type": "object", "properties": {field: schema}, "required": [field], ...}`.
+fn wrapper(field: &str, schema: Value) -> Value {
+    json!({
+        "type": "object",
+        "properties": {field: schema},
+        "required": [field],
+        "additionalProperties": false,
+    })
+}
+
+/// A JSON pointer's escaping of one key.
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Size, depth and property count within what every provider takes.
+fn check_schema(schema: &Value) -> Result<(), SpecError> {
+    let bytes = serde_json::to_string(schema).map_or(usize::MAX, |s| s.len());
+    if bytes > MAX_SCHEMA_BYTES {
+        return Err(at(
+            "/schema",
+            format!("is {bytes} bytes as JSON; the limit is {MAX_SCHEMA_BYTES}"),
+        ));
+    }
+    if !schema.is_object() {
+        return Err(at("/schema", "must be a JSON Schema object"));
+    }
+    let mut properties = 0;
+    walk(schema, "/schema", 0, &mut properties)
+}
+
+/// Checks one schema object and those inside it, counting nesting by objects and arrays.
+fn walk(
+    schema: &Value,
+    pointer: &str,
+    depth: usize,
+    properties: &mut usize,
+) -> Result<(), SpecError> {
+    let Some(o) = schema.as_object() else {
+        return match schema {
+            Value::Bool(_) => Ok(()),
+            _ => Err(at(pointer, "must be a JSON Schema (an object)")),
+        };
+    };
+    let nests = matches!(
+        o.get("type").and_then(Value::as_str),
+        Some("object" | "array")
+    );
+    let depth = depth + usize::from(nests);
+    if depth > MAX_SCHEMA_DEPTH {
+        return Err(at(
+            pointer,
+            format!("nests deeper than {MAX_SCHEMA_DEPTH} levels"),
+        ));
+    }
+    if let Some(props) = o.get("properties") {
+        let Some(props) = props.as_object() else {
+            return Err(at(format!("{pointer}/properties"), "must be an object"));
+        };
+        *properties += props.len();
+        if *properties > MAX_SCHEMA_PROPERTIES {
+            return Err(at(
+                format!("{pointer}/properties"),
+                format!("more than {MAX_SCHEMA_PROPERTIES} properties in all"),
+            ));
+        }
+        for (k, v) in props {
+            walk(
+                v,
+                &format!("{pointer}/properties/{}", escape(k)),
+                depth,
+                properties,
+            )?;
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(v) = o.get(key).filter(|v| v.is_object()) {
+            walk(v, &format!("{pointer}/{key}"), depth, properties)?;
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(list) = o.get(key) {
+            let Some(list) = list.as_array() else {
+                return Err(at(format!("{pointer}/{key}"), "must be a list of schemas"));
+            };
+            for (i, v) in list.iter().enumerate() {
+                walk(v, &format!("{pointer}/{key}/{i}"), depth, properties)?;
+            }
+        }
+    }
+    for key in ["$defs", "definitions"] {
+        if let Some(defs) = o.get(key).and_then(Value::as_object) {
+            for (k, v) in defs {
+                walk(
+                    v,
+                    &format!("{pointer}/{key}/{}", escape(k)),
+                    depth,
+                    properties,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The keywords OpenAI's strict structured outputs refuse.
+const NOT_STRICT: &[&str] = &[
+    "patternProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "unevaluatedItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "not",
+    "allOf",
+    "oneOf",
+];
+
+/// `schema` as OpenAI's strict mode takes it: every property required, those that were
+/// optional made nullable, `additionalProperties: false` on every object; `None` when the schema
+/// uses a keyword strict mode refuses (it is then sent without `strict`).
+pub fn strict_openai(schema: &Value) -> Option<Value> {
+    let Value::Object(o) = schema else {
+        return Some(schema.clone());
+    };
+    if o.keys().any(|k| NOT_STRICT.contains(&k.as_str())) {
+        return None;
+    }
+    if o.get("additionalProperties")
+        .is_some_and(|a| a != &Value::Bool(false))
+    {
+        return None;
+    }
+    let mut out = Map::new();
+    for (k, v) in o {
+        let v = match k.as_str() {
+            "items" | "additionalProperties" => strict_openai(v)?,
+            "anyOf" | "prefixItems" => Value::Array(
+                v.as_array()?
+                    .iter()
+                    .map(strict_openai)
+                    .collect::<Option<_>>()?,
+            ),
+            "$defs" | "definitions" => Value::Object(
+                v.as_object()?
+                    .iter()
+                    .map(|(k, v)| Some((k.clone(), strict_openai(v)?)))
+                    .collect::<Option<_>>()?,
+            ),
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), v);
+    }
+    if let Some(props) = o.get("properties").and_then(Value::as_object) {
+        let required: Vec<&str> = o
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut strict_props = Map::new();
+        for (name, prop) in props {
+            let prop = strict_openai(prop)?;
+            let prop = if required.contains(&name.as_str()) {
+                prop
+            } else {
+                nullable(prop)
+            };
+            strict_props.insert(name.clone(), prop);
+        }
+        out.insert(
+            "required".into(),
+            Value::Array(props.keys().map(|k| Value::String(k.clone())).collect()),
+        );
+        out.insert("properties".into(), Value::Object(strict_props));
+        out.insert("additionalProperties".into(), Value::Bool(false));
+    } else if o.get("type") == Some(&json!("object")) {
+        out.insert("properties".into(), json!({}));
+        out.insert("required".into(), json!([]));
+        out.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    Some(Value::Object(out))
+}
+
+/// A schema that also takes `null`.
+fn nullable(schema: Value) -> Value {
+    match schema {
+        Value::Object(mut o) => match o.get("type").cloned() {
+            Some(Value::String(t)) if t != "null" => {
+                o.insert("type".into(), json!([t, "null"]));
+                if let Some(Value::Array(e)) = o.get_mut("enum") {
+                    if !e.contains(&Value::Null) {
+                        e.push(Value::Null);
+                    }
+                }
+                Value::Object(o)
+            }
+            Some(Value::Array(mut ts)) => {
+                if !ts.contains(&json!("null")) {
+                    ts.push(json!("null"));
+                }
+                o.insert("type".into(), Value::Array(ts));
+                Value::Object(o)
+            }
+            _ => json!({"anyOf": [Value::Object(o), {"type": "null"}]}),
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<OutputSpec, SpecError> {
+        OutputSpec::parse(&v)
+    }
+
+    #[test]
+    fn each_kind_asks_the_model_for_an_object_and_unwraps_its_answer() {
+        let person = json!({"type": "object", "properties": {"name": {"type": "string"}}});
+        let object = parse(json!({"type": "object", "schema": person})).unwrap();
+        assert_eq!(object.schema, person);
+        assert_eq!(
+            (object.name.as_str(), object.strategy, object.on_invalid),
+            ("answer", Strategy::Auto, OnInvalid::Repair)
+        );
+        let array = parse(json!({"type": "array", "schema": {"type": "string"}})).unwrap();
+        assert_eq!(
+            array.schema["properties"]["elements"]["items"],
+            json!({"type": "string"})
+        );
+        assert_eq!(
+            array.unwrap(json!({"elements": ["a", "b"]})),
+            json!(["a", "b"])
+        );
+        let choice = parse(json!({"type": "choice", "options": ["yes", "no"]})).unwrap();
+        assert_eq!(
+            choice.schema["properties"]["result"]["enum"],
+            json!(["yes", "no"])
+        );
+        assert_eq!(choice.unwrap(json!({"result": "no"})), json!("no"));
+        let any = parse(json!({"type": "json", "strategy": "prompt"})).unwrap();
+        assert_eq!(
+            (any.schema.clone(), any.strategy),
+            (json!({}), Strategy::Prompt)
+        );
+        assert_eq!(any.unwrap(json!([1])), json!([1]));
+    }
+
+    #[test]
+    fn a_bad_output_names_the_part_to_fix_by_its_pointer() {
+        let deep = (0..12).fold(
+            json!({"type": "string"}),
+            |inner, _| json!({"type": "object", "properties": {"x": inner}}),
+        );
+        let many: Map<String, Value> = (0..1001)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        let huge = json!({"type": "object", "description": "x".repeat(MAX_SCHEMA_BYTES)});
+        let cases = [
+            (json!("object"), ""),
+            (json!({"schema": {}}), "/type"),
+            (json!({"type": "table"}), "/type"),
+            (json!({"type": "object"}), "/schema"),
+            (json!({"type": "object", "schema": {"type": "array"}}), "/schema/type"),
+            (json!({"type": "object", "schema": deep}), "/schema/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x"),
+            (json!({"type": "object", "schema": {"type": "object", "properties": many}}), "/schema/properties"),
+            (json!({"type": "object", "schema": huge}), "/schema"),
+            (json!({"type": "object", "schema": {"type": "object", "properties": {"a/b": 3}}}), "/schema/properties/a~1b"),
+            (json!({"type": "choice"}), "/options"),
+            (json!({"type": "choice", "options": ["a", "a"]}), "/options/1"),
+            (json!({"type": "choice", "options": ["a"], "schema": {}}), "/schema"),
+            (json!({"type": "json", "name": "two words"}), "/name"),
+            (json!({"type": "json", "strategy": "magic"}), "/strategy"),
+            (json!({"type": "json", "on_invalid": "fallback"}), "/fallback"),
+            (json!({"type": "json", "colour": 1}), "/colour"),
+        ];
+        for (output, pointer) in cases {
+            let e = parse(output.clone()).unwrap_err();
+            assert_eq!(e.pointer, pointer, "{output}: {e}");
+            assert!(
+                e.to_string().starts_with(&format!("`output{pointer}`")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn openai_strict_mode_gets_every_property_required_and_optional_ones_nullable() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "age": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "object", "properties": {"k": {"enum": ["a", "b"]}}}},
+            },
+            "required": ["name"],
+        });
+        let strict = strict_openai(&schema).unwrap();
+        assert_eq!(strict["required"], json!(["name", "age", "tags"]));
+        assert_eq!(strict["additionalProperties"], json!(false));
+        assert_eq!(strict["properties"]["name"], json!({"type": "string"}));
+        assert_eq!(
+            strict["properties"]["age"]["type"],
+            json!(["integer", "null"])
+        );
+        let item = &strict["properties"]["tags"]["items"];
+        assert_eq!(item["required"], json!(["k"]));
+        assert_eq!(
+            item["properties"]["k"],
+            json!({"anyOf": [{"enum": ["a", "b"]}, {"type": "null"}]})
+        );
+        // A keyword strict mode refuses: sent as it is, without `strict`.
+        let loose = json!({"type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {}});
+        assert_eq!(strict_openai(&loose), None);
+        let open = json!({"type": "object", "additionalProperties": {"type": "string"}});
+        assert_eq!(strict_openai(&open), None);
+    }
+}
