@@ -13,6 +13,8 @@ pub trait Engine {
     fn exec(&self, query: &str, bindings: Option<Vec<SqlStorageValue>>) -> Result<Self::Cursor>;
     /// The rows of a cursor.
     fn rows<T: FromJsonOwned>(cursor: Self::Cursor) -> Result<Vec<T>>;
+    /// How many rows a cursor yields (`None` if reading them failed), read no further.
+    fn count(cursor: Self::Cursor) -> Option<i64>;
 }
 
 impl Engine for SqlStorage {
@@ -24,5 +26,15 @@ impl Engine for SqlStorage {
 
     fn rows<T: FromJsonOwned>(cursor: SqlCursor) -> Result<Vec<T>> {
         rows::cursor(cursor)
+    }
+
+    // Stepped through, not read as JSON: a crossing per row and none to write them out.
+    fn count(cursor: SqlCursor) -> Option<i64> {
+        let mut n = 0;
+        for row in cursor {
+            row.ok()?;
+            n += 1;
+        }
+        Some(n)
     }
 }

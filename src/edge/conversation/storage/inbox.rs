@@ -90,7 +90,7 @@ impl<E: Engine> Storage<E> {
                 now.into(),
             ],
         )?;
-        let added = E::rows::<Seq>(added).ok().map(|rows| rows.len() as i64);
+        let added = E::count(added);
         let known = self.known.queued.get();
         self.known.queued.set(known.zip(added).map(|(n, a)| n + a));
         Ok(Ok(self.waiting_len()?))
@@ -181,7 +181,7 @@ impl<E: Engine> Storage<E> {
             "DELETE FROM inbox WHERE seq = ? RETURNING seq",
             vec![seq.into()],
         )?;
-        let removed = E::rows::<Seq>(removed).ok().map(|rows| rows.len() as i64);
+        let removed = E::count(removed);
         let known = self.known.queued.get();
         self.known
             .queued

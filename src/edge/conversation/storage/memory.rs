@@ -91,6 +91,11 @@ impl Engine for Memory {
         Ok(serde_json::Value::Array(rows).to_string())
     }
 
+    fn count(cursor: String) -> Option<i64> {
+        let rows: Vec<serde_json::Value> = crate::llm::json::from_str(&cursor).ok()?;
+        i64::try_from(rows.len()).ok()
+    }
+
     fn rows<T: FromJsonOwned>(cursor: String) -> Result<Vec<T>> {
         crate::llm::json::from_str(&cursor).map_err(|e| Error::RustError(e.to_string()))
     }
