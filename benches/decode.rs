@@ -127,6 +127,7 @@ fn bench(name: &str, provider: &dyn Provider, chunks: &[Vec<u8>]) {
         temperature: None,
         call_ids: "call_1_",
         billing: None,
+        answer: None,
     };
     let bytes: usize = chunks.iter().map(Vec::len).sum();
     let mut best = f64::MAX;

@@ -160,6 +160,7 @@ impl Compactor {
             // No tools are offered: a summary has no calls to name.
             call_ids: "call_summary_",
             billing: Some(&billed),
+            answer: None,
         };
         let mut completion = provider.complete(&request).await;
         // Whatever the provider did not report is estimated (see `charge_unreported`).

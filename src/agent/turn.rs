@@ -199,6 +199,7 @@ pub async fn run_agent_turn(
             temperature: state.temperature,
             call_ids: &call_ids,
             billing: Some(&billed),
+            answer: None,
         };
         let mut completion = provider
             .stream(&request, &mut |event| match event {

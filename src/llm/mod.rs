@@ -33,6 +33,6 @@ pub use transport::{
     idle_timeout, ApiRequest, ByteStream, HttpRequest, HttpResponse, HttpTransport, IDLE_TIMEOUT,
 };
 pub use types::{
-    AssistantMessage, ContentBlock, LlmRequest, Message, StopReason, ToolCall, ToolDef, ToolResult,
-    Usage,
+    AnswerFormat, AssistantMessage, ContentBlock, LlmRequest, Message, StopReason, ToolCall,
+    ToolDef, ToolResult, Usage,
 };

@@ -375,6 +375,22 @@ impl std::fmt::Debug for dyn Billing + '_ {
     }
 }
 
+/// How a call asks for a typed answer (a JSON value of a given shape).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AnswerFormat<'a> {
+    /// The provider's own structured output: the answer's text is JSON that matches `schema`
+    /// (an object schema). `strict`: the schema is in the strict form the provider checks
+    /// (OpenAI's).
+    Schema {
+        name: &'a str,
+        schema: &'a Value,
+        strict: bool,
+    },
+    /// The model must call the tool `name` (one of the call's tools), once: its input is the
+    /// answer.
+    Tool { name: &'a str },
+}
+
 /// One LLM call. Borrows the history so nothing is copied per call.
 #[derive(Debug, Clone, Copy)]
 pub struct LlmRequest<'a> {
@@ -390,4 +406,6 @@ pub struct LlmRequest<'a> {
     /// Told of every attempt a retry or a fallback gives up on that was billed, before the call
     /// goes on (see [`Billing`]); `None` goes on regardless.
     pub billing: Option<&'a dyn Billing>,
+    /// A typed answer's format; `None`: the model answers as it likes.
+    pub answer: Option<AnswerFormat<'a>>,
 }

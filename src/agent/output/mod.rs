@@ -1,8 +1,9 @@
 //! Typed answers: a turn that answers with a JSON value of a given shape (issue 58). Here so
 //! far, tested natively and not yet reachable through the API: what a request's `output` says
 //! (`spec`, with OpenAI's strict form of a schema) and the parser that shows the answer as it
-//! streams (`partial`). The per-provider strategies, validation and repair, and the stream's
-//! `data-output` part come next.
+//! streams (`partial`); each provider's request takes the form asked for
+//! (`llm::AnswerFormat`). Choosing the form per provider, validation and repair, and the
+//! stream's `data-output` part come next.
 
 pub mod partial;
 pub mod spec;

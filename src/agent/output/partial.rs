@@ -4,10 +4,15 @@
 //!
 //! What `value` shows is always a prefix of the final document: open objects and arrays are
 //! closed, an open string shows what it holds so far, and what cannot be known yet is left out
-//! (a number or literal still being read, an object key whose value has not begun). Text before
-//! the first `{` or `[` (a code fence, a sentence) and after the document ends is skipped.
+//! (a number or literal still being read, an object key whose value has not begun). The
+//! document is an object (what a typed answer always asks for): text before its first `{` (a
+//! code fence, a sentence) and after its end is skipped.
+//!
+//! `value` copies the tree, so it is for a reader's pace (a part re-sent every 50 ms at most),
+//! not for every piece. Separators are read loosely (`[1 2]` passes): the answer that counts is
+//! the strict parse of [`PartialJson::span`]'s bytes, validated.
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 /// Deepest nesting read: a document deeper than this is not one a schema asks for.
 const MAX_DEPTH: usize = 128;
@@ -24,8 +29,10 @@ pub struct PartialJson {
     lex: Lex,
     /// Bytes of the string, number or literal being read.
     token: Vec<u8>,
-    /// Whether the document began (its first `{` or `[` was read).
-    begun: bool,
+    /// Bytes read, and where the document began and ended among them.
+    read: usize,
+    start: Option<usize>,
+    end: Option<usize>,
     /// Why the text is not JSON; nothing more is read once it is set.
     error: Option<String>,
     /// Whether anything `value` shows changed since [`PartialJson::take_changed`].
@@ -72,7 +79,17 @@ impl PartialJson {
             if let Err(e) = self.byte(b) {
                 self.error = Some(e);
             }
+            self.read += 1;
+            if self.done.is_some() {
+                self.end = Some(self.read);
+            }
         }
+    }
+
+    /// Where the document lies in the bytes pushed: from its `{` to the end of its `}`, once
+    /// it has ended.
+    pub fn span(&self) -> Option<std::ops::Range<usize>> {
+        Some(self.start?..self.end?)
     }
 
     /// Why the text is not JSON, if it is not.
@@ -144,10 +161,10 @@ impl PartialJson {
     }
 
     fn between(&mut self, b: u8) -> Result<(), String> {
-        if !self.begun {
+        if self.start.is_none() {
             // Whatever comes before the document (a fence, a sentence) is not part of it.
-            if b == b'{' || b == b'[' {
-                self.begun = true;
+            if b == b'{' {
+                self.start = Some(self.read);
             } else {
                 return Ok(());
             }
@@ -264,7 +281,11 @@ impl PartialJson {
                 .map_err(|_| "a string that is not UTF-8".to_string())?;
             self.lex = Lex::Between;
             if key {
-                if let Some(Frame::Object { key, .. }) = self.stack.last_mut() {
+                if let Some(Frame::Object { key, map }) = self.stack.last_mut() {
+                    // A second value for a key would take back what was shown of the first.
+                    if map.contains_key(&text) {
+                        return Err(format!("the key `{}` twice", clip(&text)));
+                    }
                     *key = Some(text);
                 }
             } else {
@@ -323,8 +344,12 @@ impl PartialJson {
 
     fn end_scalar(&mut self) -> Result<(), String> {
         self.lex = Lex::Between;
-        let value = literal(&self.token)
-            .ok_or_else(|| format!("`{}` is not JSON", String::from_utf8_lossy(&self.token)))?;
+        let value = literal(&self.token).ok_or_else(|| {
+            format!(
+                "`{}` is not JSON",
+                clip(&String::from_utf8_lossy(&self.token))
+            )
+        })?;
         self.place(value);
         Ok(())
     }
@@ -354,20 +379,22 @@ fn literal(token: &[u8]) -> Option<Value> {
         b"true" => Some(Value::Bool(true)),
         b"false" => Some(Value::Bool(false)),
         b"null" => Some(Value::Null),
+        // JSON's own grammar (no `+1`, `01`, `.5`), read as the whole document's parse would.
         number => {
             let text = std::str::from_utf8(number).ok()?;
-            let valid = text
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b"-+.eE".contains(&b));
-            if !valid {
-                return None;
+            match crate::llm::json::from_str::<Value>(text).ok()? {
+                n @ Value::Number(_) => Some(n),
+                _ => None,
             }
-            let n = match text.parse::<i64>() {
-                Ok(n) => Number::from(n),
-                Err(_) => Number::from_f64(text.parse::<f64>().ok()?)?,
-            };
-            Some(Value::Number(n))
         }
+    }
+}
+
+/// At most 40 characters of `text`, for an error message.
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
     }
 }
 
@@ -411,7 +438,7 @@ mod tests {
 
     const DOCUMENTS: &[&str] = &[
         r#"{"name": "Ada", "age": 36, "langs": ["en", "fr"], "ok": true, "none": null}"#,
-        r#"[{"a": -1.5e3, "b": [1, 2, [3, {"c": false}]]}, 0, "x\"y\\z\/", {}]"#,
+        r#"{"list": [{"a": -1.5e3, "b": [1, 2, [3, {"c": false}]]}, 0, "x\"y\\z\/", {}], "big": 18446744073709551615, "neg": -0}"#,
         r#"{"text": "caf\u00e9 \ud83d\ude00 é 😀 \n\t end", "n": 12345678901234}"#,
         r#"  {"nested": {"deeper": {"deepest": ["one", "two", "three"]}}, "empty": []}  "#,
     ];
@@ -493,8 +520,20 @@ mod tests {
     #[test]
     fn text_around_the_document_is_skipped_and_what_is_not_json_is_told() {
         let mut p = PartialJson::new();
-        p.push(b"Here it is:\n```json\n{\"a\": 1}\n```\nDone.");
+        let text = b"Step [1] of it:\n```json\n{\"a\": 1}\n```\nDone.";
+        p.push(text);
         assert_eq!(p.done(), Some(&serde_json::json!({"a": 1})));
+        assert_eq!(&text[p.span().unwrap()], b"{\"a\": 1}");
+        for bad in [
+            &b"{\"a\": +1}"[..],
+            b"{\"a\": 01}",
+            b"{\"a\": .5}",
+            b"{\"a\": 1, \"a\": 2}",
+        ] {
+            let mut p = PartialJson::new();
+            p.push(bad);
+            assert!(p.error().is_some(), "{}", String::from_utf8_lossy(bad));
+        }
         let mut bad = PartialJson::new();
         bad.push(b"{\"a\": tru}");
         assert!(
@@ -503,7 +542,8 @@ mod tests {
             bad.error()
         );
         let mut deep = PartialJson::new();
-        deep.push(&[b'['; MAX_DEPTH + 1]);
+        deep.push(b"{\"a\":");
+        deep.push(&[b'['; MAX_DEPTH]);
         assert!(deep.error().is_some());
         assert!(PartialJson::new().value().is_none());
     }

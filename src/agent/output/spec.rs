@@ -14,8 +14,10 @@ pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
 pub const MAX_SCHEMA_DEPTH: usize = 10;
 /// The most properties a schema may declare, all objects together.
 pub const MAX_SCHEMA_PROPERTIES: usize = 1_000;
-/// The most options a `choice` may offer.
+/// The most options a `choice` may offer, and their most characters in all (OpenAI's bounds on
+/// an `enum`).
 pub const MAX_CHOICES: usize = 500;
+pub const MAX_CHOICE_CHARS: usize = 15_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -119,7 +121,8 @@ impl OutputSpec {
                 return Err(at("/schema", "is not taken by this `type`"))
             }
             (_, Some(schema)) => {
-                check_schema(schema)?;
+                // An array's elements sit two levels down in what the model is asked for.
+                check_schema(schema, if kind == Kind::Array { 2 } else { 0 })?;
                 if kind == Kind::Object && schema.get("type") != Some(&json!("object")) {
                     return Err(at("/schema/type", "must be \"object\""));
                 }
@@ -133,12 +136,23 @@ impl OutputSpec {
                     return Err(at("/options", format!("offers more than {MAX_CHOICES}")));
                 }
                 let mut options = Vec::with_capacity(items.len());
+                let mut seen = std::collections::HashSet::new();
+                let mut chars = 0;
                 for (i, item) in items.iter().enumerate() {
-                    match item.as_str() {
-                        Some(s) if !options.contains(&s) => options.push(s),
-                        Some(_) => return Err(at(format!("/options/{i}"), "is there twice")),
-                        None => return Err(at(format!("/options/{i}"), "must be a string")),
+                    let Some(s) = item.as_str() else {
+                        return Err(at(format!("/options/{i}"), "must be a string"));
+                    };
+                    if !seen.insert(s) {
+                        return Err(at(format!("/options/{i}"), "is there twice"));
                     }
+                    chars += s.chars().count();
+                    if chars > MAX_CHOICE_CHARS {
+                        return Err(at(
+                            format!("/options/{i}"),
+                            format!("takes the options past {MAX_CHOICE_CHARS} characters in all"),
+                        ));
+                    }
+                    options.push(s);
                 }
                 options
             }
@@ -231,8 +245,9 @@ fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Size, depth and property count within what every provider takes.
-fn check_schema(schema: &Value) -> Result<(), SpecError> {
+/// Size, depth and property count within what every provider takes; `depth`: the levels the
+/// schema sits under in what the model is asked for.
+fn check_schema(schema: &Value, depth: usize) -> Result<(), SpecError> {
     let bytes = serde_json::to_string(schema).map_or(usize::MAX, |s| s.len());
     if bytes > MAX_SCHEMA_BYTES {
         return Err(at(
@@ -244,7 +259,7 @@ fn check_schema(schema: &Value) -> Result<(), SpecError> {
         return Err(at("/schema", "must be a JSON Schema object"));
     }
     let mut properties = 0;
-    walk(schema, "/schema", 0, &mut properties)
+    walk(schema, "/schema", depth, &mut properties)
 }
 
 /// Checks one schema object and those inside it, counting nesting by objects and arrays.
@@ -260,11 +275,23 @@ fn walk(
             _ => Err(at(pointer, "must be a JSON Schema (an object)")),
         };
     };
-    let nests = matches!(
-        o.get("type").and_then(Value::as_str),
-        Some("object" | "array")
-    );
+    // An object or an array, by its `type` (or one of its types) or by what it declares.
+    let typed = |t: &Value| matches!(t.as_str(), Some("object" | "array"));
+    let nests = match o.get("type") {
+        Some(Value::Array(types)) => types.iter().any(typed),
+        Some(t) => typed(t),
+        None => o.contains_key("properties") || o.contains_key("items"),
+    };
     let depth = depth + usize::from(nests);
+    if let Some(r) = o.get("$ref") {
+        // Only within the schema: nothing is fetched.
+        if !r.as_str().is_some_and(|r| r.starts_with('#')) {
+            return Err(at(
+                format!("{pointer}/$ref"),
+                "must point within the schema (`#...`)",
+            ));
+        }
+    }
     if depth > MAX_SCHEMA_DEPTH {
         return Err(at(
             pointer,
@@ -344,9 +371,18 @@ const NOT_STRICT: &[&str] = &[
 ];
 
 /// `schema` as OpenAI's strict mode takes it: every property required, those that were
-/// optional made nullable, `additionalProperties: false` on every object; `None` when the schema
-/// uses a keyword strict mode refuses (it is then sent without `strict`).
+/// optional made nullable, `additionalProperties: false` on every object; `None` when strict
+/// mode cannot take it (a keyword it refuses, an object of free-form keys, a root that is not
+/// an object): it is then sent without `strict`.
 pub fn strict_openai(schema: &Value) -> Option<Value> {
+    let root = schema.as_object()?;
+    if root.get("type") != Some(&json!("object")) || root.contains_key("anyOf") {
+        return None;
+    }
+    strict_part(schema)
+}
+
+fn strict_part(schema: &Value) -> Option<Value> {
     let Value::Object(o) = schema else {
         return Some(schema.clone());
     };
@@ -361,7 +397,7 @@ pub fn strict_openai(schema: &Value) -> Option<Value> {
     let mut out = Map::new();
     for (k, v) in o {
         let v = match k.as_str() {
-            "items" | "additionalProperties" => strict_openai(v)?,
+            "items" | "additionalProperties" => strict_part(v)?,
             "anyOf" | "prefixItems" => Value::Array(
                 v.as_array()?
                     .iter()
@@ -371,7 +407,7 @@ pub fn strict_openai(schema: &Value) -> Option<Value> {
             "$defs" | "definitions" => Value::Object(
                 v.as_object()?
                     .iter()
-                    .map(|(k, v)| Some((k.clone(), strict_openai(v)?)))
+                    .map(|(k, v)| Some((k.clone(), strict_part(v)?)))
                     .collect::<Option<_>>()?,
             ),
             _ => v.clone(),
@@ -386,7 +422,7 @@ pub fn strict_openai(schema: &Value) -> Option<Value> {
             .unwrap_or_default();
         let mut strict_props = Map::new();
         for (name, prop) in props {
-            let prop = strict_openai(prop)?;
+            let prop = strict_part(prop)?;
             let prop = if required.contains(&name.as_str()) {
                 prop
             } else {
@@ -400,10 +436,15 @@ pub fn strict_openai(schema: &Value) -> Option<Value> {
         );
         out.insert("properties".into(), Value::Object(strict_props));
         out.insert("additionalProperties".into(), Value::Bool(false));
-    } else if o.get("type") == Some(&json!("object")) {
-        out.insert("properties".into(), json!({}));
-        out.insert("required".into(), json!([]));
-        out.insert("additionalProperties".into(), Value::Bool(false));
+    } else {
+        // An object of free-form keys cannot be strict (it would be held to `{}`).
+        let types_object = |t: &Value| match t {
+            Value::Array(ts) => ts.iter().any(|t| t == "object"),
+            t => t == "object",
+        };
+        if o.get("type").is_some_and(types_object) {
+            return None;
+        }
     }
     Some(Value::Object(out))
 }
@@ -426,6 +467,11 @@ fn nullable(schema: Value) -> Value {
                     ts.push(json!("null"));
                 }
                 o.insert("type".into(), Value::Array(ts));
+                if let Some(Value::Array(e)) = o.get_mut("enum") {
+                    if !e.contains(&Value::Null) {
+                        e.push(Value::Null);
+                    }
+                }
                 Value::Object(o)
             }
             _ => json!({"anyOf": [Value::Object(o), {"type": "null"}]}),
@@ -501,6 +547,12 @@ mod tests {
             (json!({"type": "json", "strategy": "magic"}), "/strategy"),
             (json!({"type": "json", "on_invalid": "fallback"}), "/fallback"),
             (json!({"type": "json", "colour": 1}), "/colour"),
+            // Nesting counted by types listed and by what a schema declares, and the array
+            // wrapper's two levels.
+            (json!({"type": "object", "schema": (0..11).fold(json!({"type": "string"}), |inner, _| json!({"type": ["object", "null"], "properties": {"x": inner}}))}), "/schema/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x"),
+            (json!({"type": "array", "schema": (0..9).fold(json!({"type": "string"}), |inner, _| json!({"properties": {"x": inner}}))}), "/schema/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x/properties/x"),
+            (json!({"type": "object", "schema": {"type": "object", "properties": {"a": {"$ref": "https://evil.example/s.json"}}}}), "/schema/properties/a/$ref"),
+            (json!({"type": "choice", "options": ["x".repeat(10_000), "y".repeat(10_000)]}), "/options/1"),
         ];
         for (output, pointer) in cases {
             let e = parse(output.clone()).unwrap_err();
@@ -542,5 +594,17 @@ mod tests {
         assert_eq!(strict_openai(&loose), None);
         let open = json!({"type": "object", "additionalProperties": {"type": "string"}});
         assert_eq!(strict_openai(&open), None);
+        // The root must be an object; an object of free-form keys cannot be held to `{}`.
+        assert_eq!(strict_openai(&json!({})), None);
+        assert_eq!(strict_openai(&json!({"anyOf": [{"type": "object"}]})), None);
+        let free = json!({"type": "object", "properties": {"meta": {"type": ["object", "null"]}}, "required": ["meta"]});
+        assert_eq!(strict_openai(&free), None);
+        // An optional field of several types with an enum may be null too.
+        let typed = json!({"type": "object", "properties": {"n": {"type": ["integer", "string"], "enum": [1, "a"]}}});
+        let strict = strict_openai(&typed).unwrap();
+        assert_eq!(
+            strict["properties"]["n"],
+            json!({"type": ["integer", "string", "null"], "enum": [1, "a", null]})
+        );
     }
 }

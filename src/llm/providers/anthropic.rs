@@ -21,8 +21,8 @@ use crate::llm::provider::{read_event, Decode, Endpoint, Flow, Framing, HttpProv
 use crate::llm::provider::{ProviderInfo, Reach};
 use crate::llm::transport::join_url;
 use crate::llm::{
-    ContentBlock, FileData, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
-    Message, ModelRef, StopReason, Usage,
+    AnswerFormat, ContentBlock, FileData, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent,
+    LlmRequest, Message, ModelRef, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -91,6 +91,19 @@ impl WireApi for Anthropic {
                 .collect(),
             temperature: request.temperature,
             stream: true,
+            // A typed answer: the one tool to call, alone; or Claude's structured output.
+            tool_choice: match request.answer {
+                Some(AnswerFormat::Tool { name }) => Some(serde_json::json!(
+                    {"type": "tool", "name": name, "disable_parallel_tool_use": true}
+                )),
+                _ => None,
+            },
+            output_config: match request.answer {
+                Some(AnswerFormat::Schema { schema, .. }) => Some(serde_json::json!(
+                    {"format": {"type": "json_schema", "schema": schema}}
+                )),
+                _ => None,
+            },
         };
         let body = serde_json::to_string(&body)
             .map_err(|e| LlmError::Config(format!("could not encode the request: {e}")))?;
@@ -369,6 +382,10 @@ mod wire {
         #[serde(skip_serializing_if = "Option::is_none")]
         pub temperature: Option<f32>,
         pub stream: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub tool_choice: Option<serde_json::Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub output_config: Option<serde_json::Value>,
     }
 
     #[derive(Serialize)]
@@ -692,6 +709,7 @@ mod tests {
             temperature: None,
             call_ids: "call_1_",
             billing: None,
+            answer: None,
         };
         let body: serde_json::Value =
             crate::llm::json::from_str(&provider.http_request(&request).unwrap().body).unwrap();
@@ -835,6 +853,7 @@ mod tests {
             temperature: None,
             call_ids: "call_1_",
             billing: None,
+            answer: None,
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(http.url, "http://127.0.0.1:1/v1/messages");

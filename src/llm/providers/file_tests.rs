@@ -65,6 +65,7 @@ fn sent_for(
         temperature: None,
         call_ids: "call_1_",
         billing: None,
+        answer: None,
     };
     futures::executor::block_on(provider.stream(&request, &mut |_| {}));
     let sent = transport.last_request.borrow().clone().unwrap();

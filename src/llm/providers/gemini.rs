@@ -26,8 +26,8 @@ use crate::llm::provider::{read_event, Decode, Endpoint, Flow, Framing, HttpProv
 use crate::llm::provider::{ProviderInfo, Reach};
 use crate::llm::transport::join_url;
 use crate::llm::{
-    ContentBlock, FileData, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
-    ModelRef, StopReason, Usage,
+    AnswerFormat, ContentBlock, FileData, HttpRequest, HttpTransport, LlmError, LlmEvent,
+    LlmRequest, Message, ModelRef, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -88,6 +88,17 @@ impl WireApi for Gemini {
                 parameters: gemini_schema(&t.input_schema),
             })
             .collect();
+        let schema = match request.answer {
+            Some(AnswerFormat::Schema { .. }) if !request.tools.is_empty() => {
+                return Err(LlmError::Config(
+                    "Gemini does not answer in JSON of a schema while it is offered tools: ask \
+                     for the typed answer as a tool"
+                        .into(),
+                ));
+            }
+            Some(AnswerFormat::Schema { schema, .. }) => Some(schema),
+            _ => None,
+        };
         let body = wire::Request {
             contents: encode_contents(request.messages),
             system_instruction: request.system.map(|text| wire::Content {
@@ -101,9 +112,19 @@ impl WireApi for Gemini {
                     function_declarations: declarations,
                 }]
             },
+            // A typed answer: JSON of a schema (Gemini refuses it beside function calling:
+            // a call with tools asks for the tool form); or the one function to call.
+            tool_config: match request.answer {
+                Some(AnswerFormat::Tool { name }) => Some(serde_json::json!(
+                    {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}}
+                )),
+                _ => None,
+            },
             generation_config: wire::GenerationConfig {
                 max_output_tokens: request.max_tokens,
                 temperature: request.temperature,
+                response_mime_type: schema.map(|_| "application/json"),
+                response_json_schema: schema.cloned(),
             },
         };
         let body = serde_json::to_string(&body)
@@ -363,6 +384,8 @@ mod wire {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         pub tools: Vec<Tools<'a>>,
         pub generation_config: GenerationConfig,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub tool_config: Option<serde_json::Value>,
     }
 
     #[derive(Serialize)]
@@ -437,6 +460,10 @@ mod wire {
         pub max_output_tokens: u32,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub temperature: Option<f32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub response_mime_type: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub response_json_schema: Option<serde_json::Value>,
     }
 
     pub struct Chunk<'a> {
@@ -692,6 +719,7 @@ mod tests {
             temperature: None,
             call_ids: "call_1_",
             billing: None,
+            answer: None,
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(

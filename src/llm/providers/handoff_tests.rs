@@ -193,6 +193,7 @@ fn request(messages: &[Message]) -> LlmRequest<'_> {
         temperature: None,
         call_ids: "call_1_",
         billing: None,
+        answer: None,
     }
 }
 

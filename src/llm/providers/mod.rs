@@ -15,6 +15,8 @@ pub mod openai;
 pub mod workers_ai;
 
 #[cfg(test)]
+mod answer_tests;
+#[cfg(test)]
 mod file_tests;
 #[cfg(test)]
 mod handoff_tests;

@@ -21,8 +21,8 @@ use crate::llm::provider::{read_event, Decode, Endpoint, Flow, Framing, HttpProv
 use crate::llm::provider::{ProviderInfo, Reach};
 use crate::llm::transport::join_url;
 use crate::llm::{
-    ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message, ModelRef,
-    StopReason, Usage,
+    AnswerFormat, ContentBlock, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest,
+    Message, ModelRef, StopReason, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
@@ -68,6 +68,17 @@ impl WireApi for Ollama {
         endpoint: &Endpoint,
         request: &LlmRequest<'_>,
     ) -> Result<HttpRequest, LlmError> {
+        let format =
+            match request.answer {
+                None => None,
+                Some(AnswerFormat::Schema { schema, .. }) => Some(schema),
+                // Ollama's chat API has no way to make a model call a given tool.
+                Some(AnswerFormat::Tool { .. }) => return Err(LlmError::Config(
+                    "Ollama cannot be made to call a given tool: ask for the typed answer as a \
+                     schema"
+                        .into(),
+                )),
+            };
         let body = wire::Request {
             model: &endpoint.model.model,
             messages: encode_messages(request.system, request.messages),
@@ -88,6 +99,7 @@ impl WireApi for Ollama {
                 num_predict: request.max_tokens,
                 temperature: request.temperature,
             },
+            format,
         };
         let body = serde_json::to_string(&body)
             .map_err(|e| LlmError::Config(format!("could not encode the request: {e}")))?;
@@ -260,6 +272,9 @@ mod wire {
         pub tools: Vec<Tool<'a>>,
         pub stream: bool,
         pub options: Options,
+        /// A typed answer's JSON schema.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub format: Option<&'a serde_json::Value>,
     }
 
     #[derive(Serialize)]

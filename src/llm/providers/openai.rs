@@ -17,15 +17,15 @@ use std::borrow::Cow;
 use std::rc::Rc;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::llm::assembler::Assembler;
 use crate::llm::provider::{read_event, Decode, Endpoint, Flow, Framing, HttpProvider, WireApi};
 use crate::llm::provider::{ProviderInfo, Reach};
 use crate::llm::transport::join_url;
 use crate::llm::{
-    ContentBlock, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent, LlmRequest, Message,
-    ModelRef, StopReason, ToolDef, Usage,
+    AnswerFormat, ContentBlock, FileKind, HttpRequest, HttpTransport, LlmError, LlmEvent,
+    LlmRequest, Message, ModelRef, StopReason, ToolDef, Usage,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -76,6 +76,7 @@ impl WireApi for OpenAiChat {
         endpoint: &Endpoint,
         request: &LlmRequest<'_>,
     ) -> Result<HttpRequest, LlmError> {
+        let (response_format, tool_choice, parallel_tool_calls) = answer_fields(request.answer);
         let body = wire::Request {
             model: &endpoint.model.model,
             messages: encode_messages(request.system, request.messages),
@@ -86,6 +87,9 @@ impl WireApi for OpenAiChat {
             stream_options: wire::StreamOptions {
                 include_usage: true,
             },
+            response_format,
+            tool_choice,
+            parallel_tool_calls,
         };
         let body = serde_json::to_string(&body)
             .map_err(|e| LlmError::Config(format!("could not encode the request: {e}")))?;
@@ -109,6 +113,31 @@ impl WireApi for OpenAiChat {
 
     fn decoder(&self, request: &LlmRequest<'_>) -> Box<dyn Decode> {
         Box::new(Decoder::with_ids(request.call_ids))
+    }
+}
+
+/// A typed answer's `response_format` (a JSON schema), or its `tool_choice` (the one tool to
+/// call, alone).
+type AnswerFields = (Option<Value>, Option<Value>, Option<bool>);
+
+fn answer_fields(answer: Option<AnswerFormat<'_>>) -> AnswerFields {
+    match answer {
+        None => (None, None, None),
+        Some(AnswerFormat::Schema {
+            name,
+            schema,
+            strict,
+        }) => {
+            let format = json!({
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": strict},
+            });
+            (Some(format), None, None)
+        }
+        Some(AnswerFormat::Tool { name }) => {
+            let choice = json!({"type": "function", "function": {"name": name}});
+            (None, Some(choice), Some(false))
+        }
     }
 }
 
@@ -358,6 +387,12 @@ pub(crate) mod wire {
         pub temperature: Option<f32>,
         pub stream: bool,
         pub stream_options: StreamOptions,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub response_format: Option<serde_json::Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub tool_choice: Option<serde_json::Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub parallel_tool_calls: Option<bool>,
     }
 
     #[derive(Serialize)]
@@ -757,6 +792,7 @@ mod tests {
             temperature: Some(0.5),
             call_ids: "call_1_",
             billing: None,
+            answer: None,
         };
         let http = provider.http_request(&request).unwrap();
         assert_eq!(http.url, "http://127.0.0.1:1/v1/chat/completions");

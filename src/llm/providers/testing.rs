@@ -89,6 +89,7 @@ pub fn request() -> LlmRequest<'static> {
         temperature: None,
         call_ids: "call_0_",
         billing: None,
+        answer: None,
     }
 }
 

@@ -19,7 +19,7 @@ use crate::llm::assembler::Assembler;
 use crate::llm::provider::{decode_body, failed, read_event, Decode, Flow, Framing};
 use crate::llm::provider::{ProviderInfo, Reach};
 use crate::llm::{
-    ByteStream, Completion, LlmError, LlmEvent, LlmRequest, ModelRef, Provider, Usage,
+    AnswerFormat, ByteStream, Completion, LlmError, LlmEvent, LlmRequest, ModelRef, Provider, Usage,
 };
 
 /// The `AI` binding: run a model on a JSON input, streaming.
@@ -49,9 +49,28 @@ impl WorkersAi {
 
     /// The binding's input for one streamed call.
     pub fn input(&self, request: &LlmRequest<'_>) -> Result<String, LlmError> {
+        let tools = match request.answer {
+            None => openai::encode_tools(request.tools),
+            // Workers AI refuses `response_format` on a streamed call (AiError 5023).
+            Some(AnswerFormat::Schema { .. }) => {
+                return Err(LlmError::Config(
+                    "Workers AI does not take a JSON schema on a streamed call: ask for the \
+                     typed answer as a tool"
+                        .into(),
+                ))
+            }
+            // It has no `tool_choice`: the tool is offered alone.
+            Some(AnswerFormat::Tool { name }) => {
+                let only: Vec<_> = openai::encode_tools(request.tools)
+                    .into_iter()
+                    .filter(|t| t.function.name == name)
+                    .collect();
+                only
+            }
+        };
         let input = Input {
             messages: openai::encode_messages(request.system, request.messages),
-            tools: openai::encode_tools(request.tools),
+            tools,
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             stream: true,
@@ -276,6 +295,7 @@ mod tests {
             temperature: None,
             call_ids: "call_1_",
             billing: None,
+            answer: None,
         };
         let c = futures::executor::block_on(provider.stream(&request, &mut |_| {}));
         let (model, input) = binding.seen.borrow()[0].clone();

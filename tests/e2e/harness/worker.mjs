@@ -20,6 +20,9 @@ export async function freePort() {
   return port;
 }
 
+/** `text` without its terminal colour codes. */
+export const uncoloured = (text) => text.replace(/\x1b\[[0-9;]*m/g, "");
+
 export function freshPersistDir() {
   return mkdtempSync(path.join(tmpdir(), "edge-agent-e2e-"));
 }
@@ -77,21 +80,30 @@ async function spawnWorker(configs, vars, persistDir, healthPath, extra) {
   child.stderr.on("data", (d) => (log += d));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
+  // A start that fails leaves nothing behind: its process group holds the port and its pipes
+  // would keep the test file from exiting.
+  const failed = (message, portTaken = false) => {
+    try { process.kill(-child.pid, "SIGKILL"); } catch {}
+    child.stdout.destroy();
+    child.stderr.destroy();
+    return Object.assign(new Error(`${message}:\n${log}`), { portTaken });
+  };
   for (;;) {
-    if (child.exitCode !== null) {
-      const e = new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
-      e.portTaken = log.includes("Address already in use");
-      throw e;
+    const plain = uncoloured(log);
+    const taken = /address already in use|EADDRINUSE/i.test(plain);
+    if (child.exitCode !== null || child.signalCode !== null || taken) {
+      throw failed(taken ? "wrangler dev found its port taken" : `wrangler dev exited ${child.exitCode}`, taken);
     }
     // Only once this wrangler says it listens: the port may be another file's Worker's, which
-    // would answer the probe while this one fails to bind it.
-    if (log.includes(`Ready on ${url}`)) {
+    // would answer the probe while this one fails to bind it. (Colours are stripped: a test
+    // runner writing to a terminal sets FORCE_COLOR for its files.)
+    if (plain.includes(`Ready on ${url}`)) {
       try {
-        const r = await fetch(`${url}${healthPath}`);
+        const r = await fetch(`${url}${healthPath}`, { signal: AbortSignal.timeout(5_000) });
         if (r.status === 200) break;
       } catch {}
     }
-    if (Date.now() > deadline) throw new Error(`wrangler dev did not become healthy in 60 s:\n${log}`);
+    if (Date.now() > deadline) throw failed("wrangler dev did not become healthy in 60 s");
     await sleep(250);
   }
   return {
@@ -110,19 +122,19 @@ async function spawnWorker(configs, vars, persistDir, healthPath, extra) {
     },
     /** The structured (JSON) lines the Worker logged, colours stripped. */
     jsonLines: () => log.split("\n").flatMap((line) => {
-      const plain = line.replace(/\x1b\[[0-9;]*m/g, "");
+      const plain = uncoloured(line);
       const at = plain.indexOf("{\"");
       try { return at < 0 ? [] : [JSON.parse(plain.slice(at))]; } catch { return []; }
     }),
     /** Kills workerd outright, as a crash would: running turns die without cleaning up. */
     async kill() {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((r) => child.on("exit", r));
       try { process.kill(-child.pid, "SIGKILL"); } catch {}
       await exited;
     },
     async stop() {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((r) => child.on("exit", r));
       try { process.kill(-child.pid, "SIGTERM"); } catch {}
       await Promise.race([exited, sleep(5000)]);
