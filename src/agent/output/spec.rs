@@ -449,6 +449,53 @@ fn strict_part(schema: &Value) -> Option<Value> {
     Some(Value::Object(out))
 }
 
+/// An answer given under [`strict_openai`]'s form of `schema`, back in `schema`'s: an optional
+/// property the model set to `null` (strict mode has it say every property) is left out again,
+/// unless `schema` itself allows `null` there. Checked against `schema` after this.
+pub fn unstrict(schema: &Value, value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let kept = map.into_iter().filter_map(|(k, v)| {
+                let own = properties.and_then(|p| p.get(&k));
+                let added =
+                    v.is_null() && !required.contains(&k.as_str()) && !own.is_some_and(allows_null);
+                match (added, own) {
+                    (true, _) => None,
+                    (false, Some(own)) => Some((k, unstrict(own, v))),
+                    (false, None) => Some((k, v)),
+                }
+            });
+            Value::Object(kept.collect())
+        }
+        Value::Array(items) => {
+            let Some(item) = schema.get("items") else {
+                return Value::Array(items);
+            };
+            Value::Array(items.into_iter().map(|v| unstrict(item, v)).collect())
+        }
+        other => other,
+    }
+}
+
+/// Whether `schema` itself takes `null`.
+fn allows_null(schema: &Value) -> bool {
+    let null = json!("null");
+    match schema.get("type") {
+        Some(Value::Array(types)) => types.contains(&null),
+        Some(t) => *t == null,
+        None => schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.contains(&Value::Null)),
+    }
+}
+
 /// A schema that also takes `null`.
 fn nullable(schema: Value) -> Value {
     match schema {
@@ -594,6 +641,15 @@ mod tests {
         assert_eq!(strict_openai(&loose), None);
         let open = json!({"type": "object", "additionalProperties": {"type": "string"}});
         assert_eq!(strict_openai(&open), None);
+        // What the model says under the strict form goes back to the original's: the nulls
+        // it had to give for optional properties are left out, so the original validates it.
+        let answer = json!({"name": "Ada", "age": null, "tags": [{"k": null}]});
+        let back = unstrict(&schema, answer);
+        assert_eq!(back, json!({"name": "Ada", "tags": [{}]}));
+        assert_eq!(crate::agent::schema::problems(&schema, &back), []);
+        let nullable =
+            json!({"type": "object", "properties": {"n": {"type": ["integer", "null"]}}});
+        assert_eq!(unstrict(&nullable, json!({"n": null})), json!({"n": null}));
         // The root must be an object; an object of free-form keys cannot be held to `{}`.
         assert_eq!(strict_openai(&json!({})), None);
         assert_eq!(strict_openai(&json!({"anyOf": [{"type": "object"}]})), None);
