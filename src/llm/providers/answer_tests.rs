@@ -7,7 +7,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::testing::ScriptedTransport;
+use super::testing::{request, ScriptedTransport};
 use super::workers_ai::{AiBinding, WorkersAi};
 use super::{Anthropic, Gemini, Ollama, OpenAiChat};
 use crate::llm::{
@@ -17,6 +17,15 @@ use crate::llm::{
 
 fn schema() -> Value {
     json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+}
+
+/// The typed answer as a JSON schema (not OpenAI's strict form unless `strict`).
+fn as_schema(schema: &Value, strict: bool) -> AnswerFormat<'_> {
+    AnswerFormat::Schema {
+        name: "place",
+        schema,
+        strict,
+    }
 }
 
 fn tools() -> Vec<ToolDef> {
@@ -40,14 +49,10 @@ fn sent(
     let provider = make(transport.clone());
     let messages = vec![Message::user_text("Where is the Eiffel tower?")];
     let request = LlmRequest {
-        system: None,
         messages: &messages,
         tools,
-        max_tokens: 100,
-        temperature: None,
-        call_ids: "call_1_",
-        billing: None,
         answer: Some(answer),
+        ..request()
     };
     let completion = futures::executor::block_on(provider.stream(&request, &mut |_| {}));
     if let Some(LlmError::Config(e)) = &completion.error {
@@ -65,11 +70,7 @@ fn model(id: &str) -> ModelRef {
 fn openai_gets_a_response_format_or_a_tool_choice() {
     let make = |t| Box::new(OpenAiChat::provider(model("openai:gpt-4o"), None, None, t)) as _;
     let schema = schema();
-    let format = AnswerFormat::Schema {
-        name: "place",
-        schema: &schema,
-        strict: true,
-    };
+    let format = as_schema(&schema, true);
     let body = sent(make, format, &[]).unwrap();
     assert_eq!(
         body["response_format"],
@@ -96,11 +97,7 @@ fn anthropic_gets_an_output_format_or_a_forced_tool() {
         )) as _
     };
     let schema = schema();
-    let format = AnswerFormat::Schema {
-        name: "place",
-        schema: &schema,
-        strict: false,
-    };
+    let format = as_schema(&schema, false);
     let body = sent(make, format, &[]).unwrap();
     assert_eq!(
         body["output_config"],
@@ -125,11 +122,7 @@ fn gemini_gets_a_json_mime_type_and_schema_or_one_allowed_function() {
         )) as _
     };
     let schema = schema();
-    let format = AnswerFormat::Schema {
-        name: "place",
-        schema: &schema,
-        strict: false,
-    };
+    let format = as_schema(&schema, false);
     let body = sent(make, format, &[]).unwrap();
     let config = &body["generationConfig"];
     assert_eq!(config["responseMimeType"], json!("application/json"));
@@ -149,11 +142,7 @@ fn gemini_gets_a_json_mime_type_and_schema_or_one_allowed_function() {
 fn ollama_gets_a_format_and_cannot_be_made_to_call_a_tool() {
     let make = |t| Box::new(Ollama::provider(model("ollama:qwen3:8b"), None, t)) as _;
     let schema = schema();
-    let format = AnswerFormat::Schema {
-        name: "place",
-        schema: &schema,
-        strict: false,
-    };
+    let format = as_schema(&schema, false);
     assert_eq!(sent(make, format, &tools()).unwrap()["format"], schema);
     let e = sent(make, AnswerFormat::Tool { name: "answer" }, &tools()).unwrap_err();
     assert!(e.contains("as a schema"), "{e}");
@@ -178,14 +167,10 @@ fn workers_ai_is_never_sent_a_schema_while_streaming_and_gets_the_tool_alone() {
     let tools = tools();
     let schema = schema();
     let mut request = LlmRequest {
-        system: None,
         messages: &messages,
         tools: &tools,
-        max_tokens: 100,
-        temperature: None,
-        call_ids: "call_1_",
-        billing: None,
         answer: Some(AnswerFormat::Tool { name: "answer" }),
+        ..request()
     };
     let input: Value = serde_json::from_str(&ai.input(&request).unwrap()).unwrap();
     let offered: Vec<_> = input["tools"]
@@ -196,11 +181,7 @@ fn workers_ai_is_never_sent_a_schema_while_streaming_and_gets_the_tool_alone() {
         .collect();
     assert_eq!(offered, [json!("answer")]);
     assert!(input.get("response_format").is_none());
-    request.answer = Some(AnswerFormat::Schema {
-        name: "place",
-        schema: &schema,
-        strict: false,
-    });
+    request.answer = Some(as_schema(&schema, false));
     let e = ai.input(&request).unwrap_err().to_string();
     assert!(e.contains("as a tool"), "{e}");
 }
