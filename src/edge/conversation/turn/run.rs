@@ -25,7 +25,7 @@ use crate::edge::protocol::TurnConversation;
 use crate::llm::Provider;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use worker::{console_error, AbortSignal};
+use worker::{console_error, console_warn, AbortSignal};
 
 impl Prepared {
     /// The conversation the turn is of.
@@ -165,6 +165,11 @@ impl Prepared {
         remote_tools::register(&mut tools, config, &conversation.id, &signal, mcp);
         if let Some(only) = &agent.tools {
             tools.retain_server_tools(|name| only.iter().any(|t| t == name));
+            // A name no tool has (a typo, or an MCP server's tool it did not list this time)
+            // leaves the agent without it: said, since nothing else would.
+            for missing in only.iter().filter(|t| tools.classify(t).is_none()) {
+                console_warn!("agent `{}`: no tool `{missing}` this turn", agent.name);
+            }
         }
         if let Some(allowed) = toolsets {
             // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
