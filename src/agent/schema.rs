@@ -12,8 +12,10 @@
 use serde_json::{Map, Value};
 
 /// Every way `value` breaks `schema`, each as `path: problem` (`$.tags[1]: expected string`).
+/// A tool's schema is taken as its server wrote it: a `$ref` this checker cannot follow (a URL,
+/// an anchor) allows anything rather than refusing every call.
 pub fn validate(schema: &Value, value: &Value) -> Vec<String> {
-    problems(schema, value)
+    run(schema, schema, value, true)
         .into_iter()
         .map(|p| format!("{}: {}", p.path, p.message))
         .collect()
@@ -28,45 +30,72 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Every way `value` breaks `schema`. Beyond the keywords above: `anyOf`, `oneOf`, `allOf`, and
-/// `$ref` within the schema (`#`, `#/$defs/...`), followed at most [`MAX_REFS`] deep.
+/// Every way `value` breaks `schema` (at most [`MAX_PROBLEMS`]). Beyond the keywords above:
+/// `anyOf`, `oneOf` (read as `anyOf`), `allOf`, and `$ref` within the schema (`#`,
+/// `#/$defs/...`). A schema that cannot be checked to its end (a `$ref` to nothing, more than
+/// [`MAX_REFS`] of them nested, [`MAX_DEPTH`] levels or [`MAX_STEPS`] steps) is one problem.
 pub fn problems(schema: &Value, value: &Value) -> Vec<Problem> {
+    run(schema, schema, value, false)
+}
+
+/// [`problems`] of `value` against `schema`, a part of `root` (whose `$ref`s it may follow).
+pub fn problems_in(root: &Value, schema: &Value, value: &Value) -> Vec<Problem> {
+    run(root, schema, value, false)
+}
+
+/// How many `$ref`s one check follows inside each other.
+pub const MAX_REFS: usize = 32;
+/// The most schema-and-value pairs one check looks at (an `enum`'s options count each):
+/// `anyOf`s of `$ref`s can ask for exponentially many, and a check past this is refused.
+pub const MAX_STEPS: usize = 100_000;
+/// The most problems one check names; it stops there.
+pub const MAX_PROBLEMS: usize = 32;
+/// How deep one check nests (schemas inside schemas, `$ref`s followed).
+pub const MAX_DEPTH: usize = 256;
+/// The most `enum` options a problem lists.
+const SHOWN_OPTIONS: usize = 10;
+
+fn run(root: &Value, schema: &Value, value: &Value, lenient_refs: bool) -> Vec<Problem> {
     let mut checker = Checker {
-        root: schema,
+        root,
         errors: Vec::new(),
         refs: 0,
+        depth: 0,
         steps: 0,
+        quiet: 0,
+        lenient_refs,
+        broken: None,
     };
     let at = At {
         pointer: String::new(),
         path: "$".into(),
     };
     checker.check(schema, value, &at);
-    if checker.steps > MAX_STEPS {
-        checker.errors.truncate(0);
-        checker.push(
-            &at,
-            format!("the schema takes more than {MAX_STEPS} steps to check"),
-        );
+    // A schema that cannot be checked to the end is refused whole: a verdict reached partway
+    // (inside an `anyOf`, say) would be an accident of where it stopped.
+    if let Some(broken) = checker.broken.take() {
+        checker.errors.clear();
+        checker.push(&at, broken);
     }
     checker.errors
 }
-
-/// The most schema-and-value pairs one check looks at: `anyOf`s of `$ref`s can ask for
-/// exponentially many, and a check past this is refused rather than run.
-pub const MAX_STEPS: usize = 100_000;
-
-/// How many `$ref`s one check follows inside each other: a schema that refers to itself stops
-/// there (a value nested that deep is refused).
-pub const MAX_REFS: usize = 32;
 
 struct Checker<'s> {
     root: &'s Value,
     errors: Vec<Problem>,
     /// `$ref`s being followed now.
     refs: usize,
+    /// Checks nested now.
+    depth: usize,
     /// Schema-and-value pairs looked at so far.
     steps: usize,
+    /// Inside `anyOf`/`oneOf` options (how many deep): only whether one matches counts, so the
+    /// first problem ends the option's check and no message is written.
+    quiet: usize,
+    /// A `$ref` that cannot be followed allows anything (tool arguments).
+    lenient_refs: bool,
+    /// Why the check cannot be finished, once it cannot.
+    broken: Option<String>,
 }
 
 /// Where a value sits, in both notations.
@@ -97,17 +126,37 @@ impl At {
 
 impl<'s> Checker<'s> {
     fn push(&mut self, at: &At, message: String) {
+        let (pointer, path) = if self.quiet > 0 {
+            // Only that it failed matters.
+            (String::new(), String::new())
+        } else {
+            (at.pointer.clone(), at.path.clone())
+        };
         self.errors.push(Problem {
-            pointer: at.pointer.clone(),
-            path: at.path.clone(),
+            pointer,
+            path,
             message,
         });
+    }
+
+    /// Whether to stop: the check is broken or has found enough (inside an option, anything
+    /// since `before`).
+    fn done(&self, before: usize) -> bool {
+        self.broken.is_some()
+            || (self.quiet > 0 && self.errors.len() > before)
+            || self.errors.len() >= MAX_PROBLEMS
+    }
+
+    fn stop(&mut self, why: String) {
+        self.broken.get_or_insert(why);
     }
 
     /// Whether `value` matches `schema`, without recording why not.
     fn matches(&mut self, schema: &'s Value, value: &Value, at: &At) -> bool {
         let before = self.errors.len();
+        self.quiet += 1;
         self.check(schema, value, at);
+        self.quiet -= 1;
         let matched = self.errors.len() == before;
         self.errors.truncate(before);
         matched
@@ -116,8 +165,23 @@ impl<'s> Checker<'s> {
     fn check(&mut self, schema: &'s Value, value: &Value, at: &At) {
         self.steps += 1;
         if self.steps > MAX_STEPS {
+            self.stop(format!(
+                "the schema takes more than {MAX_STEPS} steps to check"
+            ));
+        }
+        if self.depth >= MAX_DEPTH {
+            self.stop(format!("the schema nests more than {MAX_DEPTH} levels"));
+        }
+        if self.broken.is_some() {
             return;
         }
+        self.depth += 1;
+        self.check_here(schema, value, at);
+        self.depth -= 1;
+    }
+
+    fn check_here(&mut self, schema: &'s Value, value: &Value, at: &At) {
+        let before = self.errors.len();
         let Some(schema) = schema.as_object() else {
             if schema == &Value::Bool(false) {
                 self.push(at, "nothing is allowed here".into());
@@ -131,8 +195,12 @@ impl<'s> Checker<'s> {
                     self.check(target, value, at);
                     self.refs -= 1;
                 }
-                Some(_) => self.push(at, format!("nested past {MAX_REFS} `$ref`s")),
-                None => self.push(at, format!("`$ref` {reference} points at nothing")),
+                Some(_) => self.stop(format!("the schema nests past {MAX_REFS} `$ref`s")),
+                None if self.lenient_refs => {}
+                None => self.stop(format!("`$ref` {reference} points at nothing")),
+            }
+            if self.done(before) {
+                return;
             }
         }
         if let Some(types) = schema.get("type") {
@@ -152,8 +220,13 @@ impl<'s> Checker<'s> {
             }
         }
         if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+            self.steps += options.len();
             if !options.contains(value) {
-                let message = format!("must be one of {}", Value::Array(options.clone()));
+                let message = if self.quiet > 0 {
+                    String::new()
+                } else {
+                    one_of(options)
+                };
                 self.push(at, message);
             }
         }
@@ -165,55 +238,55 @@ impl<'s> Checker<'s> {
         if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
             for part in all {
                 self.check(part, value, at);
+                if self.done(before) {
+                    return;
+                }
             }
         }
-        for (keyword, exactly_one) in [("anyOf", false), ("oneOf", true)] {
+        // `oneOf` is read as `anyOf`: options told apart only by keywords this checker does
+        // not know (`pattern`, `format`) would all match, and every value be refused.
+        for keyword in ["anyOf", "oneOf"] {
             let Some(options) = schema.get(keyword).and_then(Value::as_array) else {
                 continue;
             };
-            let matched = options
-                .iter()
-                .filter(|option| self.matches(option, value, at))
-                .count();
-            if matched == 0 {
+            if !options.iter().any(|option| self.matches(option, value, at)) {
                 self.push(at, format!("matches none of the `{keyword}` schemas"));
-            } else if exactly_one && matched > 1 {
-                self.push(
-                    at,
-                    format!("matches {matched} of the `oneOf` schemas, not one"),
-                );
             }
+        }
+        if self.done(before) {
+            return;
         }
         match value {
             Value::Object(map) => self.check_object(schema, map, at),
             Value::Array(items) => {
-                bound(
+                for m in bound(
                     schema,
                     ("minItems", "maxItems"),
                     items.len() as f64,
                     "items",
-                )
-                .into_iter()
-                .for_each(|m| self.push(at, m));
+                ) {
+                    self.push(at, m);
+                }
                 if let Some(item_schema) = schema.get("items") {
                     for (i, item) in items.iter().enumerate() {
+                        if self.done(before) {
+                            return;
+                        }
                         self.check(item_schema, item, &at.index(i));
                     }
                 }
             }
-            Value::String(s) => bound(
-                schema,
-                ("minLength", "maxLength"),
-                s.chars().count() as f64,
-                "characters",
-            )
-            .into_iter()
-            .for_each(|m| self.push(at, m)),
+            Value::String(s) => {
+                let length = s.chars().count() as f64;
+                for m in bound(schema, ("minLength", "maxLength"), length, "characters") {
+                    self.push(at, m);
+                }
+            }
             Value::Number(n) => {
                 if let Some(n) = n.as_f64() {
-                    bound(schema, ("minimum", "maximum"), n, "")
-                        .into_iter()
-                        .for_each(|m| self.push(at, m));
+                    for m in bound(schema, ("minimum", "maximum"), n, "") {
+                        self.push(at, m);
+                    }
                 }
             }
             _ => {}
@@ -221,6 +294,7 @@ impl<'s> Checker<'s> {
     }
 
     fn check_object(&mut self, schema: &'s Map<String, Value>, map: &Map<String, Value>, at: &At) {
+        let before = self.errors.len();
         let properties = schema.get("properties").and_then(Value::as_object);
         for name in schema
             .get("required")
@@ -235,6 +309,9 @@ impl<'s> Checker<'s> {
         }
         let extra = schema.get("additionalProperties");
         for (name, value) in map {
+            if self.done(before) {
+                return;
+            }
             match (properties.and_then(|p| p.get(name)), extra) {
                 (Some(property), _) => self.check(property, value, &at.key(name)),
                 (None, Some(Value::Bool(false))) => {
@@ -250,6 +327,17 @@ impl<'s> Checker<'s> {
     fn resolve(&self, reference: &str) -> Option<&'s Value> {
         let pointer = reference.strip_prefix('#')?;
         self.root.pointer(pointer)
+    }
+}
+
+/// "must be one of [...]", the first [`SHOWN_OPTIONS`] options written out.
+fn one_of(options: &[Value]) -> String {
+    let shown = Value::Array(options.iter().take(SHOWN_OPTIONS).cloned().collect());
+    match options.len() {
+        n if n > SHOWN_OPTIONS => {
+            format!("must be one of {shown} (and {} more)", n - SHOWN_OPTIONS)
+        }
+        _ => format!("must be one of {shown}"),
     }
 }
 
@@ -387,7 +475,7 @@ mod tests {
                           "size": null, "kind": "a", "a/b": "xy", "meta": {"w": 1.5}});
         assert_eq!(problems(&schema, &good), []);
         let bad = json!({"root": {"name": "r", "children": [{"children": [], "x": 1}]},
-                         "size": "big", "kind": "b", "a/b": "x", "meta": {"w": "heavy"}});
+                         "size": "big", "kind": "d", "a/b": "x", "meta": {"w": "heavy"}});
         let found: Vec<(String, String)> = problems(&schema, &bad)
             .into_iter()
             .map(|p| (p.pointer, p.message))
@@ -401,10 +489,7 @@ mod tests {
                 ),
                 ("/root/children/0".into(), "unexpected property `x`".into()),
                 ("/size".into(), "matches none of the `anyOf` schemas".into()),
-                (
-                    "/kind".into(),
-                    "matches 2 of the `oneOf` schemas, not one".into()
-                ),
+                ("/kind".into(), "matches none of the `oneOf` schemas".into()),
                 ("/a~1b".into(), "must be at least 2 characters".into()),
                 ("/meta/w".into(), "expected number, got string".into()),
             ]
@@ -418,9 +503,44 @@ mod tests {
         let branching = json!({"anyOf": [{"$ref": "#"}, {"$ref": "#"}], "type": "integer"});
         let refused = problems(&branching, &json!(1));
         assert_eq!(refused.len(), 1);
-        assert!(refused[0].message.contains("steps"), "{refused:?}");
+        assert!(refused[0].message.contains("`$ref`s"), "{refused:?}");
         let dangling = problems(&json!({"$ref": "#/$defs/none"}), &json!(1));
         assert!(dangling[0].message.contains("points at nothing"));
         assert_eq!(problems(&json!(false), &json!(1)).len(), 1);
+    }
+
+    #[test]
+    fn a_hostile_schema_or_answer_costs_a_bounded_check() {
+        // A long enum: a few of its options shown.
+        let options: Vec<Value> = (0..30_000).map(|i| json!(i)).collect();
+        let found = problems(&json!({"enum": options}), &json!(-1));
+        assert!(found[0].message.len() < 200, "{}", found[0].message);
+        assert!(
+            found[0].message.ends_with("(and 29990 more)"),
+            "{}",
+            found[0].message
+        );
+        // Failed many times: at most 32 problems, then the check stops.
+        let short = json!({"type": "array", "items": {"enum": [1, 2, 3]}});
+        assert_eq!(
+            problems(&short, &json!(vec![-1; 2_000])).len(),
+            MAX_PROBLEMS
+        );
+        // Failed many times over a long list: refused as too long to check, not run to its end.
+        let long = json!({"type": "array", "items": {"enum": options}});
+        let refused = problems(&long, &json!(vec![-1; 2_000]));
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].message.contains("steps"), "{refused:?}");
+        // A `$ref` to nothing, even inside an option, refuses the check whole: not a verdict.
+        let dangling = json!({"anyOf": [{"$ref": "#/$defs/none"}, {"type": "integer"}]});
+        let refused = problems(&dangling, &json!(1));
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].message.contains("points at nothing"));
+        // A tool's schema keeps working with a `$ref` this checker cannot follow.
+        let tool = json!({"type": "object", "properties": {"a": {"$ref": "https://x.example/a"}}});
+        assert!(validate(&tool, &json!({"a": 1})).is_empty());
+        // Options that differ only by keywords not checked all match: still accepted.
+        let patterned = json!({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]});
+        assert!(problems(&patterned, &json!("apple")).is_empty());
     }
 }

@@ -375,6 +375,20 @@ impl std::fmt::Debug for dyn Billing + '_ {
     }
 }
 
+impl LlmRequest<'_> {
+    /// A typed answer asked of a tool the call does not offer is refused before any request.
+    pub fn check_answer(&self) -> Result<(), super::LlmError> {
+        match self.answer {
+            Some(AnswerFormat::Tool { name }) if !self.tools.iter().any(|t| t.name == name) => {
+                Err(super::LlmError::Config(format!(
+                    "the typed answer's tool `{name}` is not among the call's tools"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// How a call asks for a typed answer (a JSON value of a given shape).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AnswerFormat<'a> {

@@ -201,7 +201,26 @@ impl OutputSpec {
         }
         let schema = match kind {
             Kind::Object => schema.cloned().unwrap_or_default(),
-            Kind::Array => wrapper("elements", json!({"type": "array", "items": schema})),
+            Kind::Array => {
+                // The element schema moves two levels down: its definitions go to the top,
+                // where its `$ref`s (which must name them) still find them.
+                let mut items = schema.cloned().unwrap_or_default();
+                if let Some((pointer, r)) = stray_ref(&items, "/schema") {
+                    return Err(at(
+                        pointer,
+                        format!("`{r}`: an array's element schema may refer only to its `$defs`"),
+                    ));
+                }
+                let defs: Vec<(String, Value)> = ["$defs", "definitions"]
+                    .into_iter()
+                    .filter_map(|k| Some((k.to_string(), items.as_object_mut()?.remove(k)?)))
+                    .collect();
+                let mut outer = wrapper("elements", json!({"type": "array", "items": items}));
+                if let Some(o) = outer.as_object_mut() {
+                    o.extend(defs);
+                }
+                outer
+            }
             Kind::Choice => wrapper("result", json!({"type": "string", "enum": options})),
             Kind::Json => json!({}),
         };
@@ -227,6 +246,27 @@ impl OutputSpec {
             Value::Object(mut map) => map.remove(field).unwrap_or(Value::Null),
             other => other,
         }
+    }
+}
+
+/// The first `$ref` in `schema` that names something other than its `$defs` or `definitions`,
+/// with where it is.
+fn stray_ref(schema: &Value, pointer: &str) -> Option<(String, String)> {
+    match schema {
+        Value::Object(o) => {
+            if let Some(r) = o.get("$ref").and_then(Value::as_str) {
+                if !r.starts_with("#/$defs/") && !r.starts_with("#/definitions/") {
+                    return Some((format!("{pointer}/$ref"), r.to_string()));
+                }
+            }
+            o.iter()
+                .find_map(|(k, v)| stray_ref(v, &format!("{pointer}/{}", escape(k))))
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| stray_ref(v, &format!("{pointer}/{i}"))),
+        _ => None,
     }
 }
 
@@ -401,7 +441,7 @@ fn strict_part(schema: &Value) -> Option<Value> {
             "anyOf" | "prefixItems" => Value::Array(
                 v.as_array()?
                     .iter()
-                    .map(strict_openai)
+                    .map(strict_part)
                     .collect::<Option<_>>()?,
             ),
             "$defs" | "definitions" => Value::Object(
@@ -451,8 +491,36 @@ fn strict_part(schema: &Value) -> Option<Value> {
 
 /// An answer given under [`strict_openai`]'s form of `schema`, back in `schema`'s: an optional
 /// property the model set to `null` (strict mode has it say every property) is left out again,
-/// unless `schema` itself allows `null` there. Checked against `schema` after this.
+/// unless `schema` itself allows `null` there. Follows `$ref`s and takes, of an `anyOf`, the
+/// first option the answer then matches. Checked against `schema` after this.
 pub fn unstrict(schema: &Value, value: Value) -> Value {
+    unstrict_in(schema, schema, value, 0)
+}
+
+/// How many levels of schema `unstrict` follows (past them the answer is left as it is).
+const MAX_UNSTRICT_DEPTH: usize = 64;
+
+fn unstrict_in(root: &Value, schema: &Value, value: Value, depth: usize) -> Value {
+    if depth > MAX_UNSTRICT_DEPTH {
+        return value;
+    }
+    let target = schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix('#'))
+        .and_then(|pointer| root.pointer(pointer));
+    if let Some(target) = target {
+        return unstrict_in(root, target, value, depth + 1);
+    }
+    if let Some(options) = schema.get("anyOf").and_then(Value::as_array) {
+        for option in options {
+            let v = unstrict_in(root, option, value.clone(), depth + 1);
+            if crate::agent::schema::problems_in(root, option, &v).is_empty() {
+                return v;
+            }
+        }
+        return value;
+    }
     match value {
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);
@@ -463,11 +531,15 @@ pub fn unstrict(schema: &Value, value: Value) -> Value {
                 .unwrap_or_default();
             let kept = map.into_iter().filter_map(|(k, v)| {
                 let own = properties.and_then(|p| p.get(&k));
-                let added =
-                    v.is_null() && !required.contains(&k.as_str()) && !own.is_some_and(allows_null);
+                // Null where the schema as written would not have it: strict mode's doing.
+                let added = v.is_null()
+                    && !required.contains(&k.as_str())
+                    && own.is_some_and(|own| {
+                        !crate::agent::schema::problems_in(root, own, &Value::Null).is_empty()
+                    });
                 match (added, own) {
                     (true, _) => None,
-                    (false, Some(own)) => Some((k, unstrict(own, v))),
+                    (false, Some(own)) => Some((k, unstrict_in(root, own, v, depth + 1))),
                     (false, None) => Some((k, v)),
                 }
             });
@@ -477,22 +549,14 @@ pub fn unstrict(schema: &Value, value: Value) -> Value {
             let Some(item) = schema.get("items") else {
                 return Value::Array(items);
             };
-            Value::Array(items.into_iter().map(|v| unstrict(item, v)).collect())
+            let items = items.into_iter();
+            Value::Array(
+                items
+                    .map(|v| unstrict_in(root, item, v, depth + 1))
+                    .collect(),
+            )
         }
         other => other,
-    }
-}
-
-/// Whether `schema` itself takes `null`.
-fn allows_null(schema: &Value) -> bool {
-    let null = json!("null");
-    match schema.get("type") {
-        Some(Value::Array(types)) => types.contains(&null),
-        Some(t) => *t == null,
-        None => schema
-            .get("enum")
-            .and_then(Value::as_array)
-            .is_some_and(|e| e.contains(&Value::Null)),
     }
 }
 
@@ -549,6 +613,24 @@ mod tests {
             array.schema["properties"]["elements"]["items"],
             json!({"type": "string"})
         );
+        // An element schema's definitions go to the top, where its `$ref`s find them.
+        let node = json!({"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}}});
+        let nodes = parse(json!({"type": "array", "schema": node})).unwrap();
+        assert_eq!(
+            nodes.schema["properties"]["elements"]["items"],
+            json!({"$ref": "#/$defs/n"})
+        );
+        let answer = json!({"elements": [{"next": {}}]});
+        assert_eq!(crate::agent::schema::problems(&nodes.schema, &answer), []);
+        let bad = json!({"elements": [{"next": 3}]});
+        assert_eq!(
+            crate::agent::schema::problems(&nodes.schema, &bad)[0].pointer,
+            "/elements/0/next"
+        );
+        let stray = parse(
+            json!({"type": "array", "schema": {"type": "object", "properties": {"a": {"$ref": "#"}}}}),
+        );
+        assert_eq!(stray.unwrap_err().pointer, "/schema/properties/a/$ref");
         assert_eq!(
             array.unwrap(json!({"elements": ["a", "b"]})),
             json!(["a", "b"])
@@ -650,6 +732,19 @@ mod tests {
         let nullable =
             json!({"type": "object", "properties": {"n": {"type": ["integer", "null"]}}});
         assert_eq!(unstrict(&nullable, json!({"n": null})), json!({"n": null}));
+        // Through `$ref`s and `anyOf`s, and a null the schema allows another way is kept.
+        let deeper = json!({
+            "type": "object",
+            "$defs": {"item": {"type": "object", "properties": {"k": {"type": "string"}, "opt": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}},
+            "properties": {
+                "item": {"$ref": "#/$defs/item"},
+                "either": {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": []}, {"type": "string"}]}
+            }
+        });
+        let answer = json!({"item": {"k": null, "opt": null}, "either": {"a": null}});
+        let back = unstrict(&deeper, answer);
+        assert_eq!(back, json!({"item": {"opt": null}, "either": {}}));
+        assert_eq!(crate::agent::schema::problems(&deeper, &back), []);
         // The root must be an object; an object of free-form keys cannot be held to `{}`.
         assert_eq!(strict_openai(&json!({})), None);
         assert_eq!(strict_openai(&json!({"anyOf": [{"type": "object"}]})), None);

@@ -82,7 +82,13 @@ fn openai_gets_a_response_format_or_a_tool_choice() {
         body["tool_choice"],
         json!({"type": "function", "function": {"name": "answer"}})
     );
-    assert_eq!(body["parallel_tool_calls"], json!(false));
+    assert!(
+        body.get("parallel_tool_calls").is_none(),
+        "o-series models refuse it"
+    );
+    // A tool the call does not offer: refused before any request.
+    let e = sent(make, AnswerFormat::Tool { name: "answer" }, &[]).unwrap_err();
+    assert!(e.contains("not among"), "{e}");
     assert!(body.get("response_format").is_none());
 }
 
@@ -96,12 +102,16 @@ fn anthropic_gets_an_output_format_or_a_forced_tool() {
             t,
         )) as _
     };
-    let schema = schema();
-    let format = as_schema(&schema, false);
-    let body = sent(make, format, &[]).unwrap();
+    // Every object closed, bounds Claude does not enforce left out.
+    let bounded = json!({"type": "object", "properties": {"city": {"type": "string", "maxLength": 80},
+        "n": {"type": "integer", "minimum": 1}, "tags": {"type": "array", "items": {"type": "object"}, "minItems": 2}}});
+    let body = sent(make, as_schema(&bounded, false), &[]).unwrap();
     assert_eq!(
         body["output_config"],
-        json!({"format": {"type": "json_schema", "schema": schema}})
+        json!({"format": {"type": "json_schema", "schema": {"type": "object", "properties": {
+            "city": {"type": "string"}, "n": {"type": "integer"},
+            "tags": {"type": "array", "items": {"type": "object", "additionalProperties": false}}},
+            "additionalProperties": false}}})
     );
     let body = sent(make, AnswerFormat::Tool { name: "answer" }, &tools()).unwrap();
     assert_eq!(
@@ -133,6 +143,18 @@ fn gemini_gets_a_json_mime_type_and_schema_or_one_allowed_function() {
         json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["answer"]}})
     );
     assert!(body["generationConfig"].get("responseMimeType").is_none());
+    // The answer's schema goes as JSON Schema, the other tools' as Gemini's OpenAPI subset.
+    let declared = &body["tools"][0]["functionDeclarations"];
+    assert_eq!(declared[1]["name"], json!("answer"));
+    assert_eq!(
+        declared[1]["parametersJsonSchema"],
+        json!({"type": "object"})
+    );
+    assert!(declared[1].get("parameters").is_none());
+    assert!(
+        declared[0].get("parameters").is_some()
+            && declared[0].get("parametersJsonSchema").is_none()
+    );
     // Gemini refuses a JSON mime type beside function calling: said before any request.
     let e = sent(make, format, &tools()).unwrap_err();
     assert!(e.contains("as a tool"), "{e}");

@@ -75,6 +75,7 @@ impl WireApi for Anthropic {
         endpoint: &Endpoint,
         request: &LlmRequest<'_>,
     ) -> Result<HttpRequest, LlmError> {
+        request.check_answer()?;
         let body = wire::Request {
             model: &endpoint.model.model,
             max_tokens: request.max_tokens,
@@ -100,7 +101,7 @@ impl WireApi for Anthropic {
             },
             output_config: match request.answer {
                 Some(AnswerFormat::Schema { schema, .. }) => Some(serde_json::json!(
-                    {"format": {"type": "json_schema", "schema": schema}}
+                    {"format": {"type": "json_schema", "schema": output_schema(schema)}}
                 )),
                 _ => None,
             },
@@ -128,6 +129,45 @@ impl WireApi for Anthropic {
 
     fn decoder(&self, _: &LlmRequest<'_>) -> Box<dyn Decode> {
         Box::<Decoder>::default()
+    }
+}
+
+/// A typed answer's schema as Claude's structured outputs take it: every object closed
+/// (`additionalProperties: false`), and the bounds it does not enforce (numbers' and lengths')
+/// left out; the answer is still checked against the schema as written.
+fn output_schema(schema: &Value) -> Value {
+    const DROPPED: &[&str] = &[
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "maxItems",
+    ];
+    match schema {
+        Value::Object(map) => {
+            let mut out: serde_json::Map<String, Value> = map
+                .iter()
+                .filter(|(k, v)| {
+                    let unenforced = DROPPED.contains(&k.as_str())
+                        || (k.as_str() == "minItems" && v.as_u64().is_some_and(|n| n > 1));
+                    !unenforced
+                })
+                .map(|(k, v)| (k.clone(), output_schema(v)))
+                .collect();
+            let object = map.get("type").is_some_and(|t| match t {
+                Value::Array(ts) => ts.iter().any(|t| t == "object"),
+                t => t == "object",
+            }) || map.contains_key("properties");
+            if object && !map.contains_key("additionalProperties") {
+                out.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(output_schema).collect()),
+        other => other.clone(),
     }
 }
 

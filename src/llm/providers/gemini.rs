@@ -79,13 +79,19 @@ impl WireApi for Gemini {
         endpoint: &Endpoint,
         request: &LlmRequest<'_>,
     ) -> Result<HttpRequest, LlmError> {
+        request.check_answer()?;
         let declarations: Vec<_> = request
             .tools
             .iter()
-            .map(|t| wire::FunctionDeclaration {
-                name: &t.name,
-                description: &t.description,
-                parameters: gemini_schema(&t.input_schema),
+            .map(|t| {
+                let answer =
+                    matches!(request.answer, Some(AnswerFormat::Tool { name }) if name == t.name);
+                wire::FunctionDeclaration {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: (!answer).then(|| gemini_schema(&t.input_schema)),
+                    parameters_json_schema: answer.then_some(&t.input_schema),
+                }
             })
             .collect();
         let schema = match request.answer {
@@ -451,7 +457,15 @@ mod wire {
     pub struct FunctionDeclaration<'a> {
         pub name: &'a str,
         pub description: &'a str,
-        pub parameters: Value,
+        /// The OpenAPI subset Gemini reads a tool's input with...
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub parameters: Option<Value>,
+        /// ...or JSON Schema as written (a typed answer's: `$defs`, `oneOf` and the like).
+        #[serde(
+            rename = "parametersJsonSchema",
+            skip_serializing_if = "Option::is_none"
+        )]
+        pub parameters_json_schema: Option<&'a Value>,
     }
 
     #[derive(Serialize)]

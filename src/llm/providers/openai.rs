@@ -76,7 +76,8 @@ impl WireApi for OpenAiChat {
         endpoint: &Endpoint,
         request: &LlmRequest<'_>,
     ) -> Result<HttpRequest, LlmError> {
-        let (response_format, tool_choice, parallel_tool_calls) = answer_fields(request.answer);
+        request.check_answer()?;
+        let (response_format, tool_choice) = answer_fields(request.answer);
         let body = wire::Request {
             model: &endpoint.model.model,
             messages: encode_messages(request.system, request.messages),
@@ -89,7 +90,6 @@ impl WireApi for OpenAiChat {
             },
             response_format,
             tool_choice,
-            parallel_tool_calls,
         };
         let body = serde_json::to_string(&body)
             .map_err(|e| LlmError::Config(format!("could not encode the request: {e}")))?;
@@ -117,12 +117,11 @@ impl WireApi for OpenAiChat {
 }
 
 /// A typed answer's `response_format` (a JSON schema), or its `tool_choice` (the one tool to
-/// call, alone).
-type AnswerFields = (Option<Value>, Option<Value>, Option<bool>);
-
-fn answer_fields(answer: Option<AnswerFormat<'_>>) -> AnswerFields {
+/// call; named, it is called once, so `parallel_tool_calls`, which o-series models refuse, is
+/// not sent).
+fn answer_fields(answer: Option<AnswerFormat<'_>>) -> (Option<Value>, Option<Value>) {
     match answer {
-        None => (None, None, None),
+        None => (None, None),
         Some(AnswerFormat::Schema {
             name,
             schema,
@@ -132,11 +131,11 @@ fn answer_fields(answer: Option<AnswerFormat<'_>>) -> AnswerFields {
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": schema, "strict": strict},
             });
-            (Some(format), None, None)
+            (Some(format), None)
         }
         Some(AnswerFormat::Tool { name }) => {
             let choice = json!({"type": "function", "function": {"name": name}});
-            (None, Some(choice), Some(false))
+            (None, Some(choice))
         }
     }
 }
@@ -391,8 +390,6 @@ pub(crate) mod wire {
         pub response_format: Option<serde_json::Value>,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub tool_choice: Option<serde_json::Value>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub parallel_tool_calls: Option<bool>,
     }
 
     #[derive(Serialize)]

@@ -49,6 +49,7 @@ impl WorkersAi {
 
     /// The binding's input for one streamed call.
     pub fn input(&self, request: &LlmRequest<'_>) -> Result<String, LlmError> {
+        request.check_answer()?;
         let tools = match request.answer {
             None => openai::encode_tools(request.tools),
             // Workers AI refuses `response_format` on a streamed call (AiError 5023).
