@@ -3,9 +3,11 @@
 //! (`spec`, with OpenAI's strict form of a schema) and the parser that shows the answer as it
 //! streams (`partial`); each provider's request takes the form asked for
 //! (`llm::AnswerFormat`); answers are checked by `agent::schema::problems` (JSON pointers),
-//! after `spec::unstrict` for OpenAI's strict form. Choosing the form per provider, repair, the
-//! loop's extra step and the stream's `data-output` part come next.
+//! after `spec::unstrict` for OpenAI's strict form; `form` chooses, per provider, the form a
+//! call asks in. Still to come: carrying `output` from the request into the loop, the loop's
+//! extra step and repair call, the stream's `data-output` part, storage and the API's answers.
 
+pub mod form;
 pub mod partial;
 pub mod spec;
 
