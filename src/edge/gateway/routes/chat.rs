@@ -39,6 +39,8 @@ struct ChatRequest {
     message_id: Option<String>,
     /// The agent a chat started now belongs to.
     agent: Option<String>,
+    /// A typed answer: refused until they are served.
+    output: Option<Value>,
 }
 
 crate::json_struct!(ChatRequest {
@@ -49,6 +51,7 @@ crate::json_struct!(ChatRequest {
     "stream" => stream: default_to(yes),
     "messageId" => message_id: default,
     "agent" => agent: default,
+    "output" => output: default,
 });
 
 /// The part of a `UIMessage` we read.
@@ -73,6 +76,7 @@ pub async fn post(
     read_body(req, MAX_CHAT_BODY_BYTES, &mut |chunk| reader.push(chunk)).await?;
     let kept = reader.finish()?;
     let mut body: ChatRequest = kept.parse()?;
+    super::messages::not_yet_typed(body.output.as_ref())?;
     // What an idempotency key is kept with; then the text goes, the parsed body holding what
     // the turn needs (a second copy of the message's files otherwise).
     let digest = body.message_id.as_ref().map(|_| kept.digest());

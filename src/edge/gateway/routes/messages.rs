@@ -37,6 +37,8 @@ struct SendBody {
     stream: bool,
     /// Narrows the turn this message starts to these of the conversation's toolsets.
     toolsets: Option<Vec<String>>,
+    /// A typed answer: refused until typed answers are served (see `not_yet_typed`).
+    output: Option<serde_json::Value>,
 }
 
 crate::json_struct!(SendBody {
@@ -47,7 +49,19 @@ crate::json_struct!(SendBody {
     "delivery" => delivery: default,
     "stream" => stream: default_to(yes),
     "toolsets" => toolsets,
+    "output" => output: default,
 });
+
+/// A typed answer asked for before typed answers are served: refused, so that no one takes an
+/// answer in prose for one that matched their schema.
+pub(crate) fn not_yet_typed(output: Option<&serde_json::Value>) -> Result<(), ApiError> {
+    match output {
+        Some(_) => Err(ApiError::BadRequest(
+            "typed answers (`output`) are not served yet; send the message without `output`".into(),
+        )),
+        None => Ok(()),
+    }
+}
 
 /// How a message joins a running turn: `auto` and `steer` before its next tool call,
 /// `followup` when it would end. With no turn running, all three start one.
@@ -163,6 +177,7 @@ pub async fn send(
         body: body_digest(text.as_bytes()),
     });
     let mut body: SendBody = json_text(if text.is_empty() { "{}" } else { &text })?;
+    not_yet_typed(body.output.as_ref())?;
     // The parsed body holds what it needs; the text would be a second copy of its files.
     drop(text);
     let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
