@@ -14,6 +14,11 @@
 //!
 //! # Glossary
 //! One word per idea; the code, the docs and the logs use these and no others for them.
+//! - **agent**: one of the deployment's named agents (`AGENTS`; `edge::config::agents`), its
+//!   instructions, model and tools; a conversation belongs to one. The [`agent`] layer is the
+//!   runtime that runs a turn as one.
+//! - **typed answer**: a turn's answer as a JSON value of a given shape (`output`;
+//!   `agent::output`).
 //! - **turn**: one run of the agent loop for a user's message (or a schedule's instruction),
 //!   from the message to the answer that ends it; it may pause for client tools or approvals
 //!   and resume in a later request. A turn makes one or more steps.
