@@ -98,6 +98,11 @@ struct Checker<'s> {
     broken: Option<String>,
 }
 
+/// One key as a JSON pointer writes it (`~` and `/` escaped).
+pub fn pointer_key(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// Where a value sits, in both notations.
 struct At {
     pointer: String,
@@ -107,11 +112,7 @@ struct At {
 impl At {
     fn key(&self, name: &str) -> At {
         At {
-            pointer: format!(
-                "{}/{}",
-                self.pointer,
-                name.replace('~', "~0").replace('/', "~1")
-            ),
+            pointer: format!("{}/{}", self.pointer, pointer_key(name)),
             path: format!("{}.{name}", self.path),
         }
     }

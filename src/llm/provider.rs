@@ -131,6 +131,8 @@ impl HttpProvider {
 
     /// The HTTP request of one streamed call.
     pub fn http_request(&self, request: &LlmRequest<'_>) -> Result<HttpRequest, LlmError> {
+        // Every wire API's: a typed answer's tool must be one the call offers.
+        request.check_answer()?;
         self.wire.http_request(&self.endpoint, request)
     }
 

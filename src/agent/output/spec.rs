@@ -8,6 +8,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::agent::schema::pointer_key;
+
 /// The largest schema taken, as JSON.
 pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
 /// The deepest a schema may nest objects and arrays.
@@ -92,7 +94,10 @@ impl OutputSpec {
             "fallback",
         ];
         if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(at(format!("/{}", escape(k)), "is not a field of `output`"));
+            return Err(at(
+                format!("/{}", pointer_key(k)),
+                "is not a field of `output`",
+            ));
         }
         let text = |field: &str| -> Result<Option<&str>, SpecError> {
             match o.get(field) {
@@ -260,7 +265,7 @@ fn stray_ref(schema: &Value, pointer: &str) -> Option<(String, String)> {
                 }
             }
             o.iter()
-                .find_map(|(k, v)| stray_ref(v, &format!("{pointer}/{}", escape(k))))
+                .find_map(|(k, v)| stray_ref(v, &format!("{pointer}/{}", pointer_key(k))))
         }
         Value::Array(items) => items
             .iter()
@@ -278,11 +283,6 @@ fn wrapper(field: &str, schema: Value) -> Value {
         "required": [field],
         "additionalProperties": false,
     })
-}
-
-/// A JSON pointer's escaping of one key.
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// Size, depth and property count within what every provider takes; `depth`: the levels the
@@ -352,7 +352,7 @@ fn walk(
         for (k, v) in props {
             walk(
                 v,
-                &format!("{pointer}/properties/{}", escape(k)),
+                &format!("{pointer}/properties/{}", pointer_key(k)),
                 depth,
                 properties,
             )?;
@@ -378,7 +378,7 @@ fn walk(
             for (k, v) in defs {
                 walk(
                     v,
-                    &format!("{pointer}/{key}/{}", escape(k)),
+                    &format!("{pointer}/{key}/{}", pointer_key(k)),
                     depth,
                     properties,
                 )?;
@@ -562,33 +562,23 @@ fn unstrict_in(root: &Value, schema: &Value, value: Value, depth: usize) -> Valu
 
 /// A schema that also takes `null`.
 fn nullable(schema: Value) -> Value {
-    match schema {
-        Value::Object(mut o) => match o.get("type").cloned() {
-            Some(Value::String(t)) if t != "null" => {
-                o.insert("type".into(), json!([t, "null"]));
-                if let Some(Value::Array(e)) = o.get_mut("enum") {
-                    if !e.contains(&Value::Null) {
-                        e.push(Value::Null);
-                    }
-                }
-                Value::Object(o)
-            }
-            Some(Value::Array(mut ts)) => {
-                if !ts.contains(&json!("null")) {
-                    ts.push(json!("null"));
-                }
-                o.insert("type".into(), Value::Array(ts));
-                if let Some(Value::Array(e)) = o.get_mut("enum") {
-                    if !e.contains(&Value::Null) {
-                        e.push(Value::Null);
-                    }
-                }
-                Value::Object(o)
-            }
-            _ => json!({"anyOf": [Value::Object(o), {"type": "null"}]}),
-        },
-        other => other,
+    let Value::Object(mut o) = schema else {
+        return schema;
+    };
+    let null = json!("null");
+    let types = match o.get("type") {
+        Some(Value::String(t)) if t != "null" => vec![json!(t), null],
+        Some(Value::Array(ts)) if ts.contains(&null) => ts.clone(),
+        Some(Value::Array(ts)) => ts.iter().cloned().chain([null]).collect(),
+        _ => return json!({"anyOf": [Value::Object(o), {"type": "null"}]}),
+    };
+    o.insert("type".into(), Value::Array(types));
+    if let Some(Value::Array(e)) = o.get_mut("enum") {
+        if !e.contains(&Value::Null) {
+            e.push(Value::Null);
+        }
     }
+    Value::Object(o)
 }
 
 #[cfg(test)]

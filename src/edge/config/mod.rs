@@ -321,17 +321,32 @@ impl Config {
         if !self.budgets_on() {
             return Ok(());
         }
-        let named = std::iter::once(("DEFAULT_MODEL", &self.default_model))
-            .chain(self.fallback_models.iter().map(|m| ("FALLBACK_MODELS", m)))
-            .chain(self.budget_model.iter().map(|m| ("BUDGET_MODEL", m)))
-            .chain(self.summary_model.iter().map(|m| ("SUMMARY_MODEL", m)));
-        for (variable, model) in named {
+        // (variable, the agent naming it in `AGENTS`, model)
+        let agents = self.agents.iter().flat_map(|a| {
+            let models = std::iter::once(&a.model).chain(&a.fallback_models);
+            models.map(move |m| ("AGENTS", Some(a.name.as_str()), m))
+        });
+        let named = std::iter::once(("DEFAULT_MODEL", None, &self.default_model))
+            .chain(
+                self.fallback_models
+                    .iter()
+                    .map(|m| ("FALLBACK_MODELS", None, m)),
+            )
+            .chain(self.budget_model.iter().map(|m| ("BUDGET_MODEL", None, m)))
+            .chain(
+                self.summary_model
+                    .iter()
+                    .map(|m| ("SUMMARY_MODEL", None, m)),
+            )
+            .chain(agents);
+        for (variable, agent, model) in named {
             if self.models.info(model).price.is_none() {
+                let whose = agent.map(|a| format!("agent `{a}`: ")).unwrap_or_default();
                 return Err(ApiError::config(
                     variable,
                     format!(
-                        "`{model}` has no price, and USER_BUDGET_USD needs one for every model: \
-                         give it one in MODELS"
+                        "{whose}`{model}` has no price, and USER_BUDGET_USD needs one for every \
+                         model: give it one in MODELS"
                     ),
                 ));
             }
@@ -427,23 +442,14 @@ impl Config {
         }
     }
 
-    /// Each agent's toolsets are the deployment's, each of its tools one it could have, and,
-    /// with budgets on, each of its models priced.
+    /// Each agent's toolsets are the deployment's, and each of its tools one it could have (its
+    /// models' prices are [`Config::check_prices`]').
     fn check_agents(&self) -> Result<(), ApiError> {
         let toolsets = self.toolsets();
         for agent in &self.agents {
             let at = |message: String| {
                 ApiError::config("AGENTS", format!("agent `{}`: {message}", agent.name))
             };
-            let models = std::iter::once(&agent.model).chain(&agent.fallback_models);
-            for model in models.filter(|_| self.budgets_on()) {
-                if self.models.info(model).price.is_none() {
-                    return Err(at(format!(
-                        "`{model}` has no price, and USER_BUDGET_USD needs one for every model: \
-                         give it one in MODELS"
-                    )));
-                }
-            }
             if let Some(unknown) = agent
                 .toolsets
                 .iter()

@@ -75,7 +75,6 @@ impl WireApi for Anthropic {
         endpoint: &Endpoint,
         request: &LlmRequest<'_>,
     ) -> Result<HttpRequest, LlmError> {
-        request.check_answer()?;
         let body = wire::Request {
             model: &endpoint.model.model,
             max_tokens: request.max_tokens,

@@ -79,7 +79,6 @@ impl WireApi for Gemini {
         endpoint: &Endpoint,
         request: &LlmRequest<'_>,
     ) -> Result<HttpRequest, LlmError> {
-        request.check_answer()?;
         let declarations: Vec<_> = request
             .tools
             .iter()

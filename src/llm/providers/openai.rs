@@ -76,7 +76,6 @@ impl WireApi for OpenAiChat {
         endpoint: &Endpoint,
         request: &LlmRequest<'_>,
     ) -> Result<HttpRequest, LlmError> {
-        request.check_answer()?;
         let (response_format, tool_choice) = answer_fields(request.answer);
         let body = wire::Request {
             model: &endpoint.model.model,

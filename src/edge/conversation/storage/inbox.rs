@@ -79,18 +79,7 @@ impl<E: Engine> Storage<E> {
         if self.queue_len(None)? >= MAX_QUEUED {
             return Ok(Err(QueueFull));
         }
-        // RETURNING says whether it was added: a repeated id was queued before and is not again.
-        let added = self.write(
-            "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
-             RETURNING seq",
-            vec![
-                id.into(),
-                delivery.as_str().into(),
-                message.into(),
-                now.into(),
-            ],
-        )?;
-        let added = E::count(added);
+        let added = E::count(self.insert(id, delivery.as_str(), message, now)?);
         let known = self.known.queued.get();
         self.known.queued.set(known.zip(added).map(|(n, a)| n + a));
         Ok(Ok(self.waiting_len()?))
@@ -100,11 +89,7 @@ impl<E: Engine> Storage<E> {
     /// `None` when a message with its id is kept already. Its delivery is [`STARTING`]: no
     /// drain takes it and no queue position counts it; recovery and the alarm do see it.
     pub fn hold(&self, id: &str, message: &str, now: i64) -> Result<Option<i64>> {
-        let written = self.write(
-            "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
-             RETURNING seq",
-            vec![id.into(), STARTING.into(), message.into(), now.into()],
-        )?;
+        let written = self.insert(id, STARTING, message, now)?;
         // Written, whatever reading its row says: unread, the count is not known.
         let seq = E::rows::<Seq>(written)
             .inspect_err(|_| self.known.queued.set(None))?
@@ -116,6 +101,16 @@ impl<E: Engine> Storage<E> {
             .queued
             .set(known.map(|n| n + i64::from(seq.is_some())));
         Ok(seq)
+    }
+
+    /// Adds a row unless one has its id; RETURNING says whether it was added (a repeated id was
+    /// queued before and is not again).
+    fn insert(&self, id: &str, delivery: &str, message: &str, now: i64) -> Result<E::Cursor> {
+        self.write(
+            "INSERT OR IGNORE INTO inbox (id, delivery, message, queued_at) VALUES (?, ?, ?, ?)
+             RETURNING seq",
+            vec![id.into(), delivery.into(), message.into(), now.into()],
+        )
     }
 
     /// Queued messages of one delivery (or all, the one starting a turn among them), oldest
