@@ -56,7 +56,9 @@ pub trait AttemptLedger {
 }
 
 /// A resolver as the [`Billing`](crate::llm::retry::Billing) of a call it resolved: each
-/// attempt given up on is charged by the resolver, then recorded in `ledger`.
+/// attempt given up on is charged by the resolver, then recorded in `ledger`. Charged first, so
+/// the budget always holds it; a runtime that dies between the two leaves the spend object
+/// with a cost the ledger lacks (the ledger is the record; the spend resets with its period).
 pub(crate) struct ResolverBilling<'a> {
     pub resolver: &'a dyn ProviderResolver,
     pub ledger: &'a dyn AttemptLedger,

@@ -66,10 +66,7 @@ fn run(root: &Value, schema: &Value, value: &Value, lenient_refs: bool) -> Vec<P
         lenient_refs,
         broken: None,
     };
-    let at = At {
-        pointer: String::new(),
-        path: "$".into(),
-    };
+    let at = At::ROOT;
     checker.check(schema, value, &at);
     // A schema that cannot be checked to the end is refused whole: a verdict reached partway
     // (inside an `anyOf`, say) would be an accident of where it stopped.
@@ -103,25 +100,71 @@ pub fn pointer_key(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Where a value sits, in both notations.
-struct At {
-    pointer: String,
-    path: String,
+/// Where a value sits: the place of its parent and the step from there. Written out only when
+/// a problem is told, never copied per value checked: a value's keys are a model's or a tool
+/// server's to choose, however long.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    parent: Option<&'a At<'a>>,
+    step: Step<'a>,
 }
 
-impl At {
-    fn key(&self, name: &str) -> At {
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Root,
+    Key(&'a str),
+    Index(usize),
+}
+
+/// The most characters of a key a problem's place shows.
+const SHOWN_KEY: usize = 64;
+
+impl<'a> At<'a> {
+    const ROOT: At<'static> = At {
+        parent: None,
+        step: Step::Root,
+    };
+
+    fn key(&'a self, name: &'a str) -> At<'a> {
         At {
-            pointer: format!("{}/{}", self.pointer, pointer_key(name)),
-            path: format!("{}.{name}", self.path),
+            parent: Some(self),
+            step: Step::Key(name),
         }
     }
 
-    fn index(&self, i: usize) -> At {
+    fn index(&'a self, i: usize) -> At<'a> {
         At {
-            pointer: format!("{}/{i}", self.pointer),
-            path: format!("{}[{i}]", self.path),
+            parent: Some(self),
+            step: Step::Index(i),
         }
+    }
+
+    /// The place as a JSON pointer (`/tags/1`) and as a path (`$.tags[1]`).
+    fn written(&self) -> (String, String) {
+        let mut steps = Vec::new();
+        let mut at = Some(self);
+        while let Some(here) = at {
+            steps.push(here.step);
+            at = here.parent;
+        }
+        let (mut pointer, mut path) = (String::new(), String::from("$"));
+        for step in steps.into_iter().rev() {
+            match step {
+                Step::Root => {}
+                Step::Key(name) => {
+                    let name = crate::agent::text::shorten(name, SHOWN_KEY);
+                    pointer.push('/');
+                    pointer.push_str(&pointer_key(&name));
+                    path.push('.');
+                    path.push_str(&name);
+                }
+                Step::Index(i) => {
+                    pointer.push_str(&format!("/{i}"));
+                    path.push_str(&format!("[{i}]"));
+                }
+            }
+        }
+        (pointer, path)
     }
 }
 
@@ -131,7 +174,7 @@ impl<'s> Checker<'s> {
             // Only that it failed matters.
             (String::new(), String::new())
         } else {
-            (at.pointer.clone(), at.path.clone())
+            at.written()
         };
         self.errors.push(Problem {
             pointer,
@@ -540,6 +583,13 @@ mod tests {
         // A tool's schema keeps working with a `$ref` this checker cannot follow.
         let tool = json!({"type": "object", "properties": {"a": {"$ref": "https://x.example/a"}}});
         assert!(validate(&tool, &json!({"a": 1})).is_empty());
+        // A key the value chose, however long, shows in a problem's place clipped.
+        let open = json!({"type": "object", "additionalProperties": {"type": "integer"}});
+        let long = "k".repeat(10_000);
+        let found = problems(&open, &json!({ long.clone(): "x" }));
+        assert_eq!(found[0].pointer, format!("/{}…", "k".repeat(64)));
+        assert!(validate(&open, &json!({ long: "x" }))[0]
+            .starts_with(&format!("$.{}…: ", "k".repeat(64))));
         // Options that differ only by keywords not checked all match: still accepted.
         let patterned = json!({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]});
         assert!(problems(&patterned, &json!("apple")).is_empty());

@@ -284,7 +284,10 @@ impl PartialJson {
                 if let Some(Frame::Object { key, map }) = self.stack.last_mut() {
                     // A second value for a key would take back what was shown of the first.
                     if map.contains_key(&text) {
-                        return Err(format!("the key `{}` twice", clip(&text)));
+                        return Err(format!(
+                            "the key `{}` twice",
+                            crate::agent::text::shorten(&text, 40)
+                        ));
                     }
                     *key = Some(text);
                 }
@@ -347,7 +350,7 @@ impl PartialJson {
         let value = literal(&self.token).ok_or_else(|| {
             format!(
                 "`{}` is not JSON",
-                clip(&String::from_utf8_lossy(&self.token))
+                crate::agent::text::shorten(&String::from_utf8_lossy(&self.token), 40)
             )
         })?;
         self.place(value);
@@ -387,14 +390,6 @@ fn literal(token: &[u8]) -> Option<Value> {
                 _ => None,
             }
         }
-    }
-}
-
-/// At most 40 characters of `text`, for an error message.
-fn clip(text: &str) -> String {
-    match text.char_indices().nth(40) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
     }
 }
 

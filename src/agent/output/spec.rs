@@ -494,69 +494,105 @@ fn strict_part(schema: &Value) -> Option<Value> {
 /// unless `schema` itself allows `null` there. Follows `$ref`s and takes, of an `anyOf`, the
 /// first option the answer then matches. Checked against `schema` after this.
 pub fn unstrict(schema: &Value, value: Value) -> Value {
-    unstrict_in(schema, schema, value, 0)
+    let mut unstrict = Unstrict {
+        root: schema,
+        budget: UNSTRICT_BUDGET,
+    };
+    unstrict.value(schema, value, 0)
 }
 
-/// How many levels of schema `unstrict` follows (past them the answer is left as it is).
+/// How many levels of schema `unstrict` follows, and how much work it may do (a level costs
+/// 1, a check of an `anyOf` option or of a null [`CHECK_COST`]): `$ref`s inside `anyOf`s could
+/// otherwise ask for exponentially many. Past either, the answer is left as it is there, and
+/// the check after it says what is wrong.
 const MAX_UNSTRICT_DEPTH: usize = 64;
+const UNSTRICT_BUDGET: usize = 10_000;
+const CHECK_COST: usize = 100;
 
-fn unstrict_in(root: &Value, schema: &Value, value: Value, depth: usize) -> Value {
-    if depth > MAX_UNSTRICT_DEPTH {
-        return value;
-    }
-    let target = schema
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|r| r.strip_prefix('#'))
-        .and_then(|pointer| root.pointer(pointer));
-    if let Some(target) = target {
-        return unstrict_in(root, target, value, depth + 1);
-    }
-    if let Some(options) = schema.get("anyOf").and_then(Value::as_array) {
-        for option in options {
-            let v = unstrict_in(root, option, value.clone(), depth + 1);
-            if crate::agent::schema::problems_in(root, option, &v).is_empty() {
-                return v;
+struct Unstrict<'s> {
+    root: &'s Value,
+    budget: usize,
+}
+
+impl Unstrict<'_> {
+    /// Whether `cost` more may be spent (and spends it).
+    fn spend(&mut self, cost: usize) -> bool {
+        match self.budget.checked_sub(cost) {
+            Some(left) => {
+                self.budget = left;
+                true
             }
+            None => false,
         }
-        return value;
     }
-    match value {
-        Value::Object(map) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            let required: Vec<&str> = schema
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let kept = map.into_iter().filter_map(|(k, v)| {
-                let own = properties.and_then(|p| p.get(&k));
-                // Null where the schema as written would not have it: strict mode's doing.
-                let added = v.is_null()
-                    && !required.contains(&k.as_str())
-                    && own.is_some_and(|own| {
-                        !crate::agent::schema::problems_in(root, own, &Value::Null).is_empty()
-                    });
-                match (added, own) {
-                    (true, _) => None,
-                    (false, Some(own)) => Some((k, unstrict_in(root, own, v, depth + 1))),
-                    (false, None) => Some((k, v)),
+
+    /// Whether `value` matches `schema` (a part of the root), if the budget allows the check.
+    fn matches(&mut self, schema: &Value, value: &Value) -> Option<bool> {
+        self.spend(CHECK_COST)
+            .then(|| crate::agent::schema::problems_in(self.root, schema, value).is_empty())
+    }
+
+    fn value(&mut self, schema: &Value, value: Value, depth: usize) -> Value {
+        if depth > MAX_UNSTRICT_DEPTH || !self.spend(1) {
+            return value;
+        }
+        let root = self.root;
+        let target = schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .and_then(|pointer| root.pointer(pointer));
+        if let Some(target) = target {
+            return self.value(target, value, depth + 1);
+        }
+        if let Some(options) = schema.get("anyOf").and_then(Value::as_array) {
+            for option in options {
+                let v = self.value(option, value.clone(), depth + 1);
+                match self.matches(option, &v) {
+                    Some(true) => return v,
+                    Some(false) => {}
+                    None => break,
                 }
-            });
-            Value::Object(kept.collect())
+            }
+            return value;
         }
-        Value::Array(items) => {
-            let Some(item) = schema.get("items") else {
-                return Value::Array(items);
-            };
-            let items = items.into_iter();
-            Value::Array(
-                items
-                    .map(|v| unstrict_in(root, item, v, depth + 1))
-                    .collect(),
-            )
+        match value {
+            Value::Object(map) => {
+                let properties = schema.get("properties").and_then(Value::as_object);
+                let required: Vec<&str> = schema
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let mut kept = Map::new();
+                for (k, v) in map {
+                    let own = properties.and_then(|p| p.get(&k));
+                    // Null where the schema as written would not have it: strict mode's doing.
+                    let added = v.is_null()
+                        && !required.contains(&k.as_str())
+                        && own.is_some_and(|own| self.matches(own, &Value::Null) == Some(false));
+                    match (added, own) {
+                        (true, _) => {}
+                        (false, Some(own)) => {
+                            let v = self.value(own, v, depth + 1);
+                            kept.insert(k, v);
+                        }
+                        (false, None) => {
+                            kept.insert(k, v);
+                        }
+                    }
+                }
+                Value::Object(kept)
+            }
+            Value::Array(items) => {
+                let Some(item) = schema.get("items") else {
+                    return Value::Array(items);
+                };
+                let items = items.into_iter();
+                Value::Array(items.map(|v| self.value(item, v, depth + 1)).collect())
+            }
+            other => other,
         }
-        other => other,
     }
 }
 
@@ -735,6 +771,10 @@ mod tests {
         let back = unstrict(&deeper, answer);
         assert_eq!(back, json!({"item": {"opt": null}, "either": {}}));
         assert_eq!(crate::agent::schema::problems(&deeper, &back), []);
+        // `$ref`s inside `anyOf`s ask for exponentially many tries: bounded, the answer left.
+        let branching = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}},
+            "$defs": {"n": {"anyOf": [{"$ref": "#/$defs/n"}, {"$ref": "#/$defs/n"}]}}});
+        assert_eq!(unstrict(&branching, json!({"x": 5})), json!({"x": 5}));
         // The root must be an object; an object of free-form keys cannot be held to `{}`.
         assert_eq!(strict_openai(&json!({})), None);
         assert_eq!(strict_openai(&json!({"anyOf": [{"type": "object"}]})), None);

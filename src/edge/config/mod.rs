@@ -354,12 +354,13 @@ impl Config {
         Ok(())
     }
 
-    /// Whether `ALLOWED_MODELS` lets users choose `model` (the deployment's default always is).
+    /// Whether `ALLOWED_MODELS` lets users choose `model` (the default agent's always is: a
+    /// conversation that names none gets it).
     pub fn allows(&self, model: &str) -> bool {
         let Some(allowed) = &self.allowed_models else {
             return true;
         };
-        model == self.default_model.to_string()
+        self.agent(None).is_ok_and(|a| a.model.to_string() == model)
             || allowed.iter().any(|a| match a.strip_suffix('*') {
                 Some(provider) => model.starts_with(provider),
                 None => a == model,

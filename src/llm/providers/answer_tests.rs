@@ -104,13 +104,16 @@ fn anthropic_gets_an_output_format_or_a_forced_tool() {
     };
     // Every object closed, bounds Claude does not enforce left out.
     let bounded = json!({"type": "object", "properties": {"city": {"type": "string", "maxLength": 80},
-        "n": {"type": "integer", "minimum": 1}, "tags": {"type": "array", "items": {"type": "object"}, "minItems": 2}}});
+        "n": {"type": "integer", "minimum": 1}, "tags": {"type": "array", "items": {"type": "object"}, "minItems": 2},
+        "minimum": {"enum": [{"type": "x", "maxLength": 1}]}}});
     let body = sent(make, as_schema(&bounded, false), &[]).unwrap();
     assert_eq!(
         body["output_config"],
         json!({"format": {"type": "json_schema", "schema": {"type": "object", "properties": {
             "city": {"type": "string"}, "n": {"type": "integer"},
-            "tags": {"type": "array", "items": {"type": "object", "additionalProperties": false}}},
+            "tags": {"type": "array", "items": {"type": "object", "additionalProperties": false}},
+            // A property's name and an `enum`'s values are not schemas: kept as written.
+            "minimum": {"enum": [{"type": "x", "maxLength": 1}]}},
             "additionalProperties": false}}})
     );
     let body = sent(make, AnswerFormat::Tool { name: "answer" }, &tools()).unwrap();

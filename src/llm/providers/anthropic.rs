@@ -145,29 +145,41 @@ fn output_schema(schema: &Value) -> Value {
         "maxLength",
         "maxItems",
     ];
-    match schema {
-        Value::Object(map) => {
-            let mut out: serde_json::Map<String, Value> = map
-                .iter()
-                .filter(|(k, v)| {
-                    let unenforced = DROPPED.contains(&k.as_str())
-                        || (k.as_str() == "minItems" && v.as_u64().is_some_and(|n| n > 1));
-                    !unenforced
-                })
-                .map(|(k, v)| (k.clone(), output_schema(v)))
-                .collect();
-            let object = map.get("type").is_some_and(|t| match t {
-                Value::Array(ts) => ts.iter().any(|t| t == "object"),
-                t => t == "object",
-            }) || map.contains_key("properties");
-            if object && !map.contains_key("additionalProperties") {
-                out.insert("additionalProperties".into(), Value::Bool(false));
-            }
-            Value::Object(out)
+    let Value::Object(map) = schema else {
+        return schema.clone();
+    };
+    let mut out = serde_json::Map::new();
+    for (k, v) in map {
+        let unenforced =
+            DROPPED.contains(&k.as_str()) || (k == "minItems" && v.as_u64().is_some_and(|n| n > 1));
+        if unenforced {
+            continue;
         }
-        Value::Array(items) => Value::Array(items.iter().map(output_schema).collect()),
-        other => other.clone(),
+        // Only what holds schemas is rewritten: names of properties, `enum` values and the
+        // like are kept as written.
+        let v = match (k.as_str(), v) {
+            ("properties" | "$defs" | "definitions", Value::Object(schemas)) => Value::Object(
+                schemas
+                    .iter()
+                    .map(|(name, s)| (name.clone(), output_schema(s)))
+                    .collect(),
+            ),
+            ("items" | "additionalProperties" | "not", s) => output_schema(s),
+            ("anyOf" | "allOf" | "oneOf" | "prefixItems", Value::Array(list)) => {
+                Value::Array(list.iter().map(output_schema).collect())
+            }
+            (_, v) => v.clone(),
+        };
+        out.insert(k.clone(), v);
     }
+    let object = map.get("type").is_some_and(|t| match t {
+        Value::Array(ts) => ts.iter().any(|t| t == "object"),
+        t => t == "object",
+    }) || map.contains_key("properties");
+    if object && !map.contains_key("additionalProperties") {
+        out.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    Value::Object(out)
 }
 
 fn encode_messages(messages: &[Message]) -> Vec<wire::Message<'_>> {

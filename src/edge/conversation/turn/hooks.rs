@@ -13,7 +13,7 @@ use crate::edge::protocol::Delivery;
 use crate::llm::{ModelRef, Usage};
 use async_trait::async_trait;
 use futures::channel::oneshot;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use worker::{console_error, console_warn};
 
@@ -31,6 +31,10 @@ pub(super) struct Persisted {
     pub(super) pending: RefCell<Option<PendingWrite>>,
     /// Why writing them failed: nothing of the turn may be stored after them.
     pub(super) write_failed: RefCell<Option<String>>,
+    /// An answer that could not be stored was charged (its ledger row written): what was saved
+    /// of it for recovery is gone, and nothing more of it may be saved (recovery would charge it
+    /// again).
+    pub(super) charged: Cell<bool>,
 }
 
 /// A turn's new messages on their way to D1, written alongside the history's read and the first
@@ -56,6 +60,7 @@ impl Persisted {
             taken: RefCell::new(taken),
             pending: RefCell::new(pending),
             write_failed: RefCell::default(),
+            charged: Cell::default(),
         }
     }
 
@@ -111,7 +116,7 @@ impl D1Hooks {
             model: &model.model,
             provider: &model.provider,
             usage,
-            cost_usd: self.config.models.info(model).cost(usage),
+            cost_usd: self.config.models.cost(model, usage),
         };
         let recorded = self
             .store
@@ -146,8 +151,17 @@ impl TurnHooks for D1Hooks {
             // paid all the same (the spend object has its cost): the ledger gets its row.
             if let AgentMessage::Assistant(answer) = message {
                 if answer.usage != Usage::default() {
-                    if let Err(row) = self.record_row(&answer.model_ref(), &answer.usage).await {
-                        console_error!("charging an answer that could not be stored: {row}");
+                    match self.record_row(&answer.model_ref(), &answer.usage).await {
+                        Ok(()) => {
+                            // In the same step as the row: recovery must not find it to charge.
+                            if let Err(e) = self.storage.set_partial(None) {
+                                console_error!("clearing a charged partial answer: {e}");
+                            }
+                            self.persisted.charged.set(true);
+                        }
+                        Err(row) => {
+                            console_error!("charging an answer that could not be stored: {row}");
+                        }
                     }
                 }
             }

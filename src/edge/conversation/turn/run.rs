@@ -122,7 +122,8 @@ impl Prepared {
             .as_ref()
             .filter(|m| **m != model)
             .and_then(|m| {
-                let chain = (m, config.fallback_models.as_slice());
+                // The agent's fallbacks, which the budget's reservations are priced over.
+                let chain = (m, agent.fallback_models.as_slice());
                 resilient_provider(&turn_env.env, config, chain, Some(&signal))
                     .inspect_err(|e| console_error!("SUMMARY_MODEL {m}: {e}"))
                     .ok()
@@ -251,6 +252,10 @@ impl Prepared {
                             "detail": message,
                         });
                         console_error!("{line}");
+                    }
+                    if persisted.charged.take() {
+                        // Charged already: nothing of it is saved again.
+                        partial = PartialAnswer::default();
                     }
                     if partial.track(&event) {
                         if let Err(e) = storage.set_partial(None) {
