@@ -30,6 +30,7 @@ fn answer(content: Vec<ContentBlock>) -> AgentMessage {
         model: "model-1".into(),
         provider: "scripted".into(),
         usage: Usage::default(),
+        output: None,
     })
 }
 

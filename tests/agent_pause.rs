@@ -202,6 +202,7 @@ fn calls_in_an_answer_that_failed_wait_for_nothing_and_never_run() {
             model: "m".into(),
             provider: "p".into(),
             usage: Usage::default(),
+            output: None,
         })
     };
     for failed in [

@@ -424,6 +424,7 @@ impl Provider for Thinks {
                 model: self.0.model.clone(),
                 provider: self.0.provider.clone(),
                 usage: Usage::default(),
+                output: None,
             },
             error: None,
             given_up: Vec::new(),
@@ -675,6 +676,7 @@ impl Provider for BilledFirst {
                 input_tokens: 700,
                 ..Default::default()
             },
+            output: None,
         };
         let billing = request.billing.expect("a turn's calls carry their billing");
         if let Err(stop) = billing.given_up(&attempt).await {

@@ -241,6 +241,7 @@ mod tests {
                 model: "m".into(),
                 provider: "p".into(),
                 usage: Default::default(),
+                output: None,
             })
         };
         let messages = vec![

@@ -42,6 +42,10 @@ pub enum AgentEvent<'a> {
         from: &'a ModelRef,
         to: &'a ModelRef,
     },
+    /// A typed answer's state (`agent::output::answer`): forming, then complete or failed.
+    Output(&'a Value),
+    /// An element of an `array` typed answer, whole and valid, `index` its place.
+    OutputElement { index: usize, value: &'a Value },
     /// The turn ended normally.
     Done {
         final_text: &'a str,

@@ -56,6 +56,7 @@ impl<'a> FromJson<'a> for AgentMessage {
             is_error: bool,
             text: Option<String>,
             schedule: Option<String>,
+            output: Option<serde_json::Value>,
         }
 
         crate::json_struct!(Flat {
@@ -70,6 +71,7 @@ impl<'a> FromJson<'a> for AgentMessage {
             "is_error" => is_error: default,
             "text" => text,
             "schedule" => schedule,
+            "output" => output,
         });
         let flat = Flat::read(r)?;
         fn need<T>(r: &Reader<'_>, value: Option<T>, field: &str) -> json::Result<T> {
@@ -89,6 +91,7 @@ impl<'a> FromJson<'a> for AgentMessage {
                 model: need(r, flat.model, "model")?,
                 provider: need(r, flat.provider, "provider")?,
                 usage: need(r, flat.usage, "usage")?,
+                output: flat.output,
             }),
             "tool_result" => AgentMessage::ToolResult(ToolResult {
                 tool_call_id: need(r, flat.tool_call_id, "tool_call_id")?,
@@ -227,6 +230,7 @@ mod tests {
                     output_tokens: 4,
                     ..Default::default()
                 },
+                output: None,
             }),
             AgentMessage::ToolResult(ToolResult {
                 tool_call_id: "c1".into(),

@@ -118,6 +118,8 @@ pub struct AgentState {
     /// starts the ids of tool calls a provider sends without one, so no two calls of any user
     /// share an id. Empty natively, where ids are `call_<n>_<i>`.
     pub call_id_nonce: String,
+    /// The typed answer the turn must end with (`output`), if any.
+    pub output: Option<Rc<crate::agent::output::OutputSpec>>,
 }
 
 impl AgentState {
@@ -143,6 +145,7 @@ impl AgentState {
             total_usage: Usage::default(),
             queues: Rc::new(LocalQueues::default()),
             call_id_nonce: String::new(),
+            output: None,
         }
     }
 }

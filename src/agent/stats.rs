@@ -105,6 +105,7 @@ mod tests {
                 output_tokens: output,
                 ..Usage::default()
             },
+            output: None,
         }
     }
 

@@ -20,6 +20,7 @@ use std::pin::Pin;
 use super::estimate::{
     block_tokens, charge_unreported, estimate_tokens, message_tokens, tool_tokens,
 };
+use super::output::{Answering, Settled};
 use super::resolve::{AttemptLedger, CallSize, ProviderResolver, Resolved, ResolverBilling};
 use super::state::{add_message, deadline_passed, inject, TurnOutcome};
 use super::tool_calls::{error_result, CANCELLED};
@@ -60,6 +61,7 @@ pub async fn run_agent_turn(
     let mut previous: Option<ModelRef> = resolver.intended();
     // A paused turn resumes with the calls its last answer left without results.
     let mut pending = pending_calls(&state.messages);
+    let mut answering = state.output.clone().map(Answering::new);
     loop {
         if !pending.is_empty() {
             // Behind a `dyn Future`: the tool machinery then stays a function of its own rather
@@ -81,7 +83,12 @@ pub async fn run_agent_turn(
         if state.cancel.is_cancelled() {
             return TurnOutcome::Cancelled;
         }
-        let limit = if state.llm_calls >= state.max_llm_calls {
+        // A typed answer's repair call runs with tools off, and so does one step past the
+        // limit when the steps ran out on a tool call: an answer is always attempted.
+        let at_limit = state.llm_calls >= state.max_llm_calls;
+        let past_limit = at_limit && answering.as_mut().is_some_and(Answering::past_limit);
+        let tools_off = past_limit || answering.as_ref().is_some_and(Answering::repairing);
+        let limit = if at_limit && !past_limit {
             Some(format!(
                 "stopped after {} LLM calls in one turn (MAX_LLM_CALLS)",
                 state.max_llm_calls
@@ -116,7 +123,10 @@ pub async fn run_agent_turn(
                 hidden = compaction.hidden_after_apply();
             }
         }
-        let definitions = tools.offered(&state.messages);
+        let mut definitions = tools.offered(&state.messages);
+        if tools_off {
+            definitions.clear();
+        }
         let system = hooks.system_prompt(state.system_prompt.as_deref()).await;
         let system = system.as_deref().or(state.system_prompt.as_deref());
         // What the call sends, estimated once if a resolver or a cut-short answer asks.
@@ -156,6 +166,26 @@ pub async fn run_agent_turn(
             Err(e) => return fail(hooks, emit, &e).await,
         };
         let model = provider.model().clone();
+        // The typed answer's form for this provider: its tools (the answer tool joining them)
+        // and its prompt; copied only for a typed answer.
+        let mut watch = None;
+        let typed_tools;
+        let mut typed_system = None;
+        let offered: &[crate::llm::ToolDef] = match answering.as_mut() {
+            Some(answering) => {
+                let mut with_answer = definitions.clone();
+                let native = provider.capabilities().structured_output;
+                match answering.begin_call(&model.provider, native, &mut with_answer) {
+                    Ok(w) => watch = Some(w),
+                    Err(why) => return fail(hooks, emit, &LlmError::Config(why)).await,
+                }
+                typed_system = answering.system(system);
+                typed_tools = with_answer;
+                &typed_tools
+            }
+            None => &definitions,
+        };
+        let system = typed_system.as_deref().or(system);
         if let Some(from) = previous.as_ref().filter(|from| **from != model) {
             emit(AgentEvent::ProviderSwitch { from, to: &model });
         }
@@ -171,6 +201,9 @@ pub async fn run_agent_turn(
         let mut history = prepare_for(seen, &model, &provider.capabilities());
         if let Some(t) = transform {
             history = t.transform(history).await;
+        }
+        if let Some(answering) = &answering {
+            answering.extend_history(&mut history);
         }
         // Recited last, where the model attends most; never stored.
         if let Some(plan) = super::plan::recitation(&state.plan.borrow()) {
@@ -194,12 +227,12 @@ pub async fn run_agent_turn(
         let request = LlmRequest {
             system,
             messages: &history,
-            tools: &definitions,
+            tools: offered,
             max_tokens,
             temperature: state.temperature,
             call_ids: &call_ids,
             billing: Some(&billed),
-            answer: None,
+            answer: answering.as_ref().and_then(Answering::format),
         };
         let mut completion = provider
             .stream(&request, &mut |event| match event {
@@ -207,7 +240,12 @@ pub async fn run_agent_turn(
                 LlmEvent::Fallback { from, to, .. } => {
                     emit(AgentEvent::ProviderSwitch { from, to })
                 }
-                other => emit(AgentEvent::Llm(other)),
+                other => {
+                    emit(AgentEvent::Llm(other));
+                    if let Some(watch) = watch.as_mut() {
+                        watch.observe(other, emit);
+                    }
+                }
             })
             .await;
         drop(history);
@@ -252,8 +290,24 @@ pub async fn run_agent_turn(
             return fail(hooks, emit, &error).await;
         }
 
-        let answer = completion.message;
-        add_message(state, hooks, AgentMessage::Assistant(answer.clone())).await;
+        let mut answer = completion.message;
+        // A typed answer: the end state kept on the message; an invalid one to repair is not
+        // kept, only charged.
+        let settled = match (answering.as_mut(), watch.as_mut()) {
+            (Some(answering), Some(watch)) => answering.settle(&mut answer, watch, emit),
+            _ => Settled::NotFinal,
+        };
+        if let Settled::Done(end) = &settled {
+            answer.output = Some(end.clone());
+        }
+        if settled == Settled::Repair {
+            charge_unstored(hooks, &answer).await;
+        } else {
+            add_message(state, hooks, AgentMessage::Assistant(answer.clone())).await;
+        }
+        if let Settled::Done(end) = &settled {
+            emit(AgentEvent::Output(end));
+        }
         emit(AgentEvent::StepEnd {
             step,
             message: &answer,
@@ -284,6 +338,9 @@ pub async fn run_agent_turn(
             }
         }
         previous = Some(model);
+        if settled == Settled::Repair {
+            continue;
+        }
 
         pending = answer.tool_calls().cloned().collect();
         if pending.is_empty() {
@@ -402,6 +459,7 @@ mod tests {
             model: "m".into(),
             provider: "p".into(),
             usage,
+            output: None,
         }
     }
 

@@ -87,6 +87,8 @@ crate::json_struct!(#[deny_unknown_fields] ApprovalIn {
 });
 
 /// What a request asks of the conversation. Externally tagged (serde's default form).
+// One per request, moved a few times: boxing the message would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnRequest {

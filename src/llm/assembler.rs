@@ -246,6 +246,7 @@ impl Assembler {
             model: model.to_string(),
             provider: provider.to_string(),
             usage: self.usage,
+            output: None,
         }
     }
 

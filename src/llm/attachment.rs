@@ -250,6 +250,7 @@ mod tests {
             tools: true,
             thinking: false,
             vision: true,
+            structured_output: false,
         };
         let text_only = Capabilities {
             vision: false,

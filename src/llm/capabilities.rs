@@ -8,4 +8,7 @@ pub struct Capabilities {
     pub tools: bool,
     pub thinking: bool,
     pub vision: bool,
+    /// The provider's own structured output (an answer in JSON of a given schema), where a
+    /// provider's models differ in having it (Anthropic's); see `agent::output::form`.
+    pub structured_output: bool,
 }

@@ -144,11 +144,16 @@ const ALL: Capabilities = Capabilities {
     tools: true,
     thinking: true,
     vision: true,
+    structured_output: true,
 };
 const NO_THINKING: Capabilities = Capabilities {
-    tools: true,
     thinking: false,
-    vision: true,
+    ..ALL
+};
+/// Claude models from before Anthropic's structured outputs.
+const NO_STRUCTURED: Capabilities = Capabilities {
+    structured_output: false,
+    ..ALL
 };
 
 const fn model(
@@ -182,7 +187,7 @@ pub const MODELS: &[ModelInfo] = &[
         200_000,
         32_000,
         price(15.0, 75.0, 1.5, 18.75),
-        ALL,
+        NO_STRUCTURED,
     ),
     model(
         "anthropic:claude-sonnet-4-5",
@@ -196,7 +201,7 @@ pub const MODELS: &[ModelInfo] = &[
         200_000,
         64_000,
         price(3.0, 15.0, 0.3, 3.75),
-        ALL,
+        NO_STRUCTURED,
     ),
     model(
         "anthropic:claude-haiku-4-5",
@@ -210,7 +215,10 @@ pub const MODELS: &[ModelInfo] = &[
         200_000,
         8_192,
         price(0.8, 4.0, 0.08, 1.0),
-        NO_THINKING,
+        Capabilities {
+            structured_output: false,
+            ..NO_THINKING
+        },
     ),
     model(
         "openai:gpt-5-mini",
@@ -312,6 +320,8 @@ const UNKNOWN: ModelInfo = ModelInfo {
         tools: true,
         thinking: false,
         vision: false,
+        // Only Anthropic's registry entries say; other providers' models are not asked.
+        structured_output: false,
     },
 };
 
@@ -371,11 +381,15 @@ impl CustomModel {
             None => None,
         };
         let mut capabilities = Capabilities::default();
-        if let Some(mut c) = f.object("capabilities", &["tools", "thinking", "vision"])? {
+        if let Some(mut c) = f.object(
+            "capabilities",
+            &["tools", "thinking", "vision", "structured_output"],
+        )? {
             for (name, flag) in [
                 ("tools", &mut capabilities.tools),
                 ("thinking", &mut capabilities.thinking),
                 ("vision", &mut capabilities.vision),
+                ("structured_output", &mut capabilities.structured_output),
             ] {
                 if let Some(on) = c.optional(name, fields::BOOL)? {
                     *flag = on;
@@ -739,6 +753,7 @@ mod tests {
             model: "gemini-2.5-pro".into(),
             provider: "gemini".into(),
             usage: call(300_000, 0),
+            output: None,
         };
         let charged = Registry::default().answer_cost(&answer).unwrap();
         assert!((charged - (0.75 + 0.15)).abs() < 1e-9, "{charged}");

@@ -461,6 +461,7 @@ pub(crate) fn failed(model: &ModelRef, error: LlmError) -> Completion {
             model: model.model.clone(),
             provider: model.provider.clone(),
             usage: Default::default(),
+            output: None,
         },
         error: Some(error),
         given_up: Vec::new(),

@@ -298,6 +298,7 @@ mod tests {
                         input_tokens: 1,
                         ..Default::default()
                     },
+                    output: None,
                 },
                 error,
                 given_up: Vec::new(),

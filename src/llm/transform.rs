@@ -202,6 +202,7 @@ mod tests {
             model: model.into(),
             provider: provider.into(),
             usage: Usage::default(),
+            output: None,
         })
     }
 
@@ -424,5 +425,6 @@ mod tests {
         tools: true,
         thinking: true,
         vision: true,
+        structured_output: false,
     };
 }

@@ -290,6 +290,11 @@ pub struct AssistantMessage {
     pub model: String,
     pub provider: String,
     pub usage: Usage,
+    /// A typed answer's end (`agent::output`): `{status: "complete", object}` or `{status:
+    /// "error", error: {type, message}, raw}`, on the turn's last answer; the content keeps the
+    /// JSON as the model wrote it, which is what the model sees of it later.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 crate::json_struct!(AssistantMessage {
@@ -298,6 +303,7 @@ crate::json_struct!(AssistantMessage {
     "model" => model,
     "provider" => provider,
     "usage" => usage,
+    "output" => output: default,
 });
 
 impl AssistantMessage {

@@ -13,8 +13,8 @@ use edge_agent::agent::{
     TurnOutcome,
 };
 use edge_agent::llm::{
-    AssistantMessage, Completion, ContentBlock, LlmError, LlmEvent, LlmRequest, Message, ModelRef,
-    Provider, StopReason, ToolCall, ToolDef, Usage,
+    AnswerFormat, AssistantMessage, Completion, ContentBlock, LlmError, LlmEvent, LlmRequest,
+    Message, ModelRef, Provider, StopReason, ToolCall, ToolDef, Usage,
 };
 use serde_json::{json, Map, Value};
 
@@ -55,6 +55,9 @@ pub struct Scripted {
     pub limits: RefCell<Vec<u32>>,
     /// The `call_ids` prefix of each call.
     pub call_ids: RefCell<Vec<String>>,
+    /// How each call asked for a typed answer: `schema`, `strict schema`, `tool <name>` or
+    /// `free`.
+    pub formats: RefCell<Vec<String>>,
 }
 
 impl Scripted {
@@ -67,7 +70,15 @@ impl Scripted {
             systems: RefCell::new(vec![]),
             limits: RefCell::new(vec![]),
             call_ids: RefCell::new(vec![]),
+            formats: RefCell::new(vec![]),
         })
+    }
+
+    /// A provider of another model (`provider:model`).
+    pub fn of(model: &str, answers: Vec<Answer>) -> Rc<Self> {
+        let mut scripted = Rc::into_inner(Self::new(answers)).unwrap();
+        scripted.model = ModelRef::parse(model).unwrap();
+        Rc::new(scripted)
     }
 }
 
@@ -97,6 +108,12 @@ impl Provider for Scripted {
         self.offered
             .borrow_mut()
             .push(request.tools.iter().map(|t| t.name.clone()).collect());
+        self.formats.borrow_mut().push(match request.answer {
+            Some(AnswerFormat::Schema { strict: true, .. }) => "strict schema".into(),
+            Some(AnswerFormat::Schema { .. }) => "schema".into(),
+            Some(AnswerFormat::Tool { name }) => format!("tool {name}"),
+            None => "free".into(),
+        });
         let answer = self
             .answers
             .borrow_mut()
@@ -154,6 +171,7 @@ impl Provider for Scripted {
                 model: self.model.model.clone(),
                 provider: self.model.provider.clone(),
                 usage,
+                output: None,
             },
             error: answer.error,
             given_up: Vec::new(),
@@ -179,6 +197,8 @@ pub struct Recorder {
     pub stored: RefCell<Vec<String>>,
     pub warnings: RefCell<Vec<String>>,
     pub fail_on_message: bool,
+    /// Output tokens of each paid call no message stores.
+    pub unstored: RefCell<Vec<u64>>,
 }
 
 #[async_trait(?Send)]
@@ -197,6 +217,11 @@ impl TurnHooks for Recorder {
 
     fn warn(&self, message: &str) {
         self.warnings.borrow_mut().push(message.to_string());
+    }
+
+    async fn on_unstored_call(&self, _model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
+        self.unstored.borrow_mut().push(usage.output_tokens);
+        Ok(())
     }
 }
 
@@ -296,6 +321,8 @@ pub fn describe(e: &AgentEvent<'_>) -> String {
             )
         }
         AgentEvent::Error { message, .. } => format!("error {message}"),
+        AgentEvent::Output(state) => format!("output {state}"),
+        AgentEvent::OutputElement { index, value } => format!("element {index} {value}"),
     }
 }
 

@@ -102,6 +102,11 @@ impl PartialJson {
         self.done.as_ref()
     }
 
+    /// Whether what [`PartialJson::value`] shows changed since [`PartialJson::take_changed`].
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+
     /// Whether what [`PartialJson::value`] shows changed since this was last asked.
     pub fn take_changed(&mut self) -> bool {
         std::mem::take(&mut self.changed)

@@ -350,6 +350,7 @@ mod tests {
             model: "m".into(),
             provider: "p".into(),
             usage: Usage::default(),
+            output: None,
         })
     }
 

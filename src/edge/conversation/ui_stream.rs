@@ -95,6 +95,18 @@ enum Chunk<'a> {
         id: &'a str,
         data: &'a Value,
     },
+    /// A typed answer's state: one part per message (`id`), re-sent in place as it forms.
+    #[serde(rename = "data-output")]
+    DataOutput {
+        id: &'a str,
+        data: &'a Value,
+    },
+    /// A whole, valid element of an `array` typed answer.
+    #[serde(rename = "data-output-element")]
+    DataOutputElement {
+        id: &'a str,
+        data: ElementData<'a>,
+    },
     #[serde(rename = "data-provider-switch")]
     DataProviderSwitch {
         data: SwitchData,
@@ -132,6 +144,12 @@ struct SteeringData<'a> {
 }
 
 #[derive(Serialize)]
+struct ElementData<'a> {
+    index: usize,
+    element: &'a Value,
+}
+
+#[derive(Serialize)]
 struct SwitchData {
     from: String,
     to: String,
@@ -150,6 +168,9 @@ pub struct UiStream {
     id_of: Option<(&'static str, u32, usize)>,
     /// The request (or turn) an error chunk names, so a user's report finds the log line.
     reference: String,
+    /// A typed answer's part id (`output:<messageId>`) and its tool's name: the answer shows
+    /// as that part, never as text or a tool call.
+    output: Option<(String, String)>,
 }
 
 pub const HEADERS: [(&str, &str); 4] = [
@@ -197,6 +218,13 @@ impl UiStream {
         }
     }
 
+    /// A stream whose turn answers in JSON (`output`): its text and the answer tool `tool`'s
+    /// calls are not shown, the answer shows as a `data-output` part of id `part_id`.
+    pub fn typed(mut self, part_id: String, tool: &str) -> Self {
+        self.output = Some((part_id, tool.to_string()));
+        self
+    }
+
     /// Writes the chunks for one event (possibly none).
     pub fn event(&mut self, event: &AgentEvent<'_>, out: &mut String) {
         match event {
@@ -207,7 +235,34 @@ impl UiStream {
                 self.tool_ids.clear();
                 write(out, &Chunk::StartStep);
             }
-            AgentEvent::Llm(e) => self.llm(e, out),
+            AgentEvent::Llm(e) => match (&self.output, e) {
+                (
+                    Some(_),
+                    LlmEvent::TextStart { .. }
+                    | LlmEvent::TextDelta { .. }
+                    | LlmEvent::TextEnd { .. },
+                ) => {}
+                (
+                    Some((_, tool)),
+                    LlmEvent::ToolCallStart { name, .. } | LlmEvent::ToolCallEnd { name, .. },
+                ) if name == tool => {}
+                _ => self.llm(e, out),
+            },
+            AgentEvent::Output(data) => {
+                if let Some((id, _)) = &self.output {
+                    write(out, &Chunk::DataOutput { id, data });
+                }
+            }
+            AgentEvent::OutputElement { index, value } => {
+                if let Some((id, _)) = &self.output {
+                    let id = format!("{id}:{index}");
+                    let data = ElementData {
+                        index: *index,
+                        element: value,
+                    };
+                    write(out, &Chunk::DataOutputElement { id: &id, data });
+                }
+            }
             AgentEvent::StepEnd { message, .. } => {
                 self.last_stop = Some(message.stop_reason.clone());
                 write(
@@ -541,6 +596,7 @@ mod tests {
                 output_tokens: 2,
                 ..Default::default()
             },
+            output: None,
         };
         let output = json!({"utc": "2026-11-21T05:00:00.000Z"});
         let mut out = String::new();

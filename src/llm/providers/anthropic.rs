@@ -873,6 +873,7 @@ mod tests {
             model: "m".into(),
             provider: "anthropic".into(),
             usage: Usage::default(),
+            output: None,
         };
         let messages = vec![
             Message::user_text("hi"),

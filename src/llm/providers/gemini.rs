@@ -710,6 +710,7 @@ mod tests {
                 model: "gemini-3-pro".into(),
                 provider: "gemini".into(),
                 usage: Usage::default(),
+                output: None,
             }),
             Message::ToolResult(ToolResult {
                 tool_call_id: "call_1_0".into(),

@@ -82,6 +82,7 @@ fn history(answers: Vec<AssistantMessage>) -> Vec<Message> {
                 model: "m".into(),
                 provider: "anthropic".into(),
                 usage: Default::default(),
+                output: None,
             };
             failed.content.push(crate::llm::ContentBlock::Text {
                 text: "broken".into(),

@@ -772,6 +772,7 @@ mod tests {
                 model: "gpt-4o".into(),
                 provider: "openai".into(),
                 usage: Usage::default(),
+                output: None,
             }),
             Message::ToolResult(ToolResult {
                 tool_call_id: "c1".into(),

@@ -40,6 +40,7 @@ impl PartialAnswer {
                     model: model.model.clone(),
                     provider: model.provider.clone(),
                     usage: Usage::default(),
+                    output: None,
                 });
             }
             AgentEvent::Llm(LlmEvent::TextDelta { delta, .. }) => self.append(delta, false),
@@ -340,6 +341,7 @@ mod tests {
             model: "claude-sonnet-4-5".into(),
             provider: "anthropic".into(),
             usage: Usage::default(),
+            output: None,
         };
         let end = AgentEvent::StepEnd {
             step: 1,

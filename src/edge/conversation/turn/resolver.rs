@@ -488,6 +488,7 @@ mod tests {
                 output_tokens,
                 ..Usage::default()
             },
+            output: None,
         }
     }
 

@@ -63,6 +63,7 @@ mod tests {
                 output_tokens,
                 ..Usage::default()
             },
+            output: None,
         })
     }
 

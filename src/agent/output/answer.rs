@@ -1,0 +1,357 @@
+//! A turn's typed answer as the loop asks for it and reads it: the form each call takes, the
+//! answer parsed as it streams (shown at most every [`SHOW_EVERY`], and only when the parse
+//! changed), and the check at the end: local repair (prose or a fence around the JSON, a cut-off
+//! tail), then at most one repair call told what was wrong, then `on_invalid`.
+//!
+//! What the loop does with it is in `agent::turn`; what a reader sees is
+//! [`AgentEvent::Output`](crate::agent::AgentEvent): the answer's state, `{status: "streaming",
+//! partial}`, then `{status: "complete", object}` or `{status: "error", error: {type, message},
+//! raw}`, which is also kept on the answer's message (`AssistantMessage::output`).
+
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+use web_time::{Duration, Instant};
+
+use super::form::{answer_tool, form, instruction, Form};
+use super::partial::PartialJson;
+use super::spec::{unstrict, Kind, OnInvalid, OutputSpec};
+use crate::agent::schema::{problems, problems_in};
+use crate::agent::AgentEvent;
+use crate::llm::{
+    AnswerFormat, AssistantMessage, ContentBlock, LlmEvent, Message, StopReason, ToolDef,
+};
+
+/// How often a forming answer is shown at most.
+pub const SHOW_EVERY: Duration = Duration::from_millis(50);
+
+/// The error type of an answer no valid object could be made of.
+pub const NO_OBJECT: &str = "no_object_generated";
+
+/// The typed answer of one turn.
+pub struct Answering {
+    spec: Rc<OutputSpec>,
+    /// The invalid answer and what the repair call is told, until that call is made.
+    repair: Option<(AssistantMessage, String)>,
+    repaired: bool,
+    /// The one step past the step limit has been given.
+    extra_step: bool,
+    /// The form of the call being made.
+    form: Option<Form>,
+    forced: bool,
+}
+
+/// One call's answer as it streams: parsed as it comes, shown as it forms.
+pub struct Watch {
+    spec: Rc<OutputSpec>,
+    /// What carries the answer: the text, or the answer tool's input.
+    in_text: bool,
+    parser: PartialJson,
+    /// The answer tool's call's place in the answer being streamed (tool form).
+    tool_index: Option<usize>,
+    shown: Option<Instant>,
+    /// Elements of an `array` answer shown as complete so far.
+    elements_shown: usize,
+}
+
+/// What the end of a call means for the answer.
+#[derive(Debug, PartialEq)]
+pub enum Settled {
+    /// The model called tools: the turn goes on.
+    NotFinal,
+    /// Invalid: one more call, told why (the answer is not kept).
+    Repair,
+    /// The answer's end state, to keep on the message.
+    Done(Value),
+}
+
+impl Answering {
+    pub fn new(spec: Rc<OutputSpec>) -> Self {
+        Self {
+            spec,
+            repair: None,
+            repaired: false,
+            extra_step: false,
+            form: None,
+            forced: false,
+        }
+    }
+
+    /// Whether a call may be made past the step limit, with tools off: the repair call, or
+    /// once, an answer for a turn whose steps ran out on a tool call.
+    pub fn past_limit(&mut self) -> bool {
+        if self.repair.is_some() {
+            return true;
+        }
+        !std::mem::replace(&mut self.extra_step, true)
+    }
+
+    /// Whether the next call is the repair call (made with tools off).
+    pub fn repairing(&self) -> bool {
+        self.repair.is_some()
+    }
+
+    /// Shapes the next call: its tools (`definitions`, the answer tool added in the tool form)
+    /// for `provider`; `native_model`: the model has its
+    /// provider's structured output. An error says why this provider cannot answer so.
+    pub fn begin_call(
+        &mut self,
+        provider: &str,
+        native_model: bool,
+        definitions: &mut Vec<ToolDef>,
+    ) -> Result<Watch, String> {
+        let chosen = form(&self.spec, provider, !definitions.is_empty(), native_model)?;
+        self.forced = false;
+        if chosen == Form::Tool {
+            if definitions.iter().any(|t| t.name == self.spec.name) {
+                return Err(format!(
+                    "a tool is named `{}` like the typed answer: give `output.name` another name",
+                    self.spec.name
+                ));
+            }
+            // Forced only when it is the only tool: otherwise the model could use no other.
+            self.forced = definitions.is_empty();
+            definitions.push(answer_tool(&self.spec));
+        }
+        let in_text = chosen != Form::Tool;
+        self.form = Some(chosen);
+        Ok(Watch {
+            spec: self.spec.clone(),
+            in_text,
+            parser: PartialJson::new(),
+            tool_index: None,
+            shown: None,
+            elements_shown: 0,
+        })
+    }
+
+    /// The call's system prompt, when the form adds to it.
+    pub fn system(&self, base: Option<&str>) -> Option<String> {
+        let added = match &self.form {
+            Some(Form::Prompt) => instruction(&self.spec),
+            Some(Form::Tool) if !self.forced => format!(
+                "When you have the final answer, give it by calling the `{}` tool once, with \
+                 the whole answer as its input, and say nothing else.",
+                self.spec.name
+            ),
+            _ => return None,
+        };
+        Some(match base {
+            Some(base) => format!("{base}\n\n{added}"),
+            None => added,
+        })
+    }
+
+    /// How the call asks for the answer.
+    pub fn format(&self) -> Option<AnswerFormat<'_>> {
+        match &self.form {
+            Some(Form::Native { schema, strict }) => Some(AnswerFormat::Schema {
+                name: &self.spec.name,
+                schema,
+                strict: *strict,
+            }),
+            Some(Form::Tool) if self.forced => Some(AnswerFormat::Tool {
+                name: &self.spec.name,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The repair call's view of the history: the invalid answer, then what was wrong with it.
+    /// Neither is kept.
+    pub fn extend_history(&self, history: &mut Vec<Message>) {
+        if let Some((answer, note)) = &self.repair {
+            history.push(Message::Assistant(answer.clone()));
+            history.push(Message::user_text(note.clone()));
+        }
+    }
+
+    /// The end of a call: whether `answer` is the typed answer, and if it is, whether it is
+    /// valid. The answer tool's call becomes the answer's text (it never runs, and no other
+    /// call of that step does).
+    pub fn settle(
+        &mut self,
+        answer: &mut AssistantMessage,
+        watch: &mut Watch,
+        emit: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Settled {
+        let repairing = self.repair.take().is_some();
+        let answered = match self.form {
+            Some(Form::Tool) => answer
+                .tool_calls()
+                .find(|c| c.name == self.spec.name)
+                .map(|c| c.input.clone()),
+            _ => None,
+        };
+        let (raw, candidate) = match answered {
+            Some(input) => {
+                let raw = input.to_string();
+                answer
+                    .content
+                    .retain(|b| !matches!(b, ContentBlock::ToolUse(_)));
+                answer
+                    .content
+                    .push(ContentBlock::Text { text: raw.clone() });
+                answer.stop_reason = StopReason::EndTurn;
+                (raw, Ok(input))
+            }
+            None if answer.tool_calls().next().is_some() => {
+                return Settled::NotFinal;
+            }
+            None => {
+                let text = answer.text();
+                let read = read_text(&text);
+                (text, read)
+            }
+        };
+        let strict = matches!(self.form, Some(Form::Native { strict: true, .. }));
+        let checked = candidate.and_then(|value| {
+            let value = if strict {
+                unstrict(&self.spec.schema, value)
+            } else {
+                value
+            };
+            let found = problems(&self.spec.schema, &value);
+            if found.is_empty() {
+                return Ok(value);
+            }
+            let said: Vec<String> = found
+                .iter()
+                .map(|p| match p.pointer.as_str() {
+                    "" => p.message.clone(),
+                    at => format!("at {at}: {}", p.message),
+                })
+                .collect();
+            Err(format!(
+                "the answer does not match its schema: {}",
+                said.join("; ")
+            ))
+        });
+        let state = match checked {
+            Ok(value) => {
+                let object = self.spec.unwrap(value);
+                if let (Kind::Array, Some(elements)) = (self.spec.kind, object.as_array()) {
+                    watch.show_elements(elements, emit);
+                }
+                json!({"status": "complete", "object": object})
+            }
+            Err(why)
+                if self.spec.on_invalid == OnInvalid::Repair && !repairing && !self.repaired =>
+            {
+                self.repaired = true;
+                let how = match self.form {
+                    Some(Form::Tool) => format!("by calling the `{}` tool", self.spec.name),
+                    _ => "as JSON and nothing else".to_string(),
+                };
+                let note = format!(
+                    "Your answer could not be used: {why}. Give the whole answer again, \
+                     corrected, {how}."
+                );
+                self.repair = Some((answer.clone(), note));
+                return Settled::Repair;
+            }
+            Err(why) => match (&self.spec.on_invalid, &self.spec.fallback) {
+                (OnInvalid::Fallback, Some(fallback)) => {
+                    json!({"status": "complete", "object": fallback, "fallback": true})
+                }
+                _ => json!({
+                    "status": "error",
+                    "error": {"type": NO_OBJECT, "message": why},
+                    "raw": raw,
+                }),
+            },
+        };
+        Settled::Done(state)
+    }
+}
+
+/// The JSON object in an answer's text: the text around it (a fence, a sentence) left out, a
+/// cut-off tail closed.
+fn read_text(text: &str) -> Result<Value, String> {
+    let mut parser = PartialJson::new();
+    parser.push(text.as_bytes());
+    if let Some(e) = parser.error() {
+        return Err(format!("the answer is not JSON: {e}"));
+    }
+    match parser.span() {
+        // Strictly: the parser reads separators loosely.
+        Some(span) => {
+            serde_json::from_str(&text[span]).map_err(|e| format!("the answer is not JSON: {e}"))
+        }
+        None => parser
+            .value()
+            .ok_or_else(|| "the answer holds no JSON object".to_string()),
+    }
+}
+
+impl Watch {
+    /// Reads a streamed event: the answer's text (or its tool's input) extends the parse, and
+    /// a changed parse is shown when [`SHOW_EVERY`] has passed.
+    pub fn observe(&mut self, event: &LlmEvent, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        let piece = match event {
+            LlmEvent::TextDelta { delta, .. } if self.in_text => delta.as_str(),
+            LlmEvent::ToolCallStart { index, name, .. }
+                if !self.in_text && *name == self.spec.name =>
+            {
+                self.tool_index = Some(*index);
+                return;
+            }
+            LlmEvent::ToolCallDelta { index, delta } if self.tool_index == Some(*index) => {
+                delta.as_str()
+            }
+            // A provider that sends a call's input whole (Gemini, Ollama) sends it here.
+            LlmEvent::ToolCallEnd { index, input, .. }
+                if self.tool_index == Some(*index) && self.parser.span().is_none() =>
+            {
+                self.parser = PartialJson::new();
+                self.parser.push(input.to_string().as_bytes());
+                self.show(emit);
+                return;
+            }
+            _ => return,
+        };
+        self.parser.push(piece.as_bytes());
+        // A change not yet due stays marked, shown with the next piece that is.
+        if self.parser.changed() && self.shown.is_none_or(|at| at.elapsed() >= SHOW_EVERY) {
+            self.show(emit);
+        }
+    }
+
+    fn show(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        let Some(partial) = self.parser.value() else {
+            return;
+        };
+        self.shown = Some(Instant::now());
+        self.parser.take_changed();
+        if self.spec.kind == Kind::Array {
+            // Every element but the last is whole (the last may still be forming).
+            let done = self.parser.done().is_some();
+            if let Some(elements) = partial.get("elements").and_then(Value::as_array) {
+                let whole = if done {
+                    elements.len()
+                } else {
+                    elements.len().saturating_sub(1)
+                };
+                self.show_elements(&elements[..whole], emit);
+            }
+        }
+        let state = json!({"status": "streaming", "partial": self.spec.unwrap(partial)});
+        emit(AgentEvent::Output(&state));
+    }
+
+    /// Shows the elements past those shown already that are valid on their own.
+    fn show_elements(&mut self, elements: &[Value], emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        let item = &self.spec.schema["properties"]["elements"]["items"];
+        for (index, element) in elements.iter().enumerate().skip(self.elements_shown) {
+            if !problems_in(&self.spec.schema, item, element).is_empty() {
+                // Not shown, and no later one is either: their places would not be theirs.
+                return;
+            }
+            emit(AgentEvent::OutputElement {
+                index,
+                value: element,
+            });
+            self.elements_shown = index + 1;
+        }
+    }
+}
