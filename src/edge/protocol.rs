@@ -311,6 +311,9 @@ pub struct Handover {
     pub toolsets: Option<Vec<String>>,
     /// Set by `/v1/chat` (with `conversation: None`).
     pub chat: Option<ChatStart>,
+    /// The typed answer the message's turn ends with (`output`, as the request gave it; checked
+    /// by the Worker, read again by the object).
+    pub output: Option<serde_json::Value>,
     /// Only asks whether the keyed message was taken before (the Worker asks before it stores
     /// the message's files, so a repeat stores none): its answer to a repeat, a 422 for the key
     /// with another body, else 204 and nothing is kept.
@@ -325,6 +328,7 @@ crate::json_struct!(Handover {
     "stream" => stream,
     "toolsets" => toolsets: default,
     "chat" => chat: default,
+    "output" => output: default,
     "probe" => probe: default,
 });
 

@@ -140,21 +140,6 @@ test("an agent the deployment does not have, or toolsets outside the agent's, ar
   assert.equal(bad.status, 400);
 });
 
-test("a typed answer asked for before they are served is refused, not answered in prose", async () => {
-  const id = await e2e.create({ agent: "writer" });
-  const before = openai.requests.length;
-  const output = { type: "object", schema: { type: "object", properties: { city: { type: "string" } } } };
-  const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Where?", output });
-  assert.equal(r.status, 400);
-  assert.match((await r.json()).error.message, /typed answers \(`output`\) are not served yet/);
-  const chat = await api(worker.url, "POST", "/v1/chat", {
-    id: "agents-typed", output,
-    messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Where?" }] }],
-  });
-  assert.equal(chat.status, 400);
-  assert.equal(openai.requests.length, before, "no model was called");
-});
-
 test("after a redeployment, a conversation keeps its agent, and one whose agent is gone is refused", async () => {
   await worker.stop();
   // `support` is gone, and `editor`, declared first, is the default now.

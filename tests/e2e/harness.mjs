@@ -8,6 +8,7 @@
 //   harness/client.mjs     requests as clients make them: api, chatMessage, chatSession, PNG
 //   harness/local.mjs      local Python servers: startLocalModel, startMcpServer
 //   harness/setup.mjs      a file's usual set-up: setup() (loopbacks and a Worker, create/send/talk)
+//   harness/golden.mjs     every wire API at once: everyLoopback, startEveryProvider
 
 export * from "./harness/worker.mjs";
 export * from "./harness/storage.mjs";
@@ -16,3 +17,4 @@ export * from "./harness/stream.mjs";
 export * from "./harness/client.mjs";
 export * from "./harness/local.mjs";
 export * from "./harness/setup.mjs";
+export * from "./harness/golden.mjs";

@@ -9,13 +9,10 @@
 // in that provider's own form.
 
 import assert from "node:assert/strict";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import path from "node:path";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
-  PNG, ROOT, anthropicLoopback, anthropicVars, api, freshPersistDir, geminiLoopback, ollamaLoopback, openaiLoopback, readUiStream, startWorker,
-  workersAiLoopback,
+  PNG, api, everyLoopback, readUiStream, startEveryProvider,
 } from "./harness.mjs";
 
 const pickColor = { name: "pick_color", description: "Ask the user for a color", input_schema: { type: "object", properties: {} } };
@@ -69,40 +66,18 @@ const PROVIDERS = {
 };
 
 before(async () => {
-  [loops.anthropic, loops.openai, loops.gemini, loops.ollama, loops["workers-ai"]] = await Promise.all([
-    anthropicLoopback(), openaiLoopback(), geminiLoopback(), ollamaLoopback(), workersAiLoopback(),
-  ]);
-  // The project's wrangler.toml with `AI` bound to the stand-in Worker, and the stand-in's own.
-  const dir = path.join(ROOT, "target", "e2e");
-  mkdirSync(dir, { recursive: true });
-  const main = path.join(dir, "wrangler-golden.toml");
-  const standIn = path.join(dir, "wrangler-ai-stand-in.toml");
-  const own = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")
-    .replace('main = "build/index.js"', 'main = "../../build/index.js"')
-    .replace('directory = "web/dist"', 'directory = "../../web/dist"')
-    .replace('migrations_dir = "migrations"', 'migrations_dir = "../../migrations"');
-  writeFileSync(main, `${own}\n[[services]]\nbinding = "AI"\nservice = "ai-stand-in"\nentrypoint = "Ai"\n`);
-  writeFileSync(standIn, `name = "ai-stand-in"\nmain = "../../tests/e2e/workers_ai/stand_in.js"\ncompatibility_date = "2026-10-15"\n\n[vars]\nLOOPBACK_URL = "${loops["workers-ai"].url}"\n`);
-  worker = await startWorker({
-    persistDir: freshPersistDir(),
-    config: [main, standIn],
-    migrate: ["DB"],
-    vars: {
-      ...anthropicVars(loops.anthropic),
-      OPENAI_BASE_URL: `${loops.openai.url}/v1`, OPENAI_API_KEY: "sk-openai-loopback",
-      GEMINI_BASE_URL: loops.gemini.url, GEMINI_API_KEY: "gemini-loopback",
-      OLLAMA_BASE_URL: loops.ollama.url,
-      APPROVAL_REQUIRED_TOOLS: "update_plan",
-      // The provider a failing one hands the conversation to: Anthropic, or OpenAI for Anthropic.
-      FALLBACK_MODELS: "anthropic:claude-sonnet-4-5,openai:gpt-4o",
-      // Ollama's llava sees images; the registry cannot know a local model's capabilities.
-      MODELS: JSON.stringify([
-        { id: "ollama:llava", context_window: 32768, max_output_tokens: 4096, capabilities: { tools: true, vision: true } },
-        { id: "workers-ai:@cf/meta/llama-4-scout-17b-16e-instruct", context_window: 131072, max_output_tokens: 4096, capabilities: { tools: true, vision: true } },
-        // Each provider's model with a window small enough to compact in a few turns.
+  Object.assign(loops, await everyLoopback());
+  worker = await startEveryProvider(loops, {
+    APPROVAL_REQUIRED_TOOLS: "update_plan",
+    // The provider a failing one hands the conversation to: Anthropic, or OpenAI for Anthropic.
+    FALLBACK_MODELS: "anthropic:claude-sonnet-4-5,openai:gpt-4o",
+    // Ollama's llava sees images; the registry cannot know a local model's capabilities.
+    MODELS: JSON.stringify([
+      { id: "ollama:llava", context_window: 32768, max_output_tokens: 4096, capabilities: { tools: true, vision: true } },
+      { id: "workers-ai:@cf/meta/llama-4-scout-17b-16e-instruct", context_window: 131072, max_output_tokens: 4096, capabilities: { tools: true, vision: true } },
+      // Each provider's model with a window small enough to compact in a few turns.
         ...Object.keys(PROVIDERS).map((name) => ({ id: tiny(name), context_window: 2048, max_output_tokens: 256 })),
-      ]),
-    },
+    ]),
   });
 });
 

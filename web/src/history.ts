@@ -38,6 +38,8 @@ interface Stored {
   tool_call_id?: string;
   is_error?: boolean;
   superseded?: boolean;
+  /** A typed answer's end state, on the answer that gave it. */
+  output?: { status: string };
 }
 
 /** The result text the server stores for a call a person denied. */
@@ -100,7 +102,10 @@ export function toUiMessages(stored: Stored[], status: ConversationState["status
           out.push(message);
         }
         message.parts.push({ type: "step-start" });
+        // A typed turn shows its answer as the stream did: the object, not its JSON text.
+        if (row.output) message.parts.push({ type: "data-output", id: `output:${message.id}`, data: row.output } as any);
         for (const b of blocks(row.content)) {
+          if (b.type === "text" && b.text && row.output) continue;
           if (b.type === "text" && b.text) message.parts.push({ type: "text", text: b.text, state: "done" });
           else if (b.type === "thinking" && b.thinking) message.parts.push({ type: "reasoning", text: b.thinking, state: "done" });
           else if (b.type === "tool_use")

@@ -58,6 +58,22 @@ function ToolCard({ part, actions }: { part: any; actions: MessageActions }) {
   );
 }
 
+/** A typed answer: the object as it forms, then complete (or why none could be made). */
+function OutputView({ state }: { state: any }) {
+  const status: string = state?.status ?? "streaming";
+  const shown = status === "complete" ? state.object : status === "streaming" ? state.partial : state.raw;
+  return (
+    <div className={`output output-${status}`} data-testid="output" data-status={status}>
+      <div className="output-head">
+        <span>typed answer</span>
+        <span className="output-state">{status === "complete" && state.fallback ? "fallback" : status}</span>
+      </div>
+      {status === "error" && <div className="tool-error">{state.error?.message}</div>}
+      <pre data-testid="output-object">{pretty(shown ?? "")}</pre>
+    </div>
+  );
+}
+
 export function MessageView({ message, actions, usage }: { message: Message; actions: MessageActions; usage?: string }) {
   return (
     <div className={`message ${message.role}`} data-testid={`message-${message.role}`}>
@@ -94,6 +110,7 @@ export function MessageView({ message, actions, usage }: { message: Message; act
             </div>
           );
         }
+        if (part.type === "data-output") return <OutputView key={i} state={part.data} />;
         if (part.type === "data-artifact") {
           return (
             <div key={i} className="artifact-ref">

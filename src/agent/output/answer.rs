@@ -239,13 +239,10 @@ impl Answering {
                 if self.spec.on_invalid == OnInvalid::Repair && !repairing && !self.repaired =>
             {
                 self.repaired = true;
-                let how = match self.form {
-                    Some(Form::Tool) => format!("by calling the `{}` tool", self.spec.name),
-                    _ => "as JSON and nothing else".to_string(),
-                };
+                // How to give it is the next call's form (which may differ: no tools on it).
                 let note = format!(
                     "Your answer could not be used: {why}. Give the whole answer again, \
-                     corrected, {how}."
+                     corrected."
                 );
                 self.repair = Some((answer.clone(), note));
                 return Settled::Repair;

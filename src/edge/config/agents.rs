@@ -4,6 +4,9 @@
 //! (`DEFAULT_MODEL`, `FALLBACK_MODELS`, `MAX_LLM_CALLS`, every toolset), so a deployment that
 //! declares none behaves as before agents existed.
 
+use std::rc::Rc;
+
+use crate::agent::output::OutputSpec;
 use serde_json::Value;
 
 use crate::agent::tools::{is_tool_name, MAX_TOOL_NAME};
@@ -38,6 +41,8 @@ pub struct AgentSpec {
     /// The only server tools it may call (`None`: every tool of its toolsets).
     pub tools: Option<Vec<String>>,
     pub max_llm_calls: u32,
+    /// The typed answer every turn of it ends with, unless a message asks for its own.
+    pub output: Option<Rc<OutputSpec>>,
 }
 
 /// What an agent leaves out is taken from these.
@@ -59,6 +64,7 @@ impl AgentSpec {
             toolsets: None,
             tools: None,
             max_llm_calls: defaults.max_llm_calls,
+            output: None,
         }
     }
 
@@ -146,11 +152,10 @@ pub fn parse_agents(json: &str, defaults: &Defaults) -> Result<Vec<AgentSpec>, S
 
 fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<AgentSpec, String> {
     let model = |id: String| ModelRef::parse(&id).map_err(|e| e.to_string());
-    if f.value("output").is_some() {
-        // Typed answers are the next piece of work; an agent declaring one is refused rather
-        // than served untyped answers it did not ask for.
-        return Err("`output` (typed answers) is not supported yet".into());
-    }
+    let output = match f.value("output") {
+        Some(output) => Some(Rc::new(OutputSpec::parse(&output).map_err(|e| e.to_string())?)),
+        None => None,
+    };
     let description = f.required("description", fields::STRING)?;
     let system = f.optional("system", fields::STRING)?;
     let too_long = |field: &str, text: &str, max: usize| {
@@ -188,5 +193,6 @@ fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<Agent
         toolsets: f.optional("toolsets", fields::STRINGS)?,
         tools,
         max_llm_calls: max_llm_calls.unwrap_or(defaults.max_llm_calls),
+        output,
     })
 }

@@ -3,6 +3,7 @@
 
 use crate::agent::built_in_tool_names;
 use crate::agent::remote::{parse_http_tools, parse_mcp_servers, HttpToolSpec, McpServerSpec};
+use crate::agent::output::OutputSpec;
 use crate::llm::error::decimal;
 use crate::llm::models::Registry;
 use crate::llm::ModelRef;
@@ -474,8 +475,20 @@ impl Config {
                     "`tools` names `{unknown}`, which is no tool here"
                 )));
             }
+            if let Some(output) = &agent.output {
+                self.check_output(output, &agent.model).map_err(at)?;
+            }
         }
         Ok(())
+    }
+
+    /// Whether `model`'s provider can give typed answer `output` in the form it asks for;
+    /// says why not.
+    pub fn check_output(&self, output: &OutputSpec, model: &ModelRef) -> Result<(), String> {
+        let native = self.models.info(model).capabilities.structured_output;
+        crate::agent::output::form::form(output, &model.provider, false, native)
+            .map(|_| ())
+            .map_err(|why| format!("`output`: {why} (model `{model}`)"))
     }
 
     /// Refuses toolset names this deployment does not have, naming the ones it has.

@@ -346,7 +346,7 @@ fn bad_agents_name_the_variable_the_agent_and_the_field() {
         ),
         (
             r#"{"a": {"description": "x", "output": {"type": "object"}}}"#,
-            "`output`",
+            "`output/schema`: is required",
         ),
     ];
     for (json, needle) in cases {

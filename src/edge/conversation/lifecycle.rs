@@ -96,7 +96,11 @@ impl Object {
                     claimed.cancel.clone(),
                     claimed.signal.clone(),
                     claimed.log.clone(),
-                    (claimed.reference(), &claimed.turn_id),
+                    (
+                        claimed.reference(),
+                        &claimed.turn_id,
+                        claimed.message_id.as_deref(),
+                    ),
                 )
                 .await;
             match &result.unstored {
@@ -158,6 +162,7 @@ impl Object {
             queued: self.storage.queued(None)?,
             own: None,
             narrowed: None,
+            output: None,
             // It may follow a turn that just paused.
             settled: false,
             create: Some(create),

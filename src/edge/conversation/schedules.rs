@@ -199,6 +199,7 @@ impl Object {
             queued,
             own: Some((message_id, message, seq)),
             narrowed: None,
+            output: None,
             settled: self.storage.paused()?.is_none(),
             create: None,
             create_within: None,

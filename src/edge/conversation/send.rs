@@ -4,6 +4,7 @@
 use super::sse::sse;
 use super::storage::MAX_QUEUED;
 use super::Object;
+use crate::agent::output::OutputSpec;
 use crate::agent::AgentMessage;
 use crate::edge::conversation::replay::{LogReader, NoReader};
 use crate::edge::conversation::rules;
@@ -110,6 +111,7 @@ impl Object {
             stream,
             toolsets: narrowed,
             chat,
+            output,
             probe,
         } = send;
         // Deleted, or being deleted: nothing may recreate it until its D1 rows are gone.
@@ -210,6 +212,17 @@ impl Object {
                 keyed,
             } => match rules::on_message(activity) {
                 OnMessage::StartTurn => (Kickoff::Queued, Some((id, message, keyed))),
+                // Its answer would be the running turn's, in another shape or none.
+                _ if output.is_some() => {
+                    if keyed.is_some() {
+                        self.storage.clear_mark(&key_mark(&id))?;
+                    }
+                    return Err(ApiError::Conflict(format!(
+                        "a message with `output` needs a turn of its own, and one is running in \
+                         conversation `{}`; wait for it to end or cancel it",
+                        conversation.id
+                    )));
+                }
                 queue => {
                     let body = serde_json::to_string(&message)?;
                     let Ok(position) = self.storage.offer(&id, delivery, &body, now)? else {
@@ -294,6 +307,29 @@ impl Object {
                 return Err(e);
             }
         };
+        // The typed answer (the message's, else its agent's), which the conversation's model
+        // must be able to give.
+        let checked = output
+            .as_ref()
+            .map(OutputSpec::parse)
+            .transpose()
+            .map_err(|e| e.to_string())
+            .and_then(|own| {
+                let output = own.map(Rc::new);
+                let agent = conversation.agent(&turn_env.config).ok();
+                if let Some(spec) = output.as_ref().or(agent.and_then(|a| a.output.as_ref())) {
+                    turn_env.config.check_output(spec, &chosen.0)?;
+                }
+                Ok(output)
+            });
+        let output = match checked {
+            Ok(output) => output,
+            Err(why) => {
+                let e = ApiError::BadRequest(why);
+                self.refuse(&claimed, own.as_ref().and_then(|(_, _, seq)| *seq), &e);
+                return Err(e);
+            }
+        };
         let new_message = matches!(kickoff, Kickoff::Queued);
         // With budgets on and no BUDGET_MODEL, a new message's answer waits for its turn's
         // first reservation: one the rest of the budget cannot cover is a 402, before any
@@ -318,6 +354,7 @@ impl Object {
             queued,
             own,
             narrowed,
+            output,
             settled,
             create,
             create_within: new_chat.then_some(turn_env.config.max_conversations_per_user),
@@ -389,7 +426,8 @@ impl Object {
         let summary = summary_rx
             .await
             .map_err(|_| ApiError::Internal("the turn ended without a summary".into()))?;
-        json_response(200, &summary.into_json(&body, &self.turn_env()?.config))
+        let (status, json) = summary.into_answer(&body, &self.turn_env()?.config);
+        json_response(status, &json)
     }
 
     /// The conversation a `/v1/chat` id names when this object keeps none of the caller's:

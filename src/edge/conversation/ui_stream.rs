@@ -171,6 +171,8 @@ pub struct UiStream {
     /// A typed answer's part id (`output:<messageId>`) and its tool's name: the answer shows
     /// as that part, never as text or a tool call.
     output: Option<(String, String)>,
+    /// The answer shown forming has not ended (complete or failed).
+    output_open: bool,
 }
 
 pub const HEADERS: [(&str, &str); 4] = [
@@ -250,6 +252,7 @@ impl UiStream {
             },
             AgentEvent::Output(data) => {
                 if let Some((id, _)) = &self.output {
+                    self.output_open = data["status"] == "streaming";
                     write(out, &Chunk::DataOutput { id, data });
                 }
             }
@@ -375,6 +378,20 @@ impl UiStream {
 
     /// Closes the message: `finish-step`, `finish`, `[DONE]`.
     pub fn finish(mut self, outcome: &TurnOutcome, out: &mut String) {
+        // A typed answer shown forming that the turn's end cut off ends failed, not forming.
+        let why = match outcome {
+            TurnOutcome::Failed { .. } => Some("the turn failed before its answer was complete"),
+            TurnOutcome::LimitReached(_) => Some("the turn reached a limit before its answer"),
+            TurnOutcome::Cancelled => Some("the turn was cancelled before its answer"),
+            _ => None,
+        };
+        if let (Some((id, _)), Some(message), true) = (&self.output, why, self.output_open) {
+            let data = serde_json::json!({
+                "status": "error",
+                "error": {"type": crate::agent::output::answer::NO_OBJECT, "message": message},
+            });
+            write(out, &Chunk::DataOutput { id, data: &data });
+        }
         self.close_step(out);
         if *outcome == TurnOutcome::Cancelled {
             write(
@@ -575,6 +592,61 @@ mod tests {
         // Reading changes nothing: no part.
         assert_eq!(parts[2]["type"], "tool-output-available");
         assert_eq!(parts[3]["type"], "finish");
+    }
+
+    #[test]
+    fn a_typed_answer_shows_as_its_data_part_not_as_text_or_its_tool() {
+        let text = LlmEvent::TextDelta {
+            index: 0,
+            delta: "{\"a\"".into(),
+        };
+        let start_answer = LlmEvent::ToolCallStart {
+            index: 1,
+            id: "c9".into(),
+            name: "answer".into(),
+        };
+        let forming = json!({"status": "streaming", "partial": {"a": 1}});
+        let element = json!(3);
+        let mut out = String::new();
+        let mut s = UiStream::new().typed("output:m1".into(), "answer");
+        for event in [
+            AgentEvent::Llm(&text),
+            AgentEvent::Llm(&start_answer),
+            AgentEvent::Output(&forming),
+            AgentEvent::OutputElement {
+                index: 2,
+                value: &element,
+            },
+        ] {
+            s.event(&event, &mut out);
+        }
+        // Cut off by a failure: the part ends failed, not forming.
+        s.finish(
+            &TurnOutcome::Failed {
+                message: "x".into(),
+                is_retryable: false,
+            },
+            &mut out,
+        );
+        let parts = chunks(&out);
+        assert_eq!(
+            parts[0],
+            json!({"type": "data-output", "id": "output:m1", "data": forming})
+        );
+        assert_eq!(
+            parts[1],
+            json!({"type": "data-output-element", "id": "output:m1:2", "data": {"index": 2, "element": 3}})
+        );
+        assert_eq!(parts[2]["id"], "output:m1");
+        assert_eq!(parts[2]["data"]["status"], "error");
+        assert_eq!(parts[3]["type"], "finish");
+        assert_eq!(parts.len(), 4);
+        // An untyped stream shows the same text as text.
+        let mut out = String::new();
+        let mut s = UiStream::new();
+        s.event(&AgentEvent::Llm(&text), &mut out);
+        s.finish(&TurnOutcome::Completed, &mut out);
+        assert_eq!(chunks(&out)[0]["type"], "text-delta");
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub(super) struct Persisted {
     /// of it for recovery is gone, and nothing more of it may be saved (recovery would charge it
     /// again).
     pub(super) charged: Cell<bool>,
+    /// The id of the last answer stored (a typed answer's `message_id`).
+    pub(super) last_answer: RefCell<Option<String>>,
 }
 
 /// A turn's new messages on their way to D1, written alongside the history's read and the first
@@ -61,6 +63,7 @@ impl Persisted {
             pending: RefCell::new(pending),
             write_failed: RefCell::default(),
             charged: Cell::default(),
+            last_answer: RefCell::default(),
         }
     }
 
@@ -197,6 +200,9 @@ impl TurnHooks for D1Hooks {
                     .store
                     .append_answer(&self.conversation_id, &id, message, &row, now_ms())
                     .await;
+                if stored.is_ok() {
+                    *self.persisted.last_answer.borrow_mut() = Some(id.clone());
+                }
                 if let Err(e) = &stored {
                     *self.ledger_failure.borrow_mut() = Some(e.to_string());
                     // Its conversation deleted under it (an erasure): charged all the same.

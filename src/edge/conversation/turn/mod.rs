@@ -30,6 +30,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use worker::{AbortSignal, Env};
 
+use crate::agent::output::OutputSpec;
 use crate::agent::artifacts::ArtifactSummary;
 use crate::agent::{
     AgentMessage, CallSize, ProviderResolver, Resolved, ToolAnswers, TurnOutcome, TurnStats,
@@ -93,6 +94,8 @@ pub struct Prepared {
     toolsets: Option<Vec<String>>,
     /// The agent the turn runs as.
     agent: Rc<AgentSpec>,
+    /// The typed answer the turn ends with.
+    output: Option<Rc<OutputSpec>>,
     /// Told how the first reservation goes; refused, the request's own message is taken back
     /// (`own_id`, and the chat's row when the message made it: `new_chat`).
     first_call: Option<Rc<resolver::FirstCall>>,
@@ -118,6 +121,8 @@ pub struct Start {
     pub own: Option<(String, AgentMessage, Option<i64>)>,
     /// The toolsets the message that started the turn narrowed it to.
     pub narrowed: Option<Vec<String>>,
+    /// The typed answer the message that started the turn asked for (else its agent's).
+    pub output: Option<Rc<OutputSpec>>,
     /// No call in the history can wait for an answer: the conversation was not paused, and no
     /// turn just paused (a queued message's turn that follows a pause at once is not settled).
     /// New messages are then stored in the round trip that loads the history.
@@ -162,6 +167,8 @@ pub struct TurnResult {
     /// Why the messages that started it could not be stored: they wait in the inbox, and the
     /// turn counts as one that failed to start.
     pub unstored: Option<String>,
+    /// The id its last answer was stored under.
+    pub answer_id: Option<String>,
 }
 
 pub struct FixedProvider(pub Rc<dyn Provider>);

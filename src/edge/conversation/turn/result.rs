@@ -5,6 +5,38 @@ use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 
 impl TurnResult {
+    /// The status and body a `stream: false` request gets: a typed answer's `{message_id,
+    /// output, usage, cost_usd, finish_reason}` (422 when no valid object was made), else
+    /// [`TurnResult::into_json`].
+    pub fn into_answer(self, stream: &str, config: &Config) -> (u16, serde_json::Value) {
+        let typed = match self.messages.last() {
+            Some(AgentMessage::Assistant(a)) => a.output.clone(),
+            _ => None,
+        };
+        let Some(end) = typed else {
+            return (200, self.into_json(stream, config));
+        };
+        let message_id = self.answer_id.clone();
+        if end["status"] == "complete" {
+            let json = self.into_json(stream, config);
+            let body = serde_json::json!({
+                "message_id": message_id,
+                "output": end["object"],
+                "usage": json["usage"],
+                "cost_usd": json["cost_usd"],
+                "finish_reason": json["finish_reason"],
+            });
+            return (200, body);
+        }
+        let body = serde_json::json!({"error": {
+            "code": crate::agent::output::answer::NO_OBJECT,
+            "message": end["error"]["message"],
+            "raw": end["raw"],
+            "message_id": message_id,
+        }});
+        (422, body)
+    }
+
     /// `{messages, events, usage, cost_usd, finish_reason, error}` for `stream: false`;
     /// `events` are the chunks the stream carried, so both modes say the same thing.
     pub fn into_json(self, stream: &str, config: &Config) -> serde_json::Value {
@@ -82,6 +114,7 @@ mod tests {
             client_tools: vec![],
             stats: TurnStats::new(0),
             unstored: None,
+            answer_id: None,
         };
         let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
         let json = summary.into_json(stream, &config);

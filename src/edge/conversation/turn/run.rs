@@ -34,14 +34,14 @@ impl Prepared {
     }
 
     /// Runs the turn, streaming it into `log`; `cancel` stops it. `turn_id` is the random id
-    /// this run of the turn was claimed with.
+    /// this run of the turn was claimed with, `message_id` the id its stream's message has.
     pub async fn run(
         self,
         turn_env: &TurnEnv,
         cancel: CancelToken,
         signal: AbortSignal,
         log: Rc<ChunkLog>,
-        (reference, turn_id): (&str, &str),
+        (reference, turn_id, message_id): (&str, &str, Option<&str>),
     ) -> TurnResult {
         let Prepared {
             pending,
@@ -58,6 +58,7 @@ impl Prepared {
             mcp,
             toolsets,
             agent,
+            output,
             first_call,
             own_id,
             new_chat,
@@ -75,6 +76,8 @@ impl Prepared {
         state.max_tokens = config.max_tokens.min(info.max_output_tokens);
         state.answers = answers;
         state.cancel = cancel;
+        let answer_tool = output.as_ref().map(|o| o.name.clone());
+        state.output = output;
         // 48 of the claim's random bits (no id of its own to make): calls of one run are told
         // apart by their number.
         state.call_id_nonce = turn_id.get(..12).unwrap_or(turn_id).to_string();
@@ -213,6 +216,9 @@ impl Prepared {
 
         let mut out = String::new();
         let mut ui = UiStream::for_request(reference);
+        if let Some(tool) = &answer_tool {
+            ui = ui.typed(format!("output:{}", message_id.unwrap_or(turn_id)), tool);
+        }
         let mut stats = TurnStats::new(now_ms() as u64);
         let mut partial = PartialAnswer::default();
         let storage = turn_env.storage.clone();
@@ -306,6 +312,7 @@ impl Prepared {
             client_tools,
             stats,
             unstored,
+            answer_id: persisted.last_answer.take(),
         }
     }
 }

@@ -19,7 +19,7 @@ pub fn list(config: &Config) -> Result<Response, ApiError> {
                 "model": a.model.to_string(),
                 "toolsets": a.toolsets,
                 "tools": a.tools,
-                "output": false,
+                "output": a.output.is_some(),
             })
         })
         .collect();

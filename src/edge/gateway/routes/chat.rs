@@ -76,7 +76,7 @@ pub async fn post(
     read_body(req, MAX_CHAT_BODY_BYTES, &mut |chunk| reader.push(chunk)).await?;
     let kept = reader.finish()?;
     let mut body: ChatRequest = kept.parse()?;
-    super::messages::not_yet_typed(body.output.as_ref())?;
+    super::messages::check_output(body.output.as_ref())?;
     // What an idempotency key is kept with; then the text goes, the parsed body holding what
     // the turn needs (a second copy of the message's files otherwise).
     let digest = body.message_id.as_ref().map(|_| kept.digest());
@@ -176,6 +176,7 @@ pub async fn post(
             target: guess.clone(),
             agent: Some(agent),
         }),
+        output: body.output,
         probe: false,
     };
     let answer = deliver(env, config, &guess, send, request_id).await;

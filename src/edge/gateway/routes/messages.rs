@@ -5,6 +5,7 @@ use worker::{Env, Request, Response};
 
 use super::client_tools::{client_tools, yes, ClientTool};
 use super::owned;
+use crate::agent::output::OutputSpec;
 use crate::agent::AgentMessage;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
@@ -37,7 +38,7 @@ struct SendBody {
     stream: bool,
     /// Narrows the turn this message starts to these of the conversation's toolsets.
     toolsets: Option<Vec<String>>,
-    /// A typed answer: refused until typed answers are served (see `not_yet_typed`).
+    /// The typed answer the turn this message starts ends with.
     output: Option<serde_json::Value>,
 }
 
@@ -52,14 +53,12 @@ crate::json_struct!(SendBody {
     "output" => output: default,
 });
 
-/// A typed answer asked for before typed answers are served: refused, so that no one takes an
-/// answer in prose for one that matched their schema.
-pub(crate) fn not_yet_typed(output: Option<&serde_json::Value>) -> Result<(), ApiError> {
-    match output {
-        Some(_) => Err(ApiError::BadRequest(
-            "typed answers (`output`) are not served yet; send the message without `output`".into(),
-        )),
-        None => Ok(()),
+/// A request's typed answer (`output`), refused with what is wrong and where (a JSON pointer
+/// into it). Whether the conversation's model can give it is checked where the model is known.
+pub(crate) fn check_output(output: Option<&serde_json::Value>) -> Result<(), ApiError> {
+    match output.map(OutputSpec::parse) {
+        Some(Err(e)) => Err(ApiError::BadRequest(e.to_string())),
+        _ => Ok(()),
     }
 }
 
@@ -177,7 +176,7 @@ pub async fn send(
         body: body_digest(text.as_bytes()),
     });
     let mut body: SendBody = json_text(if text.is_empty() { "{}" } else { &text })?;
-    not_yet_typed(body.output.as_ref())?;
+    check_output(body.output.as_ref())?;
     // The parsed body holds what it needs; the text would be a second copy of its files.
     drop(text);
     let resuming = !body.tool_results.is_empty() || !body.approvals.is_empty();
@@ -249,6 +248,7 @@ pub(crate) async fn probe_keyed(
             stream: true,
             toolsets: None,
             chat: None,
+            output: None,
             probe: true,
         })
         .await?;
@@ -299,6 +299,7 @@ async fn deliver(
         stream: body.stream,
         toolsets: body.toolsets,
         chat: None,
+        output: body.output,
         probe: false,
     };
     // The conversation's object checks the caller against the conversation it keeps; only an
@@ -375,6 +376,7 @@ pub(crate) async fn hand_over(
             stream,
             toolsets,
             chat: None,
+            output: None,
             probe: false,
         })
         .await
