@@ -338,6 +338,43 @@ test("where the deployment needs a token, the page asks for one and keeps it in 
   }
 });
 
+test("an agent's typed answer shows as an object forming, then complete, and again after a reload", async () => {
+  const agents = {
+    helper: { description: "Talks" },
+    extractor: {
+      description: "Extracts a city",
+      output: { type: "object", schema: { type: "object", properties: { city: { type: "string" }, country: { type: "string" } }, required: ["city", "country"] } },
+    },
+  };
+  const typed = await startWorker({ persistDir: freshPersistDir(), vars: { ...anthropicVars(anthropic), AGENTS: JSON.stringify(agents) } });
+  try {
+    await onPage(
+      "typed",
+      async (page) => {
+        await page.getByTestId("agent").selectOption("extractor");
+        // Slow enough to be seen forming.
+        anthropic.script({ text: JSON.stringify({ city: "Wellington, the windy capital", country: "New Zealand" }), gapMs: 15 });
+        await send(page, "Where is the Beehive?");
+        const output = () => lastAnswer(page).getByTestId("output");
+        const forming = await until("the object forming", async () => (await output().count()) === 1 && (await output().getAttribute("data-status")) === "streaming" && output().getByTestId("output-object").innerText());
+        assert.ok(!forming.includes("New Zealand"), `shown before it was whole: ${forming}`);
+        await idle(page);
+        assert.equal(await output().getAttribute("data-status"), "complete");
+        const complete = JSON.parse(await output().getByTestId("output-object").innerText());
+        assert.deepEqual(complete, { city: "Wellington, the windy capital", country: "New Zealand" });
+        // The JSON is not also shown as text.
+        assert.ok(!(await lastAnswer(page).innerText()).includes('{"city"'));
+        await page.reload();
+        await until("the object after the reload", async () => (await output().count()) === 1 && (await output().getAttribute("data-status")) === "complete");
+        assert.deepEqual(JSON.parse(await output().getByTestId("output-object").innerText()), complete);
+      },
+      typed.url,
+    );
+  } finally {
+    await typed.stop();
+  }
+});
+
 test("an image attached in the composer reaches the model, shows in the transcript, and is still there after a reload", async () => {
   // A real 2x1 PNG.
   const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAYAAAD0In+KAAAADklEQVR4nGP4z8AAQv8BD/kD/YURmXYAAAAASUVORK5CYII=", "base64");

@@ -68,6 +68,11 @@ impl AgentSpec {
         }
     }
 
+    /// Whether its calls offer tools: the built-in ones are always there, unless it names none.
+    pub fn offers_tools(&self) -> bool {
+        self.tools.as_ref().is_none_or(|t| !t.is_empty())
+    }
+
     /// Refuses toolsets outside its own, naming them.
     pub fn check_toolsets(&self, names: &[String]) -> Result<(), crate::edge::error::ApiError> {
         let Some(own) = &self.toolsets else {
@@ -153,7 +158,9 @@ pub fn parse_agents(json: &str, defaults: &Defaults) -> Result<Vec<AgentSpec>, S
 fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<AgentSpec, String> {
     let model = |id: String| ModelRef::parse(&id).map_err(|e| e.to_string());
     let output = match f.value("output") {
-        Some(output) => Some(Rc::new(OutputSpec::parse(&output).map_err(|e| e.to_string())?)),
+        Some(output) => Some(Rc::new(
+            OutputSpec::parse(&output).map_err(|e| e.to_string())?,
+        )),
         None => None,
     };
     let description = f.required("description", fields::STRING)?;

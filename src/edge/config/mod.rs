@@ -2,8 +2,8 @@
 //! Parsing is separate from `Env` so it is tested natively; every error names its variable.
 
 use crate::agent::built_in_tool_names;
-use crate::agent::remote::{parse_http_tools, parse_mcp_servers, HttpToolSpec, McpServerSpec};
 use crate::agent::output::OutputSpec;
+use crate::agent::remote::{parse_http_tools, parse_mcp_servers, HttpToolSpec, McpServerSpec};
 use crate::llm::error::decimal;
 use crate::llm::models::Registry;
 use crate::llm::ModelRef;
@@ -476,17 +476,23 @@ impl Config {
                 )));
             }
             if let Some(output) = &agent.output {
-                self.check_output(output, &agent.model).map_err(at)?;
+                self.check_output(output, &agent.model, agent.offers_tools())
+                    .map_err(at)?;
             }
         }
         Ok(())
     }
 
-    /// Whether `model`'s provider can give typed answer `output` in the form it asks for;
-    /// says why not.
-    pub fn check_output(&self, output: &OutputSpec, model: &ModelRef) -> Result<(), String> {
+    /// Whether `model`'s provider can give typed answer `output` in the form it asks for, on
+    /// calls that offer tools or not; says why not.
+    pub fn check_output(
+        &self,
+        output: &OutputSpec,
+        model: &ModelRef,
+        offers_tools: bool,
+    ) -> Result<(), String> {
         let native = self.models.info(model).capabilities.structured_output;
-        crate::agent::output::form::form(output, &model.provider, false, native)
+        crate::agent::output::form::form(output, &model.provider, offers_tools, native)
             .map(|_| ())
             .map_err(|why| format!("`output`: {why} (model `{model}`)"))
     }

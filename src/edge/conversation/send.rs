@@ -316,9 +316,11 @@ impl Object {
             .map_err(|e| e.to_string())
             .and_then(|own| {
                 let output = own.map(Rc::new);
-                let agent = conversation.agent(&turn_env.config).ok();
-                if let Some(spec) = output.as_ref().or(agent.and_then(|a| a.output.as_ref())) {
-                    turn_env.config.check_output(spec, &chosen.0)?;
+                if let Ok(agent) = conversation.agent(&turn_env.config) {
+                    if let Some(spec) = output.as_ref().or(agent.output.as_ref()) {
+                        let tools = agent.offers_tools();
+                        turn_env.config.check_output(spec, &chosen.0, tools)?;
+                    }
                 }
                 Ok(output)
             });

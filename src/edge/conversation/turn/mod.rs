@@ -30,8 +30,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use worker::{AbortSignal, Env};
 
-use crate::agent::output::OutputSpec;
 use crate::agent::artifacts::ArtifactSummary;
+use crate::agent::output::OutputSpec;
 use crate::agent::{
     AgentMessage, CallSize, ProviderResolver, Resolved, ToolAnswers, TurnOutcome, TurnStats,
 };
