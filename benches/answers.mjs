@@ -12,6 +12,11 @@ export const PACED_GAP_MS = 5;
 /** The loopback's script for the paced answer (its first event written at once). */
 export const PACED_ANSWER = { text: LONG_ANSWER.slice(0, 6 * PACED_TOKENS), writes: "event", burst: 1, gapMs: PACED_GAP_MS };
 
+/** The paced answer as a typed answer: the same number of events, its text a JSON object's. */
+export const TYPED_PACED_ANSWER = { ...PACED_ANSWER, text: JSON.stringify({ answer: PACED_ANSWER.text.slice(0, PACED_ANSWER.text.length - 13) }), typed: true };
+/** The `output` the typed paced answer is asked with. */
+export const TYPED_OUTPUT = { type: "object", schema: { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] } };
+
 /** `n` characters of plain prose, for the messages and answers of a long conversation. */
 export const filler = (n) => "lorem ipsum dolor sit amet, ".repeat(Math.ceil(n / 28)).slice(0, n);
 

@@ -16,10 +16,10 @@
 // times sooner, as a long-lived isolate would have it; the same build may be compared so).
 
 import path from "node:path";
-import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS, fillConversation } from "./answers.mjs";
+import { LONG_ANSWER as LONG, PACED_ANSWER, PACED_GAP_MS, PACED_TOKENS, TYPED_OUTPUT, TYPED_PACED_ANSWER, fillConversation } from "./answers.mjs";
 import { contenders } from "./contenders.mjs";
 import { cpuMs, mainThreadCpuMs, rssMb } from "./workerd.mjs";
-import { anthropicLoopback, anthropicVars, chatSession } from "../tests/e2e/harness.mjs";
+import { anthropicLoopback, anthropicVars, api, chatSession } from "../tests/e2e/harness.mjs";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -42,6 +42,14 @@ async function edgeAgent(main, v8Flags) {
   worker.laterTurn = () => later("Say something.");
   const long = chatSession(`${worker.url}/v1/chat`, `bench-history-${Date.now()}`);
   worker.historyTurn = (text = "Say something.") => long(text);
+  // A new chat's message asking for a typed answer (`output`).
+  let typed = 0;
+  worker.typedTurn = () => api(`${worker.url}/v1/chat`, "POST", "", {
+    id: `bench-typed-${Date.now()}-${typed++}`,
+    trigger: "submit-message",
+    messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Say something long." }] }],
+    output: TYPED_OUTPUT,
+  });
   // The object's log line for the turn (found by the request's id): its D1 round trips,
   // requests and SQL statements.
   worker.traffic = async (requestId) => {
@@ -95,7 +103,9 @@ async function turn(worker, answer, label) {
   const total = performance.now() - started;
   // Only whole answers count: every delta arrived and the stream closed properly.
   const said = [...body.matchAll(/"(?:delta|text)":"((?:[^"\\]|\\.)*)"/g)].map((m) => JSON.parse(`"${m[1]}"`)).join("");
-  if (!said.includes(answer.text) || !worker.complete(body)) throw new Error(`${worker.name}: ${label} turn was incomplete: ${body.slice(-300)}`);
+  // A typed answer is whole when its part says so (it is never text).
+  const whole = answer.typed ? body.includes('"status":"complete"') : said.includes(answer.text);
+  if (!whole || !worker.complete(body)) throw new Error(`${worker.name}: ${label} turn was incomplete: ${body.slice(-300)}`);
   // What the turn does after its stream ends (the last D1 writes) belongs to it too.
   await new Promise((r) => setTimeout(r, 20));
   const sample = { cpu: cpuMs(worker.pid) - before, main: mainThreadCpuMs(worker.pid) - beforeMain, ttfb, firstToken, total };
@@ -175,6 +185,8 @@ try {
   put("short", short.slice(0, workers.length));
   withoutD1.short = short[workers.length];
   put("paced", await measure(workers, PACED_ANSWER, "paced answer"));
+  // The same answer as a typed one: this Worker only (a compared build may not serve them).
+  rows[1].typed = (await measure([workers[1]], TYPED_PACED_ANSWER, "typed paced answer", (w) => w.typedTurn))[0];
   // A later message of one chat: this Worker only (the others keep no conversation).
   const keeping = COMPARE ? [1, 4] : [1];
   const later = await measure(keeping.map((i) => workers[i]), { text: "hi", writes: "event" }, "later message", (w) => w.laterTurn);
@@ -222,6 +234,8 @@ console.log(`  the 1,000 tokens alone (the 1,000-token turn's median CPU less th
 // At a model's pace each event is read alone: what one costs each Worker above its "hi".
 const perEvent = (r, key = "cpu") => ((r.paced[key] - r.short[key]) / PACED_TOKENS) * 1000;
 console.log(`  each event of the paced answer (its median CPU less the "hi"'s, per token): ${rows.map((r) => `${r.name} ${perEvent(r).toFixed(0)} µs`).join(", ")}`);
+const typedPerEvent = ((ours.typed.cpu - ours.short.cpu) / PACED_TOKENS) * 1000;
+console.log(`  each event of the same answer as a typed answer (\`output\`: parsed as it streams, shown every 50 ms, checked at its end): this Worker ${typedPerEvent.toFixed(0)} µs against ${perEvent(ours).toFixed(0)} µs untyped (${(typedPerEvent / perEvent(ours)).toFixed(2)}x); the turn ${fmt(ours.typed.cpu, 0)} ms against ${fmt(ours.paced.cpu, 0)} ms`);
 // The figures above are the whole process's. V8 compiles hot code again, optimised, and helps
 // its garbage collector on background threads; what is left is the thread the isolates run on.
 console.log(`  the same on workerd's main thread alone (the isolates' thread; V8's background compiling and GC left out), CPU ms: 1,000-token answer ${rows.map((r) => `${r.name} ${r.long.main.toFixed(1)}`).join(", ")}; "hi" ${rows.map((r) => `${r.name} ${r.short.main.toFixed(1)}`).join(", ")}; per event of the paced answer ${rows.map((r) => `${r.name} ${perEvent(r, "main").toFixed(0)} µs`).join(", ")}`);

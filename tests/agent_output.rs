@@ -295,3 +295,82 @@ fn openai_is_asked_in_the_strict_form_and_its_nulls_are_read_back() {
     assert_eq!(*provider.formats.borrow(), ["strict schema"]);
     assert_eq!(kept(&state)["object"], json!({"city": "Nice"}));
 }
+
+#[test]
+fn an_answer_cut_off_at_the_token_limit_is_repaired_not_closed() {
+    let mut cut = text(r#"{"city": "Wellin"#);
+    cut.cut_off = true;
+    let provider = Scripted::new(vec![cut, text(r#"{"city": "Wellington"}"#)]);
+    let (_, _, state) = run_typed(
+        &provider,
+        &ToolRegistry::new(),
+        &Recorder::default(),
+        city(json!({})),
+        5,
+    );
+    // Closed, `{"city": "Wellin"}` would have passed as a whole answer.
+    assert_eq!(provider.seen.borrow().len(), 2);
+    assert_eq!(kept(&state)["object"], json!({"city": "Wellington"}));
+}
+
+#[test]
+fn with_the_tools_off_other_calls_never_run_and_the_answer_tool_is_read_in_any_form() {
+    // The extra step past the limit has no tools; a model that calls one anyway is not obeyed.
+    let provider = Scripted::new(vec![
+        calls(vec![("c1", "current_time", json!({}))]),
+        Answer {
+            text: r#"{"city": "Bern"}"#,
+            calls: vec![("c2", "current_time", json!({}))],
+            error: None,
+            cut_off: false,
+        },
+    ]);
+    let (outcome, events, state) = run_typed(
+        &provider,
+        &current_time_registry(),
+        &Recorder::default(),
+        city(json!({})),
+        1,
+    );
+    assert_eq!(outcome, TurnOutcome::Completed);
+    assert_eq!(
+        events.iter().filter(|e| e.starts_with("tool ")).count(),
+        1,
+        "only the first step's call ran: {events:?}"
+    );
+    assert_eq!(kept(&state)["object"], json!({"city": "Bern"}));
+    let AgentMessage::Assistant(last) = state.messages.last().unwrap() else {
+        panic!()
+    };
+    assert_eq!(last.tool_calls().count(), 0);
+
+    // Asked natively, a model (a fallback asked for the tool) that calls the answer tool gives
+    // its answer so.
+    let provider = Scripted::new(vec![calls(vec![("c3", "answer", json!({"city": "Riga"}))])]);
+    let (_, _, state) = run_typed(
+        &provider,
+        &ToolRegistry::new(),
+        &Recorder::default(),
+        city(json!({})),
+        5,
+    );
+    assert_eq!(*provider.formats.borrow(), ["schema"]);
+    assert_eq!(kept(&state)["object"], json!({"city": "Riga"}));
+}
+
+#[test]
+fn a_tool_named_like_the_answer_fails_the_turn_before_any_call() {
+    let provider = Scripted::new(vec![]);
+    let (outcome, _, _) = run_typed(
+        &provider,
+        &current_time_registry(),
+        &Recorder::default(),
+        city(json!({"name": "current_time"})),
+        5,
+    );
+    let TurnOutcome::Failed { message, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(message.contains("`current_time`"), "{message}");
+    assert!(provider.seen.borrow().is_empty());
+}

@@ -496,6 +496,7 @@ mod cancel {
             text: "Let me chec",
             calls: vec![("c1", "current_time", json!({}))],
             error: None,
+            cut_off: false,
         }]);
         let provider: Rc<dyn Provider> = Rc::new(CancelledWhileAnswering {
             inner,
@@ -606,6 +607,7 @@ fn a_resolver_sees_each_call_before_it_is_made_and_is_settled_after_it_ends() {
                     provider: "scripted".into(),
                     message: "reset".into(),
                 }),
+                cut_off: false,
             },
         ]),
         plans: RefCell::default(),

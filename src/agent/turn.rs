@@ -131,12 +131,14 @@ pub async fn run_agent_turn(
         let system = system.as_deref().or(state.system_prompt.as_deref());
         // What the call sends, estimated once if a resolver or a cut-short answer asks.
         let estimated = std::cell::OnceCell::new();
+        let typed_tokens = answering.as_ref().map_or(0, Answering::extra_tokens);
         let input_tokens = || {
             *estimated.get_or_init(|| {
                 let visible = state.messages[..hidden.start]
                     .iter()
                     .chain(&state.messages[hidden.end..]);
-                system.map_or(0, estimate_tokens)
+                typed_tokens
+                    + system.map_or(0, estimate_tokens)
                     + visible
                         .map(|m| message_tokens(m, None))
                         .sum::<u64>()
@@ -175,7 +177,7 @@ pub async fn run_agent_turn(
             Some(answering) => {
                 let mut with_answer = definitions.clone();
                 let native = provider.capabilities().structured_output;
-                match answering.begin_call(&model.provider, native, &mut with_answer) {
+                match answering.begin_call(&model.provider, native, &mut with_answer, tools_off) {
                     Ok(w) => watch = Some(w),
                     Err(why) => return fail(hooks, emit, &LlmError::Config(why)).await,
                 }
@@ -263,6 +265,9 @@ pub async fn run_agent_turn(
             // Keep what was said, marked aborted (never replayed to a model); its calls do not run.
             let mut partial = completion.message;
             partial.stop_reason = StopReason::Aborted;
+            if let Some(answering) = &answering {
+                answering.strip(&mut partial);
+            }
             if partial.content.is_empty() {
                 charge_unstored(hooks, &partial).await;
             } else {
@@ -282,6 +287,9 @@ pub async fn run_agent_turn(
 
         if let Some(error) = completion.error {
             // Keep what was said before the failure; it is marked with stop reason `error`.
+            if let Some(answering) = &answering {
+                answering.strip(&mut completion.message);
+            }
             if !completion.message.content.is_empty() {
                 add_message(state, hooks, AgentMessage::Assistant(completion.message)).await;
             } else {

@@ -18,7 +18,11 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 pub use super::types::Billing;
-use super::{AssistantMessage, Completion, LlmEvent, LlmRequest, ModelRef, Provider, Usage};
+use super::types::{schema_refused, tool_refused};
+use super::{
+    AnswerFormat, AssistantMessage, Completion, LlmEvent, LlmRequest, ModelRef, Provider, ToolDef,
+    Usage,
+};
 
 /// The models a call to `model` may be answered by, in the order [`Resilient`] tries them:
 /// `model`, then each of `fallbacks` but it. The factory builds its chain from this, and a
@@ -134,16 +138,25 @@ impl Provider for Resilient {
                 });
             }
             // A fallback model gets the history prepared for it (the caller prepared it for the
-            // first).
+            // first), and a typed answer in a form it takes.
             let prepared;
+            let adapted;
             let mut fallback_request = *request;
             if i > 0 {
+                let capabilities = provider.capabilities();
                 prepared = super::transform::prepare_for(
                     request.messages.to_vec(),
                     provider.model(),
-                    &provider.capabilities(),
+                    &capabilities,
                 );
                 fallback_request.messages = &prepared;
+                adapted = request.answer.and_then(|answer| {
+                    adapt_answer(answer, request.tools, provider.model(), &capabilities)
+                });
+                if let Some((tools, answer)) = &adapted {
+                    fallback_request.tools = tools;
+                    fallback_request.answer = *answer;
+                }
             }
             let request = &fallback_request;
             let mut attempt = 1;
@@ -206,6 +219,46 @@ impl Provider for Resilient {
             Some((_, failed)) => with_spent(failed, spent),
             None => unreachable_empty_chain(self.model()),
         }
+    }
+}
+
+/// A typed answer's format and the call's tools as fallback `model` takes them, when it cannot
+/// take `answer` as it is: a schema it refuses becomes a tool whose input is the answer (forced
+/// when the call offers no other), a tool it cannot be made to call becomes its schema. The
+/// caller reads an answer given either way.
+fn adapt_answer<'a>(
+    answer: AnswerFormat<'a>,
+    tools: &'a [ToolDef],
+    model: &ModelRef,
+    capabilities: &super::capabilities::Capabilities,
+) -> Option<(Vec<ToolDef>, Option<AnswerFormat<'a>>)> {
+    let provider = model.provider.as_str();
+    match answer {
+        AnswerFormat::Schema { name, schema, .. }
+            if schema_refused(provider, !tools.is_empty(), capabilities.structured_output)
+                .is_some() =>
+        {
+            let mut with_answer = tools.to_vec();
+            with_answer.push(ToolDef {
+                name: name.to_string(),
+                description: "Give the final answer: call this once, with the whole answer as \
+                              its input."
+                    .into(),
+                input_schema: schema.clone(),
+            });
+            let forced = tools.is_empty().then_some(AnswerFormat::Tool { name });
+            Some((with_answer, forced))
+        }
+        AnswerFormat::Tool { name } if tool_refused(provider).is_some() => {
+            let tool = tools.iter().find(|t| t.name == name)?;
+            let schema = AnswerFormat::Schema {
+                name,
+                schema: &tool.input_schema,
+                strict: false,
+            };
+            Some((tools.to_vec(), Some(schema)))
+        }
+        _ => None,
     }
 }
 
@@ -345,6 +398,51 @@ mod tests {
             resilient.stream(&request, &mut |e| events.push(e.clone())),
         );
         (c, events)
+    }
+
+    #[test]
+    fn a_fallback_is_asked_for_a_typed_answer_in_a_form_it_takes() {
+        let schema = serde_json::json!({"type": "object"});
+        let clock = ToolDef {
+            name: "current_time".into(),
+            description: String::new(),
+            input_schema: schema.clone(),
+        };
+        let as_schema = AnswerFormat::Schema {
+            name: "answer",
+            schema: &schema,
+            strict: true,
+        };
+        let caps = crate::llm::capabilities::Capabilities::default();
+        let model = |id: &str| ModelRef::parse(id).unwrap();
+        // Workers AI takes no schema: the answer becomes a tool, forced when it is alone.
+        let (tools, answer) =
+            adapt_answer(as_schema, &[], &model("workers-ai:@cf/m"), &caps).unwrap();
+        assert_eq!(tools.len(), 1);
+        assert_eq!(answer, Some(AnswerFormat::Tool { name: "answer" }));
+        // Beside other tools, offered and not forced.
+        let offered = [clock.clone()];
+        let (tools, answer) = adapt_answer(as_schema, &offered, &model("gemini:g"), &caps).unwrap();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(answer, None);
+        // OpenAI takes the schema as it is; Ollama takes a forced tool as its schema.
+        assert!(adapt_answer(as_schema, &[], &model("openai:gpt-4o"), &caps).is_none());
+        let answer_tool = ToolDef {
+            name: "answer".into(),
+            ..clock
+        };
+        let tools = [answer_tool];
+        let (_, answer) = adapt_answer(
+            AnswerFormat::Tool { name: "answer" },
+            &tools,
+            &model("ollama:llama3.2"),
+            &caps,
+        )
+        .unwrap();
+        assert!(matches!(
+            answer,
+            Some(AnswerFormat::Schema { strict: false, .. })
+        ));
     }
 
     #[test]

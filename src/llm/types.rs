@@ -395,6 +395,28 @@ impl LlmRequest<'_> {
     }
 }
 
+/// Why `provider` cannot take a typed answer's schema ([`AnswerFormat::Schema`]) on a call that
+/// offers tools or not (`structured_output`: the model's registry entry has it), if it cannot.
+pub fn schema_refused(
+    provider: &str,
+    offers_tools: bool,
+    structured_output: bool,
+) -> Option<&'static str> {
+    match provider {
+        "workers-ai" => Some("Workers AI does not take a JSON schema on a streamed call"),
+        "gemini" if offers_tools => {
+            Some("Gemini does not answer in JSON of a schema while it is offered tools")
+        }
+        "anthropic" if !structured_output => Some("this Claude model has no structured output"),
+        _ => None,
+    }
+}
+
+/// Why `provider` cannot be made to call a given tool ([`AnswerFormat::Tool`]), if it cannot.
+pub fn tool_refused(provider: &str) -> Option<&'static str> {
+    (provider == "ollama").then_some("Ollama cannot be made to call a given tool")
+}
+
 /// How a call asks for a typed answer (a JSON value of a given shape).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AnswerFormat<'a> {

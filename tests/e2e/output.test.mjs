@@ -34,6 +34,8 @@ const PROVIDERS = {
   anthropic: {
     model: "anthropic:claude-sonnet-4-5",
     answer: asText,
+    // Without tools (the repair call), Claude is made to call the answer tool.
+    alone: viaTool,
     asked: (body) => {
       assert.equal(body.output_config.format.type, "json_schema");
       assert.equal(body.output_config.format.schema.additionalProperties, false);
@@ -255,13 +257,15 @@ describe("typed answers, once", () => {
     assert.deepEqual(agents.map((a) => [a.name, a.output]), [["assistant", false], ["extractor", true]]);
     const id = await create({ agent: "extractor" });
     // Its one step ends on a tool call: one more, without tools, gives the answer.
-    loops.anthropic.script({ tools: [{ id: "toolu_time", name: "current_time", input: {} }] }, asText(PARIS));
+    loops.anthropic.script({ tools: [{ id: "toolu_time", name: "current_time", input: {} }] }, viaTool(PARIS));
     const { chunks } = await send(id, { message: "Which city?" });
     assert.deepEqual(chunks.filter((c) => c.type === "data-output").at(-1).data, { status: "complete", object: PARIS });
     assert.equal(sent("anthropic").length, 2);
+    // Its tools off, Claude is made to call the answer tool (a request whose history holds tool
+    // calls must define a tool).
     const extra = sent("anthropic")[1].body;
-    assert.equal(extra.tools, undefined, "no tools on the extra step");
-    assert.equal(extra.output_config.format.type, "json_schema");
+    assert.deepEqual(extra.tools.map((t) => t.name), ["answer"], "no other tool on the extra step");
+    assert.deepEqual(extra.tool_choice, { type: "tool", name: "answer", disable_parallel_tool_use: true });
   });
 
   test("an array shows each whole, valid element as its own part", async () => {

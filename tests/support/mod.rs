@@ -24,6 +24,8 @@ pub struct Answer {
     pub calls: Vec<(&'static str, &'static str, Value)>,
     /// Fail after the text, as a provider that errors mid-stream.
     pub error: Option<LlmError>,
+    /// Cut off at the output token limit.
+    pub cut_off: bool,
 }
 
 pub fn text(text: &'static str) -> Answer {
@@ -31,6 +33,7 @@ pub fn text(text: &'static str) -> Answer {
         text,
         calls: vec![],
         error: None,
+        cut_off: false,
     }
 }
 
@@ -39,6 +42,7 @@ pub fn calls(calls: Vec<(&'static str, &'static str, Value)>) -> Answer {
         text: "",
         calls,
         error: None,
+        cut_off: false,
     }
 }
 
@@ -162,6 +166,8 @@ impl Provider for Scripted {
             message: AssistantMessage {
                 stop_reason: if answer.error.is_some() {
                     StopReason::Error
+                } else if answer.cut_off {
+                    StopReason::MaxTokens
                 } else if answer.calls.is_empty() {
                     StopReason::EndTurn
                 } else {

@@ -15,7 +15,7 @@ use web_time::{Duration, Instant};
 
 use super::form::{answer_tool, form, instruction, Form};
 use super::partial::PartialJson;
-use super::spec::{unstrict, Kind, OnInvalid, OutputSpec};
+use super::spec::{unstrict, Kind, OnInvalid, OutputSpec, Strategy};
 use crate::agent::schema::{problems, problems_in};
 use crate::agent::AgentEvent;
 use crate::llm::{
@@ -39,6 +39,11 @@ pub struct Answering {
     /// The form of the call being made.
     form: Option<Form>,
     forced: bool,
+    /// The call being made has the turn's tools off: any other call it makes never runs.
+    tools_off: bool,
+    /// What the answer adds to a call's prompt, estimated once (the schema, as a tool or a
+    /// response format or an instruction).
+    schema_tokens: u64,
 }
 
 /// One call's answer as it streams: parsed as it comes, shown as it forms.
@@ -50,9 +55,16 @@ pub struct Watch {
     /// The answer tool's call's place in the answer being streamed (tool form).
     tool_index: Option<usize>,
     shown: Option<Instant>,
+    /// The bytes read when the answer was last shown.
+    read_at_show: usize,
     /// Elements of an `array` answer shown as complete so far.
     elements_shown: usize,
 }
+
+/// Below this many bytes read, a changed answer is shown every [`SHOW_EVERY`]; past it, only
+/// once it has grown by a sixteenth since it was last shown, so the bytes re-sent stay within
+/// a small multiple of the answer's size however long it grows.
+const SMALL_ANSWER: usize = 2_048;
 
 /// What the end of a call means for the answer.
 #[derive(Debug, PartialEq)]
@@ -68,13 +80,25 @@ pub enum Settled {
 impl Answering {
     pub fn new(spec: Rc<OutputSpec>) -> Self {
         Self {
-            spec,
             repair: None,
             repaired: false,
             extra_step: false,
             form: None,
             forced: false,
+            tools_off: false,
+            schema_tokens: crate::agent::estimate::estimate_tokens(&spec_text(&spec)),
+            spec,
         }
+    }
+
+    /// What the answer adds to a call's prompt beyond the turn's own: its schema, and on the
+    /// repair call the invalid answer and the note.
+    pub fn extra_tokens(&self) -> u64 {
+        self.schema_tokens
+            + self.repair.as_ref().map_or(0, |(answer, note)| {
+                crate::agent::estimate::estimate_tokens(&answer.text())
+                    + crate::agent::estimate::estimate_tokens(note)
+            })
     }
 
     /// Whether a call may be made past the step limit, with tools off: the repair call, or
@@ -92,23 +116,33 @@ impl Answering {
     }
 
     /// Shapes the next call: its tools (`definitions`, the answer tool added in the tool form)
-    /// for `provider`; `native_model`: the model has its
-    /// provider's structured output. An error says why this provider cannot answer so.
+    /// for `provider`; `native_model`: the model has its provider's structured output;
+    /// `tools_off`: the turn's tools were taken off this call (the history may hold their
+    /// calls). An error says why this provider cannot answer so.
     pub fn begin_call(
         &mut self,
         provider: &str,
         native_model: bool,
         definitions: &mut Vec<ToolDef>,
+        tools_off: bool,
     ) -> Result<Watch, String> {
-        let chosen = form(&self.spec, provider, !definitions.is_empty(), native_model)?;
+        // In every form: a call of the answer's name is read as the answer (a fallback model
+        // may be asked in another form), so no tool may have it.
+        if definitions.iter().any(|t| t.name == self.spec.name) {
+            return Err(format!(
+                "a tool is named `{}` like the typed answer: give `output.name` another name",
+                self.spec.name
+            ));
+        }
+        let mut chosen = form(&self.spec, provider, !definitions.is_empty(), native_model)?;
+        // Claude refuses a request whose history holds tool calls but which defines no tool:
+        // with the tools off, the answer comes as the (forced) answer tool's input.
+        if tools_off && provider == "anthropic" && self.spec.strategy != Strategy::Prompt {
+            chosen = Form::Tool;
+        }
         self.forced = false;
+        self.tools_off = tools_off;
         if chosen == Form::Tool {
-            if definitions.iter().any(|t| t.name == self.spec.name) {
-                return Err(format!(
-                    "a tool is named `{}` like the typed answer: give `output.name` another name",
-                    self.spec.name
-                ));
-            }
             // Forced only when it is the only tool: otherwise the model could use no other.
             self.forced = definitions.is_empty();
             definitions.push(answer_tool(&self.spec));
@@ -121,6 +155,7 @@ impl Answering {
             parser: PartialJson::new(),
             tool_index: None,
             shown: None,
+            read_at_show: 0,
             elements_shown: 0,
         })
     }
@@ -166,6 +201,19 @@ impl Answering {
         }
     }
 
+    /// An answer kept as it was cut short (cancelled, failed): a call of the answer tool in it
+    /// becomes its text, so it is never taken for a tool call waiting for a result.
+    pub fn strip(&self, answer: &mut AssistantMessage) {
+        for block in &mut answer.content {
+            if let ContentBlock::ToolUse(call) = block {
+                if call.name == self.spec.name {
+                    let text = call.input.to_string();
+                    *block = ContentBlock::Text { text };
+                }
+            }
+        }
+    }
+
     /// The end of a call: whether `answer` is the typed answer, and if it is, whether it is
     /// valid. The answer tool's call becomes the answer's text (it never runs, and no other
     /// call of that step does).
@@ -176,33 +224,41 @@ impl Answering {
         emit: &mut dyn FnMut(AgentEvent<'_>),
     ) -> Settled {
         let repairing = self.repair.take().is_some();
-        let answered = match self.form {
-            Some(Form::Tool) => answer
-                .tool_calls()
-                .find(|c| c.name == self.spec.name)
-                .map(|c| c.input.clone()),
-            _ => None,
-        };
+        let answered = answer
+            .tool_calls()
+            .find(|c| c.name == self.spec.name)
+            .map(|c| c.input.clone());
+        let called = answer.tool_calls().next().is_some();
+        if answered.is_none() && called && !self.tools_off {
+            return Settled::NotFinal;
+        }
+        // The answer (its tool's call, or its text): no call of this step runs, the answer's
+        // becomes its text, and calls made with the tools off are dropped.
+        let cut_off = answer.stop_reason == StopReason::MaxTokens;
+        answer
+            .content
+            .retain(|b| !matches!(b, ContentBlock::ToolUse(_)));
+        if called {
+            answer.stop_reason = StopReason::EndTurn;
+        }
         let (raw, candidate) = match answered {
             Some(input) => {
                 let raw = input.to_string();
                 answer
                     .content
-                    .retain(|b| !matches!(b, ContentBlock::ToolUse(_)));
-                answer
-                    .content
                     .push(ContentBlock::Text { text: raw.clone() });
-                answer.stop_reason = StopReason::EndTurn;
                 (raw, Ok(input))
-            }
-            None if answer.tool_calls().next().is_some() => {
-                return Settled::NotFinal;
             }
             None => {
                 let text = answer.text();
                 let read = read_text(&text);
                 (text, read)
             }
+        };
+        // Closing a cut-off answer would pass a cut-off string as a whole one.
+        let candidate = match candidate {
+            Ok(_) if cut_off => Err("the answer was cut off at the output token limit".into()),
+            other => other,
         };
         let strict = matches!(self.form, Some(Form::Native { strict: true, .. }));
         let checked = candidate.and_then(|value| {
@@ -272,9 +328,8 @@ fn read_text(text: &str) -> Result<Value, String> {
     }
     match parser.span() {
         // Strictly: the parser reads separators loosely.
-        Some(span) => {
-            serde_json::from_str(&text[span]).map_err(|e| format!("the answer is not JSON: {e}"))
-        }
+        Some(span) => crate::llm::json::from_str(&text[span])
+            .map_err(|e| format!("the answer is not JSON: {e}")),
         None => parser
             .value()
             .ok_or_else(|| "the answer holds no JSON object".to_string()),
@@ -309,9 +364,20 @@ impl Watch {
         };
         self.parser.push(piece.as_bytes());
         // A change not yet due stays marked, shown with the next piece that is.
-        if self.parser.changed() && self.shown.is_none_or(|at| at.elapsed() >= SHOW_EVERY) {
+        if self.parser.changed() && self.due() {
             self.show(emit);
         }
+    }
+
+    /// Whether a changed answer may be shown again: the first time at once, then after
+    /// [`SHOW_EVERY`] and, past [`SMALL_ANSWER`], once it has grown by a sixteenth.
+    fn due(&self) -> bool {
+        let Some(at) = self.shown else {
+            return true;
+        };
+        let read = self.parser.bytes_read();
+        let grown = read - self.read_at_show >= self.read_at_show / 16;
+        (self.read_at_show < SMALL_ANSWER || grown) && at.elapsed() >= SHOW_EVERY
     }
 
     fn show(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
@@ -319,6 +385,7 @@ impl Watch {
             return;
         };
         self.shown = Some(Instant::now());
+        self.read_at_show = self.parser.bytes_read();
         self.parser.take_changed();
         if self.spec.kind == Kind::Array {
             // Every element but the last is whole (the last may still be forming).
@@ -351,4 +418,9 @@ impl Watch {
             self.elements_shown = index + 1;
         }
     }
+}
+
+/// The schema as the model reads it, for the estimate of what it adds to a call.
+fn spec_text(spec: &OutputSpec) -> String {
+    serde_json::to_string(&spec.schema).unwrap_or_default()
 }

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::spec::{strict_openai, OutputSpec, Strategy};
+use crate::llm::types::{schema_refused, tool_refused};
 use crate::llm::ToolDef;
 
 /// How a call asks for the answer.
@@ -45,18 +46,8 @@ pub fn form(
         },
     };
     // Where the provider's structured output cannot serve this call, and why.
-    let no_native = match provider {
-        "workers-ai" => Some("Workers AI does not take a JSON schema on a streamed call"),
-        "gemini" if offers_tools => {
-            Some("Gemini does not answer in JSON of a schema while it is offered tools")
-        }
-        "anthropic" if !native_model => Some("this Claude model has no structured output"),
-        _ => None,
-    };
-    let no_tool = match provider {
-        "ollama" => Some("Ollama cannot be made to call a given tool"),
-        _ => None,
-    };
+    let no_native = schema_refused(provider, offers_tools, native_model);
+    let no_tool = tool_refused(provider);
     match spec.strategy {
         Strategy::Prompt => Ok(Form::Prompt),
         Strategy::Native => match no_native {

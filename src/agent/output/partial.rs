@@ -102,6 +102,11 @@ impl PartialJson {
         self.done.as_ref()
     }
 
+    /// How many bytes have been pushed.
+    pub fn bytes_read(&self) -> usize {
+        self.read
+    }
+
     /// Whether what [`PartialJson::value`] shows changed since [`PartialJson::take_changed`].
     pub fn changed(&self) -> bool {
         self.changed
@@ -226,7 +231,8 @@ impl PartialJson {
                 self.token.push(b);
                 Ok(())
             }
-            b => Err(format!("unexpected `{}`", b.escape_ascii())),
+            b if b.is_ascii_graphic() => Err(format!("unexpected `{}`", char::from(b))),
+            b => Err(format!("unexpected byte {b}")),
         }
     }
 
@@ -314,18 +320,14 @@ impl PartialJson {
     /// high half waits, as its marker and digits, for the low half).
     fn decode_unicode(&mut self) -> Result<(), String> {
         let at = self.token.len() - 5;
-        let digits = std::str::from_utf8(&self.token[at + 1..]).map_err(|e| e.to_string())?;
-        let unit = u16::from_str_radix(digits, 16).map_err(|e| e.to_string())?;
+        let unit = hex4(&self.token[at + 1..]).ok_or("a `\\u` escape needs four hex digits")?;
         self.token.truncate(at);
         let high = self
             .token
             .len()
             .checked_sub(5)
             .filter(|&h| self.token[h] == MARK)
-            .and_then(|h| {
-                let digits = std::str::from_utf8(&self.token[h + 1..]).ok()?;
-                Some((h, u16::from_str_radix(digits, 16).ok()?))
-            })
+            .and_then(|h| Some((h, hex4(&self.token[h + 1..h + 5])?)))
             .filter(|(_, u)| (0xD800..0xDC00).contains(u));
         let c = match (high, unit) {
             (Some((h, high)), 0xDC00..=0xDFFF) => {
@@ -406,6 +408,14 @@ fn valid_prefix(bytes: &[u8]) -> String {
         Ok(s) => s.to_string(),
         Err(e) => String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned(),
     }
+}
+
+/// Four hex digits' value (`\u` escapes).
+fn hex4(digits: &[u8]) -> Option<u16> {
+    digits.iter().try_fold(0u16, |n, &d| {
+        let v = char::from(d).to_digit(16)?;
+        Some(n << 4 | v as u16)
+    })
 }
 
 #[cfg(test)]

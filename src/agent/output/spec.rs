@@ -141,13 +141,13 @@ impl OutputSpec {
                     return Err(at("/options", format!("offers more than {MAX_CHOICES}")));
                 }
                 let mut options = Vec::with_capacity(items.len());
-                let mut seen = std::collections::HashSet::new();
                 let mut chars = 0;
                 for (i, item) in items.iter().enumerate() {
                     let Some(s) = item.as_str() else {
                         return Err(at(format!("/options/{i}"), "must be a string"));
                     };
-                    if !seen.insert(s) {
+                    // At most 500 options: a scan is cheaper in code than a set.
+                    if options.contains(&s) {
                         return Err(at(format!("/options/{i}"), "is there twice"));
                     }
                     chars += s.chars().count();

@@ -217,6 +217,7 @@ impl Object {
         match ready {
             Ok(Ready::Run(prepared)) => Ok(Some(prepared)),
             Ok(Ready::Nothing) => {
+                self.forget_output();
                 self.finish(claimed, &TurnOutcome::Completed, &[]);
                 Ok(None)
             }
@@ -226,6 +227,7 @@ impl Object {
                     message: rules::given_up_reason(),
                     is_retryable: false,
                 };
+                self.forget_output();
                 self.finish(claimed, &outcome, &[]);
                 Ok(None)
             }
@@ -287,6 +289,17 @@ impl Object {
         }
     }
 
+    /// A turn that ended without running (recovered whole, given up, abandoned) forgets the
+    /// typed answer its message asked for (rare paths: one statement whether or not it was).
+    fn forget_output(&self) {
+        if let Err(e) = self
+            .storage
+            .clear_mark(crate::edge::conversation::turn::OUTPUT_MARK)
+        {
+            console_error!("forgetting a turn's typed answer: {e}");
+        }
+    }
+
     /// A turn refused before any work (its model, the owner's rate limit): the message that was
     /// to start it is not kept either (`held`: its place in the inbox), and the conversation is
     /// free again.
@@ -311,6 +324,7 @@ impl Object {
         if let Err(e) = self.storage.end_turn(None) {
             console_error!("ending turn {}: {e}", claimed.turn_id);
         }
+        self.forget_output();
         self.record_schedule_run(RunOutcome::Failed(why.public_message(claimed.reference())));
         let waiting = self.storage.queue_len(None).unwrap_or(0);
         if waiting == 0 {

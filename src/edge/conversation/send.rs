@@ -4,14 +4,15 @@
 use super::sse::sse;
 use super::storage::MAX_QUEUED;
 use super::Object;
-use crate::agent::output::OutputSpec;
 use crate::agent::AgentMessage;
 use crate::edge::conversation::replay::{LogReader, NoReader};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
 use crate::edge::conversation::turn::files::{discard, file_ids, files_of};
 use crate::edge::conversation::turn::resolver::FirstCall;
-use crate::edge::conversation::turn::{choose_model, prepare, Kickoff, Start};
+use crate::edge::conversation::turn::{
+    choose_model, choose_output, prepare, Kickoff, Start, TypedAnswer,
+};
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
@@ -307,32 +308,20 @@ impl Object {
                 return Err(e);
             }
         };
-        // The typed answer (the message's, else its agent's), which the conversation's model
-        // must be able to give.
-        let checked = output
-            .as_ref()
-            .map(OutputSpec::parse)
-            .transpose()
-            .map_err(|e| e.to_string())
-            .and_then(|own| {
-                let output = own.map(Rc::new);
-                if let Ok(agent) = conversation.agent(&turn_env.config) {
-                    if let Some(spec) = output.as_ref().or(agent.output.as_ref()) {
-                        let tools = agent.offers_tools();
-                        turn_env.config.check_output(spec, &chosen.0, tools)?;
-                    }
-                }
-                Ok(output)
-            });
-        let output = match checked {
+        let new_message = matches!(kickoff, Kickoff::Queued);
+        let typed = TypedAnswer {
+            raw: output.as_ref(),
+            model: &chosen.0,
+            client_tools: &client_tools,
+            new_message,
+        };
+        let output = match choose_output(&turn_env, &conversation, typed) {
             Ok(output) => output,
-            Err(why) => {
-                let e = ApiError::BadRequest(why);
+            Err(e) => {
                 self.refuse(&claimed, own.as_ref().and_then(|(_, _, seq)| *seq), &e);
                 return Err(e);
             }
         };
-        let new_message = matches!(kickoff, Kickoff::Queued);
         // With budgets on and no BUDGET_MODEL, a new message's answer waits for its turn's
         // first reservation: one the rest of the budget cannot cover is a 402, before any
         // stream (a budget spent already is refused by the Worker before it comes here).

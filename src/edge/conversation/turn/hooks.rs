@@ -200,8 +200,10 @@ impl TurnHooks for D1Hooks {
                     .store
                     .append_answer(&self.conversation_id, &id, message, &row, now_ms())
                     .await;
-                if stored.is_ok() {
-                    *self.persisted.last_answer.borrow_mut() = Some(id.clone());
+                if let (Ok(_), AgentMessage::Assistant(a)) = (&stored, message) {
+                    if a.output.is_some() {
+                        *self.persisted.last_answer.borrow_mut() = Some(id.clone());
+                    }
                 }
                 if let Err(e) = &stored {
                     *self.ledger_failure.borrow_mut() = Some(e.to_string());
@@ -241,7 +243,14 @@ impl TurnHooks for D1Hooks {
         if let Err(e) = self.persisted.settle().await {
             console_error!("a message before a paid call's ledger row was not stored: {e}");
         }
-        self.record_row(model, usage).await
+        self.record_row(model, usage).await?;
+        // In the same step as the row: what was saved of the call for recovery (a typed
+        // answer's invalid first try) must not be charged again by a recovery.
+        if let Err(e) = self.storage.set_partial(None) {
+            console_error!("clearing a charged partial answer: {e}");
+        }
+        self.persisted.charged.set(true);
+        Ok(())
     }
 
     /// D1 mirrors the compaction: the summary is stored and the rows it replaces are marked,

@@ -96,6 +96,8 @@ pub struct Prepared {
     agent: Rc<AgentSpec>,
     /// The typed answer the turn ends with.
     output: Option<Rc<OutputSpec>>,
+    /// It is a message's (kept until the turn ends), not its agent's.
+    output_by_message: bool,
     /// Told how the first reservation goes; refused, the request's own message is taken back
     /// (`own_id`, and the chat's row when the message made it: `new_chat`).
     first_call: Option<Rc<resolver::FirstCall>>,
@@ -155,6 +157,64 @@ pub fn choose_model(
     Ok((model, provider))
 }
 
+/// The mark that keeps a message's typed answer (`output`, as it came) until its turn ends, so
+/// a turn resumed after a pause or recovered after a crash still answers typed.
+pub const OUTPUT_MARK: &str = "turn_output";
+
+/// A request's typed answer, to check before its turn starts.
+pub struct TypedAnswer<'a> {
+    /// The message's `output`, as the request gave it.
+    pub raw: Option<&'a serde_json::Value>,
+    pub model: &'a ModelRef,
+    pub client_tools: &'a [ToolDef],
+    /// The request is a new message (not answers for a pause, not a retry).
+    pub new_message: bool,
+}
+
+/// The typed answer a request's turn starts with: the message's own (kept in the object until
+/// its turn ends), checked with its agent's against the conversation's model and tools. A bad
+/// one is a 400; nothing is kept then.
+pub fn choose_output(
+    turn_env: &TurnEnv,
+    conversation: &TurnConversation,
+    typed: TypedAnswer<'_>,
+) -> Result<Option<Rc<OutputSpec>>, ApiError> {
+    let agent = conversation.agent(&turn_env.config)?;
+    let own = match typed.raw {
+        Some(raw) => Some(Rc::new(
+            OutputSpec::parse(raw).map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        )),
+        None => None,
+    };
+    let storage = &turn_env.storage;
+    // A new message after a typed turn's pause moves on from that turn's answer.
+    if typed.raw.is_none() && typed.new_message && storage.paused()?.is_some() {
+        storage.clear_mark(OUTPUT_MARK)?;
+    }
+    let Some(spec) = own.as_ref().or(agent.output.as_ref()) else {
+        return Ok(None);
+    };
+    let config = &turn_env.config;
+    let offers_tools = agent.offers_tools() || !typed.client_tools.is_empty();
+    config
+        .check_output(spec, typed.model, offers_tools)
+        .map_err(ApiError::BadRequest)?;
+    // A call of the answer's name is read as the answer: no tool the turn offers may have it.
+    let taken = typed.client_tools.iter().any(|t| t.name == spec.name)
+        || crate::agent::built_in_tool_names().any(|n| n == spec.name)
+        || config.http_tools.iter().any(|t| t.name == spec.name);
+    if taken {
+        return Err(ApiError::Conflict(format!(
+            "a tool is named `{}` like the typed answer: give `output.name` another name",
+            spec.name
+        )));
+    }
+    if let Some(raw) = typed.raw {
+        storage.set_mark(OUTPUT_MARK, &raw.to_string())?;
+    }
+    Ok(own)
+}
+
 /// What a turn produced, for `stream: false` and the object's end step.
 pub struct TurnResult {
     pub messages: Vec<AgentMessage>,
@@ -167,8 +227,10 @@ pub struct TurnResult {
     /// Why the messages that started it could not be stored: they wait in the inbox, and the
     /// turn counts as one that failed to start.
     pub unstored: Option<String>,
-    /// The id its last answer was stored under.
+    /// The id its typed answer was stored under.
     pub answer_id: Option<String>,
+    /// It was asked for a typed answer.
+    pub typed: bool,
 }
 
 pub struct FixedProvider(pub Rc<dyn Provider>);

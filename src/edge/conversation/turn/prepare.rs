@@ -4,6 +4,7 @@
 use super::files::{discard, file_ids};
 use super::hooks::PendingWrite;
 use super::{remote_tools, Kickoff, Prepared, Ready, Start, TurnEnv};
+use crate::agent::output::OutputSpec;
 use crate::agent::{pending_calls, AgentMessage, Approval, ToolAnswers, MOVED_ON};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::Recovery;
@@ -41,6 +42,16 @@ pub async fn prepare(
     } = start;
     let own_id = own.as_ref().map(|(id, _, _)| id.clone());
     let agent = conversation.agent(&turn_env.config)?.clone();
+    // A message's typed answer: given with it, or kept for the turn it started (resumed after a
+    // pause, recovered after a crash); else its agent's.
+    let kept = match (&output, &kickoff) {
+        (None, Kickoff::Resume { .. } | Kickoff::Recover { .. } | Kickoff::GiveUp { .. }) => {
+            kept_output(turn_env)
+        }
+        _ => None,
+    };
+    let by_message = output.is_some() || kept.is_some();
+    let output = output.or(kept).or_else(|| agent.output.clone());
     let store = &turn_env.store;
     let id = conversation.id.as_str();
     if matches!(kickoff, Kickoff::Retry) {
@@ -236,12 +247,34 @@ pub async fn prepare(
         budget,
         mcp,
         toolsets: agent.toolsets_within(narrowed.or_else(|| conversation.toolsets.clone())),
-        output: output.or_else(|| agent.output.clone()),
+        output,
+        output_by_message: by_message,
         agent,
         first_call,
         own_id,
         new_chat: create_within.is_some(),
     })))
+}
+
+/// The typed answer a message asked for, kept until its turn ends ([`super::OUTPUT_MARK`]).
+fn kept_output(turn_env: &TurnEnv) -> Option<Rc<OutputSpec>> {
+    let raw = match turn_env.storage.mark(super::OUTPUT_MARK) {
+        Ok(raw) => raw?,
+        Err(e) => {
+            console_error!("reading a turn's typed answer: {e}");
+            return None;
+        }
+    };
+    let parsed = crate::llm::json::from_str(&raw)
+        .map_err(|e| e.to_string())
+        .and_then(|value| OutputSpec::parse(&value).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(spec) => Some(Rc::new(spec)),
+        Err(e) => {
+            console_error!("a turn's kept typed answer is unreadable: {e}");
+            None
+        }
+    }
 }
 
 /// Starts writing the turn's new messages (and the chat's row, unless it exists) as work of its

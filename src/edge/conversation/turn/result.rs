@@ -1,22 +1,41 @@
 //! A finished turn as the JSON a `stream: false` request gets.
 
 use super::TurnResult;
-use crate::agent::AgentMessage;
+use crate::agent::{AgentMessage, TurnOutcome};
 use crate::edge::config::Config;
 
 impl TurnResult {
     /// The status and body a `stream: false` request gets: a typed answer's `{message_id,
-    /// output, usage, cost_usd, finish_reason}` (422 when no valid object was made), else
-    /// [`TurnResult::into_json`].
+    /// output, usage, cost_usd, finish_reason}` (422 when no valid object was made: invalid,
+    /// or the turn ended without one), else [`TurnResult::into_json`]. A turn that paused
+    /// answers as an untyped one: its answer is yet to come.
     pub fn into_answer(self, stream: &str, config: &Config) -> (u16, serde_json::Value) {
-        let typed = match self.messages.last() {
+        let paused = matches!(
+            self.outcome,
+            TurnOutcome::AwaitingToolResults(_) | TurnOutcome::AwaitingApproval(_)
+        );
+        if !self.typed || paused {
+            return (200, self.into_json(stream, config));
+        }
+        let end = match self.messages.last() {
             Some(AgentMessage::Assistant(a)) => a.output.clone(),
             _ => None,
         };
-        let Some(end) = typed else {
-            return (200, self.into_json(stream, config));
-        };
         let message_id = self.answer_id.clone();
+        let Some(end) = end else {
+            // Ended without an answer (failed, cancelled, at a limit): what the stream said.
+            let json = self.into_json(stream, config);
+            let why = match &json["error"] {
+                serde_json::Value::Null => "the turn ended before its answer".into(),
+                said => said.clone(),
+            };
+            let body = serde_json::json!({"error": {
+                "code": crate::agent::output::answer::NO_OBJECT,
+                "message": why,
+                "finish_reason": json["finish_reason"],
+            }});
+            return (422, body);
+        };
         if end["status"] == "complete" {
             let json = self.into_json(stream, config);
             let body = serde_json::json!({
@@ -80,7 +99,7 @@ impl TurnResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{TurnOutcome, TurnStats};
+    use crate::agent::TurnStats;
     use crate::edge::config::Config;
     use crate::llm::{AssistantMessage, ContentBlock, StopReason, Usage};
 
@@ -115,6 +134,7 @@ mod tests {
             stats: TurnStats::new(0),
             unstored: None,
             answer_id: None,
+            typed: false,
         };
         let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
         let json = summary.into_json(stream, &config);
@@ -125,5 +145,50 @@ mod tests {
         assert_eq!(json["error"], "it broke (request r1)");
         assert_eq!(json["cost_usd"], 8.0);
         assert_eq!(json["messages"].as_array().map(Vec::len), Some(4));
+    }
+
+    #[test]
+    fn a_typed_turn_without_stream_answers_its_object_or_a_422() {
+        let config = Config::from_lookup(|_| None).expect("the defaults");
+        let typed = |output: Option<serde_json::Value>, outcome: TurnOutcome| {
+            let mut message = answer("claude-sonnet-4-5", 10, 5);
+            if let AgentMessage::Assistant(a) = &mut message {
+                a.output = output;
+            }
+            TurnResult {
+                messages: vec![message],
+                usage: Usage::default(),
+                outcome,
+                client_tools: vec![],
+                stats: TurnStats::new(0),
+                unstored: None,
+                answer_id: Some("m9".into()),
+                typed: true,
+            }
+        };
+        let stream = "data: {\"type\":\"finish\",\"finishReason\":\"stop\"}\n\ndata: [DONE]\n\n";
+        let complete = serde_json::json!({"status": "complete", "object": {"city": "Oslo"}});
+        let (status, body) =
+            typed(Some(complete), TurnOutcome::Completed).into_answer(stream, &config);
+        assert_eq!(status, 200);
+        assert_eq!(body["output"], serde_json::json!({"city": "Oslo"}));
+        assert_eq!(body["message_id"], "m9");
+        let invalid = serde_json::json!({"status": "error", "error": {"type": "no_object_generated", "message": "at /city: expected string"}, "raw": "{}"});
+        let (status, body) =
+            typed(Some(invalid), TurnOutcome::Completed).into_answer(stream, &config);
+        assert_eq!(status, 422);
+        assert_eq!(body["error"]["code"], "no_object_generated");
+        assert_eq!(body["error"]["raw"], "{}");
+        // A turn that failed before its answer has no object either.
+        let failed = TurnOutcome::Failed {
+            message: "down".into(),
+            is_retryable: true,
+        };
+        assert_eq!(typed(None, failed).into_answer(stream, &config).0, 422);
+        // One that paused waits for its answer: the turn as it is.
+        let (status, body) =
+            typed(None, TurnOutcome::AwaitingApproval(vec![])).into_answer(stream, &config);
+        assert_eq!(status, 200);
+        assert!(body["messages"].is_array());
     }
 }

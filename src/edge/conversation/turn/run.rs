@@ -59,6 +59,7 @@ impl Prepared {
             toolsets,
             agent,
             output,
+            output_by_message,
             first_call,
             own_id,
             new_chat,
@@ -77,6 +78,7 @@ impl Prepared {
         state.answers = answers;
         state.cancel = cancel;
         let answer_tool = output.as_ref().map(|o| o.name.clone());
+        let typed = output.is_some();
         state.output = output;
         // 48 of the claim's random bits (no id of its own to make): calls of one run are told
         // apart by their number.
@@ -301,6 +303,17 @@ impl Prepared {
             }
         }
         stats.budget_switches = budget_switches.get();
+        // A message's typed answer is kept until its turn ends, through a pause.
+        let paused = matches!(
+            outcome,
+            crate::agent::TurnOutcome::AwaitingToolResults(_)
+                | crate::agent::TurnOutcome::AwaitingApproval(_)
+        );
+        if output_by_message && !paused {
+            if let Err(e) = turn_env.storage.clear_mark(super::OUTPUT_MARK) {
+                console_error!("forgetting a turn's typed answer: {e}");
+            }
+        }
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial, now_ms());
         TurnResult {
@@ -313,6 +326,7 @@ impl Prepared {
             stats,
             unstored,
             answer_id: persisted.last_answer.take(),
+            typed,
         }
     }
 }
