@@ -82,6 +82,12 @@ const PROVIDERS = {
 
 const AGENTS = {
   assistant: { description: "Talks", model: "anthropic:claude-sonnet-4-5" },
+  // Its fallback cannot take a schema on a streamed call: it is asked for the answer tool.
+  resilient: {
+    description: "Falls back to Workers AI",
+    model: "openai:gpt-4o",
+    fallback_models: ["workers-ai:@cf/meta/llama-4-scout-17b-16e-instruct"],
+  },
   extractor: {
     description: "Extracts a city",
     model: "anthropic:claude-sonnet-4-5",
@@ -254,7 +260,7 @@ describe("typed answers, once", () => {
 
   test("an agent's own output: listed, used by every turn, and its one step past the limit answers with tools off", async () => {
     const agents = (await (await api(worker.url, "GET", "/v1/agents")).json()).agents;
-    assert.deepEqual(agents.map((a) => [a.name, a.output]), [["assistant", false], ["extractor", true]]);
+    assert.deepEqual(agents.map((a) => [a.name, a.output]), [["assistant", false], ["resilient", false], ["extractor", true]]);
     const id = await create({ agent: "extractor" });
     // Its one step ends on a tool call: one more, without tools, gives the answer.
     loops.anthropic.script({ tools: [{ id: "toolu_time", name: "current_time", input: {} }] }, viaTool(PARIS));
@@ -266,6 +272,45 @@ describe("typed answers, once", () => {
     const extra = sent("anthropic")[1].body;
     assert.deepEqual(extra.tools.map((t) => t.name), ["answer"], "no other tool on the extra step");
     assert.deepEqual(extra.tool_choice, { type: "tool", name: "answer", disable_parallel_tool_use: true });
+  });
+
+  test("a fallback model is asked in a form it takes, and its answer is read", async () => {
+    const id = await create({ agent: "resilient" });
+    const overloaded = { status: 503, message: "The server is overloaded", headers: { "retry-after": "0" } };
+    loops.openai.script(overloaded, overloaded, overloaded);
+    loops["workers-ai"].script(viaTool(PARIS));
+    const { chunks } = await send(id, { message: "Which city?", output: CITY });
+    assert.ok(chunks.some((c) => c.type === "data-provider-switch"));
+    await answeredWith(chunks, PARIS);
+    assert.equal(sent("openai")[0].body.response_format.type, "json_schema");
+    const fallback = sent("workers-ai")[0].body;
+    assert.equal(fallback.response_format, undefined, "never a schema on a streamed Workers AI call");
+    assert.ok(fallback.tools.some((t) => t.function.name === "answer"));
+  });
+
+  test("a message's typed answer holds through a pause: the resumed turn answers typed", async () => {
+    const pickCity = { name: "pick_city", description: "Ask the user for a city", input_schema: { type: "object", properties: {} } };
+    const id = await create({ model: "openai:gpt-4o" });
+    loops.openai.script({ tools: [{ id: "call_pick", name: "pick_city", input: {} }] });
+    const first = await send(id, { message: "Which city?", output: CITY, tools: [pickCity] });
+    assert.equal(first.chunks.at(-1).finishReason, "tool-calls");
+    loops.openai.script(asText(PARIS));
+    const { chunks } = await send(id, { tool_results: [{ tool_call_id: "call_pick", output: { city: "Paris" } }], tools: [pickCity] });
+    assert.deepEqual(chunks.filter((c) => c.type === "data-output").at(-1).data, { status: "complete", object: PARIS });
+    assert.equal(sent("openai")[1].body.response_format.type, "json_schema", "the resumed call is asked for the schema");
+    // Ended, the turn's answer is forgotten: the next message answers as it likes.
+    loops.openai.script({ text: "Anything else?" });
+    const next = await send(id, { message: "Thanks" });
+    assert.ok(next.chunks.some((c) => c.type === "text-delta"));
+    assert.equal(sent("openai")[2].body.response_format, undefined);
+  });
+
+  test("an output named like a tool the turn offers is a conflict", async () => {
+    const id = await create({ model: "openai:gpt-4o" });
+    const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "x", output: { ...CITY, name: "current_time" } });
+    assert.equal(r.status, 409);
+    assert.match((await r.json()).error.message, /`current_time`/);
+    assert.equal(sent("openai").length, 0);
   });
 
   test("an array shows each whole, valid element as its own part", async () => {

@@ -342,10 +342,12 @@ impl Watch {
     pub fn observe(&mut self, event: &LlmEvent, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         let piece = match event {
             LlmEvent::TextDelta { delta, .. } if self.in_text => delta.as_str(),
-            LlmEvent::ToolCallStart { index, name, .. }
-                if !self.in_text && *name == self.spec.name =>
-            {
+            // In any form (a fallback model may have been asked for the tool): the answer is
+            // the call's input from here on.
+            LlmEvent::ToolCallStart { index, name, .. } if *name == self.spec.name => {
+                self.in_text = false;
                 self.tool_index = Some(*index);
+                self.parser = PartialJson::new();
                 return;
             }
             LlmEvent::ToolCallDelta { index, delta } if self.tool_index == Some(*index) => {
