@@ -235,7 +235,7 @@ console.log(`  the 1,000 tokens alone (the 1,000-token turn's median CPU less th
 const perEvent = (r, key = "cpu") => ((r.paced[key] - r.short[key]) / PACED_TOKENS) * 1000;
 console.log(`  each event of the paced answer (its median CPU less the "hi"'s, per token): ${rows.map((r) => `${r.name} ${perEvent(r).toFixed(0)} µs`).join(", ")}`);
 const typedPerEvent = ((ours.typed.cpu - ours.short.cpu) / PACED_TOKENS) * 1000;
-console.log(`  each event of the same answer as a typed answer (\`output\`: parsed as it streams, shown every 50 ms, checked at its end): this Worker ${typedPerEvent.toFixed(0)} µs against ${perEvent(ours).toFixed(0)} µs untyped (${(typedPerEvent / perEvent(ours)).toFixed(2)}x); the turn ${fmt(ours.typed.cpu, 0)} ms against ${fmt(ours.paced.cpu, 0)} ms`);
+console.log(`  each event of the same answer as a typed answer (\`output\`: parsed as it streams, shown at most every 50 ms, checked at its end): this Worker ${typedPerEvent.toFixed(0)} µs against ${perEvent(ours).toFixed(0)} µs untyped (${(typedPerEvent / perEvent(ours)).toFixed(2)}x); the turn ${fmt(ours.typed.cpu, 0)} ms against ${fmt(ours.paced.cpu, 0)} ms`);
 // The figures above are the whole process's. V8 compiles hot code again, optimised, and helps
 // its garbage collector on background threads; what is left is the thread the isolates run on.
 console.log(`  the same on workerd's main thread alone (the isolates' thread; V8's background compiling and GC left out), CPU ms: 1,000-token answer ${rows.map((r) => `${r.name} ${r.long.main.toFixed(1)}`).join(", ")}; "hi" ${rows.map((r) => `${r.name} ${r.short.main.toFixed(1)}`).join(", ")}; per event of the paced answer ${rows.map((r) => `${r.name} ${perEvent(r, "main").toFixed(0)} µs`).join(", ")}`);
