@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { readUIMessageStream } from "ai";
 import { api, everyLoopback, readUiStream, startEveryProvider } from "./harness.mjs";
 
@@ -98,7 +99,8 @@ const AGENTS = {
 
 before(async () => {
   loops = await everyLoopback();
-  worker = await startEveryProvider(loops, { AGENTS: JSON.stringify(AGENTS) });
+  // A keyed user beside the anonymous one, for the export (the shared anonymous user has none).
+  worker = await startEveryProvider(loops, { AGENTS: JSON.stringify(AGENTS), API_KEYS: "tester:sk-typed" });
 });
 
 after(async () => {
@@ -217,16 +219,45 @@ describe("typed answers, once", () => {
     assert.equal(body.error.raw, '{"city": "Paris"}');
   });
 
-  test("stream: false answers {message_id, output, usage}, the id that of the kept answer", async () => {
-    const id = await create({ model: "openai:gpt-4o" });
+  test("stream: false answers {message_id, output, usage}, the id that of the kept answer; the export holds it", async () => {
+    const as = { authorization: "Bearer sk-typed" };
+    const id = (await (await api(worker.url, "POST", "/v1/conversations", { model: "openai:gpt-4o" }, as)).json()).id;
     loops.openai.script(asText(PARIS));
-    const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Which city?", output: CITY, stream: false });
+    const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Which city?", output: CITY, stream: false }, as);
     assert.equal(r.status, 200);
     const body = await r.json();
     assert.deepEqual(body.output, PARIS);
     assert.equal(body.usage.input_tokens, 42);
-    const answer = (await history(id)).filter((m) => m.kind === "assistant").at(-1);
+    const messages = (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, as)).json()).messages;
+    const answer = messages.filter((m) => m.kind === "assistant").at(-1);
     assert.equal(body.message_id, answer.id);
+    // The user's export holds it as the history does.
+    const exported = await (await fetch(`${worker.url}/v1/me/export`, { headers: as })).json();
+    const kept = exported.conversations.find((c) => c.id === id).messages.find((m) => m.id === answer.id);
+    assert.deepEqual(kept.output, { status: "complete", object: PARIS });
+  });
+
+  test("a typed turn cut off by the runtime's death is finished typed after a restart", async () => {
+    const id = await create({ model: "openai:gpt-4o" });
+    // About 10 s of answer, in 1-9 byte pieces.
+    loops.openai.script({ text: JSON.stringify({ city: "Paris".repeat(60), population: 1 }), gapMs: 25 });
+    const dying = api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Which city?", output: CITY }).then((r) => r.text()).catch(() => "");
+    while (sent("openai").length < 1) await sleep(10);
+    await sleep(2500); // a batch of the stream, and the partial answer, saved
+    await worker.kill();
+    await dying;
+    loops.openai.script(asText(PARIS));
+    await worker.restart();
+    const deadline = Date.now() + 60_000;
+    let answers;
+    for (;;) {
+      answers = (await history(id)).filter((m) => m.kind === "assistant");
+      if (answers.at(-1)?.output || Date.now() > deadline) break;
+      await sleep(200);
+    }
+    assert.equal(answers.at(-1)?.stop_reason, "end_turn", JSON.stringify(answers));
+    assert.deepEqual(answers.at(-1).output, { status: "complete", object: PARIS }, "the recovered turn answered typed");
+    assert.equal(sent("openai").at(-1).body.response_format.type, "json_schema");
   });
 
   test("on_invalid fallback answers the fallback", async () => {

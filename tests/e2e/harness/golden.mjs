@@ -15,7 +15,8 @@ export async function everyLoopback() {
   return { anthropic, openai, gemini, ollama, "workers-ai": workersAi };
 }
 
-/** Starts `wrangler dev` with each provider pointed at its loopback in `loops`, then `vars`. */
+/** Starts `wrangler dev` with each provider pointed at its loopback in `loops`, then `vars`.
+ * The Worker has `restart()`: the same Worker again on the same state (after `kill()`). */
 export async function startEveryProvider(loops, vars = {}) {
   // The project's wrangler.toml with `AI` bound to the stand-in Worker, and the stand-in's own;
   // named after this file's stand-in, so files running at once keep their own.
@@ -31,7 +32,7 @@ export async function startEveryProvider(loops, vars = {}) {
     .replace('migrations_dir = "migrations"', 'migrations_dir = "../../migrations"');
   writeFileSync(main, `${own}\n[[services]]\nbinding = "AI"\nservice = "${service}"\nentrypoint = "Ai"\n`);
   writeFileSync(standIn, `name = "${service}"\nmain = "../../tests/e2e/workers_ai/stand_in.js"\ncompatibility_date = "2026-10-15"\n\n[vars]\nLOOPBACK_URL = "${loops["workers-ai"].url}"\n`);
-  return startWorker({
+  const options = {
     persistDir: freshPersistDir(),
     config: [main, standIn],
     migrate: ["DB"],
@@ -42,5 +43,8 @@ export async function startEveryProvider(loops, vars = {}) {
       OLLAMA_BASE_URL: loops.ollama.url,
       ...vars,
     },
-  });
+  };
+  const worker = await startWorker(options);
+  worker.restart = async () => Object.assign(worker, await startWorker(options));
+  return worker;
 }
