@@ -185,7 +185,10 @@ fn with_tools_on_gemini_the_answer_is_a_tool_that_never_runs() {
             vec!["current_time", "answer"]
         ]
     );
-    assert_eq!(*provider.formats.borrow(), ["free", "free"]);
+    assert_eq!(
+        *provider.formats.borrow(),
+        ["offered answer", "offered answer"]
+    );
     let systems = provider.systems.borrow();
     assert!(systems[0].as_deref().unwrap().contains("`answer` tool"));
     assert!(!events.iter().any(|e| e.starts_with("tool answer")));

@@ -151,7 +151,8 @@ impl Provider for Resilient {
                 );
                 fallback_request.messages = &prepared;
                 adapted = request.answer.and_then(|answer| {
-                    adapt_answer(answer, request.tools, provider.model(), &capabilities)
+                    let call = (request.tools, request.messages);
+                    adapt_answer(answer, call, provider.model(), &capabilities)
                 });
                 if let Some((tools, answer)) = &adapted {
                     fallback_request.tools = tools;
@@ -228,15 +229,19 @@ impl Provider for Resilient {
 /// caller reads an answer given either way.
 fn adapt_answer<'a>(
     answer: AnswerFormat<'a>,
-    tools: &'a [ToolDef],
+    (tools, messages): (&'a [ToolDef], &[super::Message]),
     model: &ModelRef,
     capabilities: &super::capabilities::Capabilities,
 ) -> Option<(Vec<ToolDef>, Option<AnswerFormat<'a>>)> {
     let provider = model.provider.as_str();
+    // Claude refuses a history of tool calls on a call that defines no tool (the typed answer's
+    // steps with the tools off): it is asked for the answer tool then.
+    let claude_bare = provider == "anthropic" && tools.is_empty() && holds_tool_calls(messages);
     match answer {
         AnswerFormat::Schema { name, schema, .. }
-            if schema_refused(provider, !tools.is_empty(), capabilities.structured_output)
-                .is_some() =>
+            if claude_bare
+                || schema_refused(provider, !tools.is_empty(), capabilities.structured_output)
+                    .is_some() =>
         {
             let mut with_answer = tools.to_vec();
             with_answer.push(ToolDef {
@@ -246,10 +251,15 @@ fn adapt_answer<'a>(
                     .into(),
                 input_schema: schema.clone(),
             });
-            let forced = tools.is_empty().then_some(AnswerFormat::Tool { name });
-            Some((with_answer, forced))
+            let asked = match tools.is_empty() {
+                true => AnswerFormat::Tool { name },
+                false => AnswerFormat::Offered { name },
+            };
+            Some((with_answer, Some(asked)))
         }
-        AnswerFormat::Tool { name } if tool_refused(provider).is_some() => {
+        AnswerFormat::Tool { name } | AnswerFormat::Offered { name }
+            if tool_refused(provider).is_some() =>
+        {
             let tool = tools.iter().find(|t| t.name == name)?;
             let schema = AnswerFormat::Schema {
                 name,
@@ -260,6 +270,15 @@ fn adapt_answer<'a>(
         }
         _ => None,
     }
+}
+
+/// Whether a history holds tool calls or their results.
+fn holds_tool_calls(messages: &[super::Message]) -> bool {
+    messages.iter().any(|m| match m {
+        super::Message::ToolResult(_) => true,
+        super::Message::Assistant(a) => a.tool_calls().next().is_some(),
+        super::Message::User { .. } => false,
+    })
 }
 
 /// `completion`, with the attempts given up on before it that were billed.
@@ -417,16 +436,36 @@ mod tests {
         let model = |id: &str| ModelRef::parse(id).unwrap();
         // Workers AI takes no schema: the answer becomes a tool, forced when it is alone.
         let (tools, answer) =
-            adapt_answer(as_schema, &[], &model("workers-ai:@cf/m"), &caps).unwrap();
+            adapt_answer(as_schema, (&[], &[]), &model("workers-ai:@cf/m"), &caps).unwrap();
         assert_eq!(tools.len(), 1);
         assert_eq!(answer, Some(AnswerFormat::Tool { name: "answer" }));
         // Beside other tools, offered and not forced.
         let offered = [clock.clone()];
-        let (tools, answer) = adapt_answer(as_schema, &offered, &model("gemini:g"), &caps).unwrap();
+        let (tools, answer) =
+            adapt_answer(as_schema, (&offered, &[]), &model("gemini:g"), &caps).unwrap();
         assert_eq!(tools.len(), 2);
-        assert_eq!(answer, None);
+        assert_eq!(answer, Some(AnswerFormat::Offered { name: "answer" }));
+        // Claude, with no tools on a history of tool calls, is asked for the answer tool.
+        let history = [crate::llm::Message::ToolResult(crate::llm::ToolResult {
+            tool_call_id: "c1".into(),
+            tool_name: "current_time".into(),
+            content: "noon".into(),
+            is_error: false,
+        })];
+        let caps_claude = crate::llm::capabilities::Capabilities {
+            structured_output: true,
+            ..caps
+        };
+        let claude = model("anthropic:claude-sonnet-4-5");
+        let (tools, answer) =
+            adapt_answer(as_schema, (&[], &history), &claude, &caps_claude).unwrap();
+        assert_eq!(
+            (tools.len(), answer),
+            (1, Some(AnswerFormat::Tool { name: "answer" }))
+        );
+        assert!(adapt_answer(as_schema, (&[], &[]), &claude, &caps_claude).is_none());
         // OpenAI takes the schema as it is; Ollama takes a forced tool as its schema.
-        assert!(adapt_answer(as_schema, &[], &model("openai:gpt-4o"), &caps).is_none());
+        assert!(adapt_answer(as_schema, (&[], &[]), &model("openai:gpt-4o"), &caps).is_none());
         let answer_tool = ToolDef {
             name: "answer".into(),
             ..clock
@@ -434,7 +473,7 @@ mod tests {
         let tools = [answer_tool];
         let (_, answer) = adapt_answer(
             AnswerFormat::Tool { name: "answer" },
-            &tools,
+            (&tools, &[]),
             &model("ollama:llama3.2"),
             &caps,
         )

@@ -385,7 +385,9 @@ impl LlmRequest<'_> {
     /// A typed answer asked of a tool the call does not offer is refused before any request.
     pub fn check_answer(&self) -> Result<(), super::LlmError> {
         match self.answer {
-            Some(AnswerFormat::Tool { name }) if !self.tools.iter().any(|t| t.name == name) => {
+            Some(AnswerFormat::Tool { name } | AnswerFormat::Offered { name })
+                if !self.tools.iter().any(|t| t.name == name) =>
+            {
                 Err(super::LlmError::Config(format!(
                     "the typed answer's tool `{name}` is not among the call's tools"
                 )))
@@ -431,6 +433,9 @@ pub enum AnswerFormat<'a> {
     /// The model must call the tool `name` (one of the call's tools), once: its input is the
     /// answer.
     Tool { name: &'a str },
+    /// The tool `name` (one of the call's tools) is the answer's, offered beside the others:
+    /// the model may call them first and answers by calling it (not forced).
+    Offered { name: &'a str },
 }
 
 /// One LLM call. Borrows the history so nothing is copied per call.

@@ -329,11 +329,16 @@ describe("typed answers, once", () => {
     const { chunks } = await send(id, { tool_results: [{ tool_call_id: "call_pick", output: { city: "Paris" } }], tools: [pickCity] });
     assert.deepEqual(chunks.filter((c) => c.type === "data-output").at(-1).data, { status: "complete", object: PARIS });
     assert.equal(sent("openai")[1].body.response_format.type, "json_schema", "the resumed call is asked for the schema");
-    // Ended, the turn's answer is forgotten: the next message answers as it likes.
-    loops.openai.script({ text: "Anything else?" });
-    const next = await send(id, { message: "Thanks" });
+    // Ended, the turn's answer goes with it: a later turn that pauses and resumes answers as it
+    // likes.
+    loops.openai.script({ tools: [{ id: "call_pick2", name: "pick_city", input: {} }] });
+    await send(id, { message: "Another one?", tools: [pickCity] });
+    loops.openai.script({ text: "Rome, then." });
+    const next = await send(id, { tool_results: [{ tool_call_id: "call_pick2", output: { city: "Rome" } }], tools: [pickCity] });
     assert.ok(next.chunks.some((c) => c.type === "text-delta"));
-    assert.equal(sent("openai")[2].body.response_format, undefined);
+    assert.ok(!next.chunks.some((c) => c.type === "data-output"));
+    assert.equal(sent("openai").length, 4);
+    assert.equal(sent("openai")[3].body.response_format, undefined);
   });
 
   test("an output named like a tool the turn offers is a conflict", async () => {

@@ -116,6 +116,7 @@ impl Provider for Scripted {
             Some(AnswerFormat::Schema { strict: true, .. }) => "strict schema".into(),
             Some(AnswerFormat::Schema { .. }) => "schema".into(),
             Some(AnswerFormat::Tool { name }) => format!("tool {name}"),
+            Some(AnswerFormat::Offered { name }) => format!("offered {name}"),
             None => "free".into(),
         });
         let answer = self

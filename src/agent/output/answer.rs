@@ -188,6 +188,9 @@ impl Answering {
             Some(Form::Tool) if self.forced => Some(AnswerFormat::Tool {
                 name: &self.spec.name,
             }),
+            Some(Form::Tool) => Some(AnswerFormat::Offered {
+                name: &self.spec.name,
+            }),
             _ => None,
         }
     }
@@ -207,7 +210,11 @@ impl Answering {
         for block in &mut answer.content {
             if let ContentBlock::ToolUse(call) = block {
                 if call.name == self.spec.name {
-                    let text = call.input.to_string();
+                    let text = match &call.input {
+                        // An input that could not be read comes as the text the model wrote.
+                        Value::String(text) => text.clone(),
+                        input => input.to_string(),
+                    };
                     *block = ContentBlock::Text { text };
                 }
             }
@@ -238,7 +245,7 @@ impl Answering {
         answer
             .content
             .retain(|b| !matches!(b, ContentBlock::ToolUse(_)));
-        if called {
+        if called && !cut_off {
             answer.stop_reason = StopReason::EndTurn;
         }
         let (raw, candidate) = match answered {
@@ -378,7 +385,7 @@ impl Watch {
             return true;
         };
         let read = self.parser.bytes_read();
-        let grown = read - self.read_at_show >= self.read_at_show / 16;
+        let grown = read.saturating_sub(self.read_at_show) >= self.read_at_show / 16;
         (self.read_at_show < SMALL_ANSWER || grown) && at.elapsed() >= SHOW_EVERY
     }
 

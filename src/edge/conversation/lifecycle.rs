@@ -30,14 +30,14 @@ impl Object {
     pub(super) fn claim(
         &self,
         recoveries: u32,
-        client_tools: &[ToolDef],
+        offered: (&[ToolDef], Option<&serde_json::Value>),
         message_id: Option<String>,
         request_id: Option<&str>,
     ) -> std::result::Result<Claimed, ApiError> {
         let sql_before = self.storage.statements();
         let turn_id = new_id()?;
         self.storage
-            .begin_turn(&turn_id, now_ms(), recoveries, client_tools)?;
+            .begin_turn(&turn_id, now_ms(), recoveries, offered)?;
         let log = Rc::new(ChunkLog::new(self.storage.clone()));
         let abort = AbortController::default();
         let signal = abort.signal();
@@ -111,7 +111,8 @@ impl Object {
                     if let Err(e) = object.storage.clear_mark(FAILED_STARTS) {
                         console_error!("clearing the failed starts: {e}");
                     }
-                    object.finish(&claimed, &result.outcome, &result.client_tools);
+                    let offered = (result.client_tools.as_slice(), result.output.as_ref());
+                    object.finish(&claimed, &result.outcome, offered);
                 }
             }
             log_turn(&claimed, &result, &object, &turn_env, &who);
@@ -126,7 +127,7 @@ impl Object {
         self: &Rc<Self>,
         kickoff: Kickoff,
         recoveries: u32,
-        client_tools: Vec<ToolDef>,
+        (client_tools, output): (Vec<ToolDef>, Option<serde_json::Value>),
     ) -> std::result::Result<(), ApiError> {
         let Some(conversation) = self.storage.conversation()? else {
             return Err(ApiError::Internal(
@@ -134,7 +135,8 @@ impl Object {
             ));
         };
         let turn_env = self.turn_env()?;
-        let claimed = self.claim(recoveries, &client_tools, Some(new_id()?), None)?;
+        let offered = (client_tools.as_slice(), output.as_ref());
+        let claimed = self.claim(recoveries, offered, Some(new_id()?), None)?;
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {
@@ -162,7 +164,8 @@ impl Object {
             queued: self.storage.queued(None)?,
             own: None,
             narrowed: None,
-            output: None,
+            // A recovered turn's message's (kept with the turn).
+            output,
             // It may follow a turn that just paused.
             settled: false,
             create: Some(create),
@@ -217,8 +220,7 @@ impl Object {
         match ready {
             Ok(Ready::Run(prepared)) => Ok(Some(prepared)),
             Ok(Ready::Nothing) => {
-                self.forget_output();
-                self.finish(claimed, &TurnOutcome::Completed, &[]);
+                self.finish(claimed, &TurnOutcome::Completed, (&[], None));
                 Ok(None)
             }
             // Ended as a failure, so that a schedule that started the turn records one.
@@ -227,8 +229,7 @@ impl Object {
                     message: rules::given_up_reason(),
                     is_retryable: false,
                 };
-                self.forget_output();
-                self.finish(claimed, &outcome, &[]);
+                self.finish(claimed, &outcome, (&[], None));
                 Ok(None)
             }
             Err(e) => {
@@ -251,7 +252,7 @@ impl Object {
         self: &Rc<Self>,
         claimed: &Claimed,
         outcome: &TurnOutcome,
-        client_tools: &[ToolDef],
+        (client_tools, output): (&[ToolDef], Option<&serde_json::Value>),
     ) {
         claimed.log.close();
         if !self.release(claimed) {
@@ -267,7 +268,7 @@ impl Object {
         let ended = match next {
             AfterTurn::Idle { paused } => self
                 .storage
-                .end_turn(paused.map(|kind| (kind, client_tools))),
+                .end_turn(paused.map(|kind| (kind, client_tools, output))),
             AfterTurn::NextTurn => self.storage.end_turn(None),
         };
         if let Err(e) = ended {
@@ -282,21 +283,10 @@ impl Object {
             }
         }
         if next == AfterTurn::NextTurn {
-            if let Err(e) = self.start_background(Kickoff::Queued, 0, Vec::new()) {
+            if let Err(e) = self.start_background(Kickoff::Queued, 0, Default::default()) {
                 console_error!("starting the next turn: {e}; the alarm will");
                 self.keep_alarm();
             }
-        }
-    }
-
-    /// A turn that ended without running (recovered whole, given up, abandoned) forgets the
-    /// typed answer its message asked for (rare paths: one statement whether or not it was).
-    fn forget_output(&self) {
-        if let Err(e) = self
-            .storage
-            .clear_mark(crate::edge::conversation::turn::OUTPUT_MARK)
-        {
-            console_error!("forgetting a turn's typed answer: {e}");
         }
     }
 
@@ -324,7 +314,6 @@ impl Object {
         if let Err(e) = self.storage.end_turn(None) {
             console_error!("ending turn {}: {e}", claimed.turn_id);
         }
-        self.forget_output();
         self.record_schedule_run(RunOutcome::Failed(why.public_message(claimed.reference())));
         let waiting = self.storage.queue_len(None).unwrap_or(0);
         if waiting == 0 {
@@ -394,10 +383,10 @@ impl Object {
                     "recovering interrupted turn {} (attempt {attempt})",
                     row.turn_id
                 );
-                self.start_background(Kickoff::Recover { partial }, attempt, row.client_tools())
+                self.start_background(Kickoff::Recover { partial }, attempt, row.offered())
             }
             Orphan::GiveUp => {
-                self.start_background(Kickoff::GiveUp { partial }, recoveries, Vec::new())
+                self.start_background(Kickoff::GiveUp { partial }, recoveries, Default::default())
             }
         }
     }
@@ -426,7 +415,7 @@ impl Object {
                 Ok(())
             }
             OnAlarm::Orphan(_) => self.recover_orphan(),
-            OnAlarm::StartQueued => self.start_background(Kickoff::Queued, 0, Vec::new()),
+            OnAlarm::StartQueued => self.start_background(Kickoff::Queued, 0, Default::default()),
         }
     }
 

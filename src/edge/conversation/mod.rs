@@ -218,7 +218,7 @@ impl Object {
                         followup: self.storage.queue_len(Some(Delivery::Followup))?,
                         paused: match activity {
                             Activity::Idle => {
-                                self.storage.paused()?.map(|(k, _)| k.as_str().into())
+                                self.storage.paused()?.map(|(k, _, _)| k.as_str().into())
                             }
                             _ => None,
                         },

@@ -186,7 +186,7 @@ impl Object {
         let seq = self
             .storage
             .hold(&message_id, &serde_json::to_string(&message)?, now)?;
-        let claimed = self.claim(0, &[], Some(new_id()?), None)?;
+        let claimed = self.claim(0, (&[], None), Some(new_id()?), None)?;
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,
             Err(e) => {

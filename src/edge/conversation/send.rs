@@ -11,7 +11,7 @@ use crate::edge::conversation::rules::{Activity, OnExclusive, OnMessage};
 use crate::edge::conversation::turn::files::{discard, file_ids, files_of};
 use crate::edge::conversation::turn::resolver::FirstCall;
 use crate::edge::conversation::turn::{
-    choose_model, choose_output, prepare, Kickoff, Start, TypedAnswer,
+    check_output, choose_model, prepare, Kickoff, Start, TypedAnswer,
 };
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
 use crate::edge::error::ApiError;
@@ -269,12 +269,23 @@ impl Object {
             }
         };
         // A client that resumes without repeating its tools gets the ones the pause offered (a
-        // new message offers only what it brings).
+        // new message offers only what it brings), and the typed answer its message asked for
+        // unless it asks for another.
         let resuming = matches!(kickoff, Kickoff::Resume { .. });
-        let client_tools = if client_tools.is_empty() && resuming {
-            self.storage.paused()?.map(|(_, t)| t).unwrap_or_default()
-        } else {
-            client_tools
+        let (client_tools, output) = match resuming {
+            true => {
+                let (tools, kept) = match self.storage.paused()? {
+                    Some((_, tools, kept)) => (tools, kept),
+                    None => Default::default(),
+                };
+                let tools = if client_tools.is_empty() {
+                    tools
+                } else {
+                    client_tools
+                };
+                (tools, output.or(kept))
+            }
+            false => (client_tools, output),
         };
         let turn_env = self.turn_env()?;
         let message_id = match kickoff {
@@ -294,7 +305,8 @@ impl Object {
             }
             None => None,
         };
-        let mut claimed = self.claim(0, &client_tools, message_id, Some(request_id))?;
+        let offered = (client_tools.as_slice(), output.as_ref());
+        let mut claimed = self.claim(0, offered, message_id, Some(request_id))?;
         if let (Some(live), Some((id, _, _))) = (self.live.borrow_mut().as_mut(), &own) {
             live.started_by = Some(id.clone());
         }
@@ -313,15 +325,11 @@ impl Object {
             raw: output.as_ref(),
             model: &chosen.0,
             client_tools: &client_tools,
-            new_message,
         };
-        let output = match choose_output(&turn_env, &conversation, typed) {
-            Ok(output) => output,
-            Err(e) => {
-                self.refuse(&claimed, own.as_ref().and_then(|(_, _, seq)| *seq), &e);
-                return Err(e);
-            }
-        };
+        if let Err(e) = check_output(&turn_env, &conversation, typed) {
+            self.refuse(&claimed, own.as_ref().and_then(|(_, _, seq)| *seq), &e);
+            return Err(e);
+        }
         // With budgets on and no BUDGET_MODEL, a new message's answer waits for its turn's
         // first reservation: one the rest of the budget cannot cover is a 402, before any
         // stream (a budget spent already is refused by the Worker before it comes here).

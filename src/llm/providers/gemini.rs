@@ -84,7 +84,7 @@ impl WireApi for Gemini {
             .iter()
             .map(|t| {
                 let answer =
-                    matches!(request.answer, Some(AnswerFormat::Tool { name }) if name == t.name);
+                    matches!(request.answer, Some(AnswerFormat::Tool { name } | AnswerFormat::Offered { name }) if name == t.name);
                 wire::FunctionDeclaration {
                     name: &t.name,
                     description: &t.description,

@@ -70,7 +70,8 @@ impl WireApi for Ollama {
     ) -> Result<HttpRequest, LlmError> {
         let format =
             match request.answer {
-                None => None,
+                // An offered answer tool is a tool like any.
+                None | Some(AnswerFormat::Offered { .. }) => None,
                 Some(AnswerFormat::Schema { schema, .. }) => Some(schema),
                 // Ollama's chat API has no way to make a model call a given tool.
                 Some(AnswerFormat::Tool { .. }) => return Err(LlmError::Config(

@@ -120,7 +120,8 @@ impl WireApi for OpenAiChat {
 /// not sent).
 fn answer_fields(answer: Option<AnswerFormat<'_>>) -> (Option<Value>, Option<Value>) {
     match answer {
-        None => (None, None),
+        // An offered answer tool is a tool like any.
+        None | Some(AnswerFormat::Offered { .. }) => (None, None),
         Some(AnswerFormat::Schema {
             name,
             schema,

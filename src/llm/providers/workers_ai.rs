@@ -51,7 +51,7 @@ impl WorkersAi {
     pub fn input(&self, request: &LlmRequest<'_>) -> Result<String, LlmError> {
         request.check_answer()?;
         let tools = match request.answer {
-            None => openai::encode_tools(request.tools),
+            None | Some(AnswerFormat::Offered { .. }) => openai::encode_tools(request.tools),
             // Workers AI refuses `response_format` on a streamed call (AiError 5023).
             Some(AnswerFormat::Schema { .. }) => {
                 return Err(LlmError::Config(

@@ -2,6 +2,7 @@
 //! recovered, the client tools it offered, the answer it was streaming, for recovery), and what
 //! the last turn paused for. Ending a turn empties its stream log (`chunks`) too.
 
+use serde_json::Value;
 use worker::{Result, SqlStorageValue};
 
 use super::{rows, ObjectStorage};
@@ -25,10 +26,46 @@ crate::json_struct!(TurnRow {
 });
 
 impl TurnRow {
-    pub fn client_tools(&self) -> Vec<ToolDef> {
-        crate::llm::json::from_str(&self.client_tools).unwrap_or_default()
+    /// The client tools the turn offered, and the typed answer its message asked for.
+    pub fn offered(&self) -> (Vec<ToolDef>, Option<Value>) {
+        read_offered(&self.client_tools)
     }
 }
+
+/// A `client_tools` column as a turn (or its pause) keeps it: the client tools' JSON list, or,
+/// when its message asked for a typed answer, `{"tools": [...], "output": {...}}` (the
+/// request's `output`), so that a recovered or resumed turn answers typed too and the answer
+/// goes with the turn's row and its pause's.
+fn offered_json(tools: &[ToolDef], output: Option<&Value>) -> String {
+    let encoded = match output {
+        None => serde_json::to_string(tools),
+        Some(output) => {
+            serde_json::to_string(&serde_json::json!({"tools": tools, "output": output}))
+        }
+    };
+    encoded.unwrap_or_else(|_| "[]".into())
+}
+
+struct Offered {
+    tools: Vec<ToolDef>,
+    output: Option<Value>,
+}
+
+crate::json_struct!(Offered {
+    "tools" => tools: default,
+    "output" => output: default,
+});
+
+fn read_offered(text: &str) -> (Vec<ToolDef>, Option<Value>) {
+    if text.starts_with('{') {
+        let offered: Option<Offered> = crate::llm::json::from_str(text).ok();
+        return offered.map_or((Vec::new(), None), |o| (o.tools, o.output));
+    }
+    (crate::llm::json::from_str(text).unwrap_or_default(), None)
+}
+
+/// What a turn paused for, the client tools it offered and its message's typed answer.
+pub type Paused = (PauseKind, Vec<ToolDef>, Option<Value>);
 
 struct PausedRow {
     kind: String,
@@ -67,9 +104,9 @@ impl ObjectStorage {
         turn_id: &str,
         now: i64,
         recoveries: u32,
-        client_tools: &[ToolDef],
+        (client_tools, output): (&[ToolDef], Option<&Value>),
     ) -> Result<()> {
-        let tools = serde_json::to_string(client_tools).unwrap_or_else(|_| "[]".into());
+        let tools = offered_json(client_tools, output);
         self.write(
             "INSERT INTO turn (id, turn_id, started_at, recoveries, client_tools, partial)
              VALUES (1, ?, ?, ?, ?, NULL)
@@ -101,13 +138,14 @@ impl ObjectStorage {
         Ok(())
     }
 
-    /// The turn ended: forget it, and remember what a pause waits for.
-    pub fn end_turn(&self, paused: Option<(PauseKind, &[ToolDef])>) -> Result<()> {
+    /// The turn ended: forget it, and remember what a pause waits for (with the client tools
+    /// and the typed answer the turn that resumes it takes on).
+    pub fn end_turn(&self, paused: Option<(PauseKind, &[ToolDef], Option<&Value>)>) -> Result<()> {
         self.write("DELETE FROM turn; DELETE FROM chunks", vec![])?;
         self.known.turn.set(Some(false));
         self.known.chunks.set(Some(false));
-        if let Some((kind, tools)) = paused {
-            let tools = serde_json::to_string(tools).unwrap_or_else(|_| "[]".into());
+        if let Some((kind, tools, output)) = paused {
+            let tools = offered_json(tools, output);
             self.write(
                 "INSERT INTO paused (id, kind, client_tools) VALUES (1, ?, ?)
                  ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, client_tools = excluded.client_tools",
@@ -118,8 +156,9 @@ impl ObjectStorage {
         Ok(())
     }
 
-    /// What the last turn paused for, and the client tools it had offered.
-    pub fn paused(&self) -> Result<Option<(PauseKind, Vec<ToolDef>)>> {
+    /// What the last turn paused for, the client tools it had offered and the typed answer its
+    /// message asked for.
+    pub fn paused(&self) -> Result<Option<Paused>> {
         if self.known.paused.get() == Some(false) {
             return Ok(None);
         }
@@ -128,10 +167,30 @@ impl ObjectStorage {
         self.known.paused.set(Some(!rows.is_empty()));
         Ok(rows.into_iter().next().and_then(|r| {
             let kind = PauseKind::parse(&r.kind)?;
-            Some((
-                kind,
-                crate::llm::json::from_str(&r.client_tools).unwrap_or_default(),
-            ))
+            let (tools, output) = read_offered(&r.client_tools);
+            Some((kind, tools, output))
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turns_client_tools_carry_its_typed_answer_and_read_as_before_without_one() {
+        let tool = ToolDef {
+            name: "pick_city".into(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+        };
+        let output = serde_json::json!({"type": "choice", "options": ["a", "b"]});
+        let with = offered_json(std::slice::from_ref(&tool), Some(&output));
+        assert_eq!(read_offered(&with), (vec![tool.clone()], Some(output)));
+        // Without one, the column is the list it always was (and an old row reads the same).
+        let without = offered_json(std::slice::from_ref(&tool), None);
+        assert!(without.starts_with('['));
+        assert_eq!(read_offered(&without), (vec![tool], None));
+        assert_eq!(read_offered("not json"), (vec![], None));
     }
 }

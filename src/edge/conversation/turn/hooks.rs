@@ -245,11 +245,12 @@ impl TurnHooks for D1Hooks {
         }
         self.record_row(model, usage).await?;
         // In the same step as the row: what was saved of the call for recovery (a typed
-        // answer's invalid first try) must not be charged again by a recovery.
+        // answer's invalid first try, whose step ends next) must not be charged again by a
+        // recovery. The answer being tracked is kept: a retry's attempt given up on charges
+        // here while its next attempt streams into the same step.
         if let Err(e) = self.storage.set_partial(None) {
             console_error!("clearing a charged partial answer: {e}");
         }
-        self.persisted.charged.set(true);
         Ok(())
     }
 

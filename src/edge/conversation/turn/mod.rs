@@ -96,8 +96,8 @@ pub struct Prepared {
     agent: Rc<AgentSpec>,
     /// The typed answer the turn ends with.
     output: Option<Rc<OutputSpec>>,
-    /// It is a message's (kept until the turn ends), not its agent's.
-    output_by_message: bool,
+    /// Its message's `output`, as the request gave it (kept with a pause).
+    output_raw: Option<serde_json::Value>,
     /// Told how the first reservation goes; refused, the request's own message is taken back
     /// (`own_id`, and the chat's row when the message made it: `new_chat`).
     first_call: Option<Rc<resolver::FirstCall>>,
@@ -123,8 +123,9 @@ pub struct Start {
     pub own: Option<(String, AgentMessage, Option<i64>)>,
     /// The toolsets the message that started the turn narrowed it to.
     pub narrowed: Option<Vec<String>>,
-    /// The typed answer the message that started the turn asked for (else its agent's).
-    pub output: Option<Rc<OutputSpec>>,
+    /// The typed answer (`output`, as the request gave it) the message that started the turn
+    /// asked for, checked already; without it, its agent's.
+    pub output: Option<serde_json::Value>,
     /// No call in the history can wait for an answer: the conversation was not paused, and no
     /// turn just paused (a queued message's turn that follows a pause at once is not settled).
     /// New messages are then stored in the round trip that loads the history.
@@ -157,28 +158,22 @@ pub fn choose_model(
     Ok((model, provider))
 }
 
-/// The mark that keeps a message's typed answer (`output`, as it came) until its turn ends, so
-/// a turn resumed after a pause or recovered after a crash still answers typed.
-pub const OUTPUT_MARK: &str = "turn_output";
-
 /// A request's typed answer, to check before its turn starts.
 pub struct TypedAnswer<'a> {
-    /// The message's `output`, as the request gave it.
+    /// The message's `output`, as the request gave it (or as a paused turn kept it).
     pub raw: Option<&'a serde_json::Value>,
     pub model: &'a ModelRef,
     pub client_tools: &'a [ToolDef],
-    /// The request is a new message (not answers for a pause, not a retry).
-    pub new_message: bool,
 }
 
-/// The typed answer a request's turn starts with: the message's own (kept in the object until
-/// its turn ends), checked with its agent's against the conversation's model and tools. A bad
-/// one is a 400; nothing is kept then.
-pub fn choose_output(
+/// Checks the typed answer a request's turn starts with (the message's own, else its agent's)
+/// against the conversation's model and the turn's tools: a bad one is a 400 (409 for a name a
+/// tool has), and nothing is kept then.
+pub fn check_output(
     turn_env: &TurnEnv,
     conversation: &TurnConversation,
     typed: TypedAnswer<'_>,
-) -> Result<Option<Rc<OutputSpec>>, ApiError> {
+) -> Result<(), ApiError> {
     let agent = conversation.agent(&turn_env.config)?;
     let own = match typed.raw {
         Some(raw) => Some(Rc::new(
@@ -186,13 +181,8 @@ pub fn choose_output(
         )),
         None => None,
     };
-    let storage = &turn_env.storage;
-    // A new message after a typed turn's pause moves on from that turn's answer.
-    if typed.raw.is_none() && typed.new_message && storage.paused()?.is_some() {
-        storage.clear_mark(OUTPUT_MARK)?;
-    }
     let Some(spec) = own.as_ref().or(agent.output.as_ref()) else {
-        return Ok(None);
+        return Ok(());
     };
     let config = &turn_env.config;
     let offers_tools = agent.offers_tools() || !typed.client_tools.is_empty();
@@ -209,10 +199,7 @@ pub fn choose_output(
             spec.name
         )));
     }
-    if let Some(raw) = typed.raw {
-        storage.set_mark(OUTPUT_MARK, &raw.to_string())?;
-    }
-    Ok(own)
+    Ok(())
 }
 
 /// What a turn produced, for `stream: false` and the object's end step.
@@ -229,6 +216,8 @@ pub struct TurnResult {
     pub unstored: Option<String>,
     /// The id its typed answer was stored under.
     pub answer_id: Option<String>,
+    /// Its message's `output`, as the request gave it (kept with a pause).
+    pub output: Option<serde_json::Value>,
     /// It was asked for a typed answer.
     pub typed: bool,
 }

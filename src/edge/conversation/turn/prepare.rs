@@ -42,16 +42,14 @@ pub async fn prepare(
     } = start;
     let own_id = own.as_ref().map(|(id, _, _)| id.clone());
     let agent = conversation.agent(&turn_env.config)?.clone();
-    // A message's typed answer: given with it, or kept for the turn it started (resumed after a
-    // pause, recovered after a crash); else its agent's.
-    let kept = match (&output, &kickoff) {
-        (None, Kickoff::Resume { .. } | Kickoff::Recover { .. } | Kickoff::GiveUp { .. }) => {
-            kept_output(turn_env)
-        }
-        _ => None,
+    // The message's typed answer (checked when it came), else its agent's.
+    let output_raw = output;
+    let output = match &output_raw {
+        Some(raw) => Some(Rc::new(
+            OutputSpec::parse(raw).map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        )),
+        None => agent.output.clone(),
     };
-    let by_message = output.is_some() || kept.is_some();
-    let output = output.or(kept).or_else(|| agent.output.clone());
     let store = &turn_env.store;
     let id = conversation.id.as_str();
     if matches!(kickoff, Kickoff::Retry) {
@@ -248,33 +246,12 @@ pub async fn prepare(
         mcp,
         toolsets: agent.toolsets_within(narrowed.or_else(|| conversation.toolsets.clone())),
         output,
-        output_by_message: by_message,
+        output_raw,
         agent,
         first_call,
         own_id,
         new_chat: create_within.is_some(),
     })))
-}
-
-/// The typed answer a message asked for, kept until its turn ends ([`super::OUTPUT_MARK`]).
-fn kept_output(turn_env: &TurnEnv) -> Option<Rc<OutputSpec>> {
-    let raw = match turn_env.storage.mark(super::OUTPUT_MARK) {
-        Ok(raw) => raw?,
-        Err(e) => {
-            console_error!("reading a turn's typed answer: {e}");
-            return None;
-        }
-    };
-    let parsed = crate::llm::json::from_str(&raw)
-        .map_err(|e| e.to_string())
-        .and_then(|value| OutputSpec::parse(&value).map_err(|e| e.to_string()));
-    match parsed {
-        Ok(spec) => Some(Rc::new(spec)),
-        Err(e) => {
-            console_error!("a turn's kept typed answer is unreadable: {e}");
-            None
-        }
-    }
 }
 
 /// Starts writing the turn's new messages (and the chat's row, unless it exists) as work of its

@@ -134,6 +134,7 @@ mod tests {
             stats: TurnStats::new(0),
             unstored: None,
             answer_id: None,
+            output: None,
             typed: false,
         };
         let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
@@ -163,6 +164,7 @@ mod tests {
                 stats: TurnStats::new(0),
                 unstored: None,
                 answer_id: Some("m9".into()),
+                output: None,
                 typed: true,
             }
         };

@@ -59,7 +59,7 @@ impl Prepared {
             toolsets,
             agent,
             output,
-            output_by_message,
+            output_raw,
             first_call,
             own_id,
             new_chat,
@@ -303,17 +303,6 @@ impl Prepared {
             }
         }
         stats.budget_switches = budget_switches.get();
-        // A message's typed answer is kept until its turn ends, through a pause.
-        let paused = matches!(
-            outcome,
-            crate::agent::TurnOutcome::AwaitingToolResults(_)
-                | crate::agent::TurnOutcome::AwaitingApproval(_)
-        );
-        if output_by_message && !paused {
-            if let Err(e) = turn_env.storage.clear_mark(super::OUTPUT_MARK) {
-                console_error!("forgetting a turn's typed answer: {e}");
-            }
-        }
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial, now_ms());
         TurnResult {
@@ -326,6 +315,7 @@ impl Prepared {
             stats,
             unstored,
             answer_id: persisted.last_answer.take(),
+            output: output_raw,
             typed,
         }
     }
