@@ -433,3 +433,69 @@ impl Watch {
 fn spec_text(spec: &OutputSpec) -> String {
     serde_json::to_string(&spec.schema).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch() -> Watch {
+        let spec = OutputSpec::parse(&json!({"type": "json"})).unwrap();
+        Watch {
+            spec: Rc::new(spec),
+            in_text: true,
+            parser: PartialJson::new(),
+            tool_index: None,
+            shown: None,
+            read_at_show: 0,
+            elements_shown: 0,
+        }
+    }
+
+    #[test]
+    fn a_long_answer_is_shown_again_only_once_it_has_grown_by_a_sixteenth() {
+        let mut w = watch();
+        assert!(w.due(), "the first change is shown at once");
+        let long_ago = Instant::now().checked_sub(Duration::from_secs(1));
+        w.parser.push(br#"{"a": ""#);
+        w.parser.push(&[b'x'; 4096]);
+        w.read_at_show = w.parser.bytes_read();
+        w.shown = long_ago;
+        // 4 KB shown: 100 bytes more are not enough, 300 are.
+        w.parser.push(&[b'x'; 100]);
+        assert!(!w.due());
+        w.parser.push(&[b'x'; 200]);
+        assert!(w.due());
+        // A small answer is shown every 50 ms, however little it grew; never sooner.
+        let mut small = watch();
+        small.parser.push(br#"{"a": "xy"#);
+        small.read_at_show = 3;
+        small.shown = long_ago;
+        assert!(small.due());
+        small.shown = Some(Instant::now());
+        assert!(!small.due());
+    }
+
+    #[test]
+    fn each_piece_is_read_once_and_shown_forming_then_whole() {
+        let mut w = watch();
+        let mut shown = Vec::new();
+        let mut emit = |e: AgentEvent<'_>| {
+            if let AgentEvent::Output(state) = e {
+                shown.push(state.clone());
+            }
+        };
+        for piece in [r#"{"ci"#, r#"ty": "Pa"#, r#"ris"}"#] {
+            w.observe(
+                &LlmEvent::TextDelta {
+                    index: 0,
+                    delta: piece.into(),
+                },
+                &mut emit,
+            );
+        }
+        // The first change at once; the rest within 50 ms of it are not due.
+        assert_eq!(shown.len(), 1);
+        assert_eq!(shown[0]["status"], "streaming");
+        assert_eq!(w.parser.bytes_read(), r#"{"city": "Paris"}"#.len());
+    }
+}
