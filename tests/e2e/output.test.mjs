@@ -83,6 +83,8 @@ const PROVIDERS = {
 
 const AGENTS = {
   assistant: { description: "Talks", model: "anthropic:claude-sonnet-4-5" },
+  // One step each: the extra step past the limit, per provider.
+  ...Object.fromEntries(Object.entries(PROVIDERS).map(([name, p]) => [`one-step-${name}`, { description: `One step on ${name}`, model: p.model, max_llm_calls: 1 }])),
   // Its fallback cannot take a schema on a streamed call: it is asked for the answer tool.
   resilient: {
     description: "Falls back to Workers AI",
@@ -174,6 +176,34 @@ for (const [name, p] of Object.entries(PROVIDERS)) {
       assert.ok(chunks.some((c) => c.type === "tool-output-available"), "the tool ran");
       await answeredWith(chunks, PARIS);
       assert.equal(sent().length, 2);
+    });
+
+    test("steps that run out on a tool call get one more, with tools off, that answers", async () => {
+      const id = await create({ agent: `one-step-${name}` });
+      loop().script({ tools: [{ id: "call_time", name: "current_time", input: {} }] }, (p.alone ?? p.answer)(PARIS));
+      const { chunks } = await send(id, { message: "Which city?", output: CITY });
+      await answeredWith(chunks, PARIS);
+      assert.equal(sent().length, 2);
+      // Only the answer's tool, if any, on the extra step.
+      const offered = JSON.stringify(sent()[1].body.tools ?? []);
+      assert.ok(!offered.includes("current_time"), offered);
+    });
+
+    test("on_invalid error ends on the error; stream: false answers the object, or a 422", async () => {
+      const id = await create({ model: p.model });
+      loop().script({ text: "I would rather not say." });
+      const { chunks } = await send(id, { message: "Which city?", output: { ...CITY, on_invalid: "error" } });
+      const end = chunks.filter((c) => c.type === "data-output").at(-1).data;
+      assert.equal(end.status, "error");
+      assert.equal(end.raw, "I would rather not say.");
+      loop().script(p.answer(PARIS));
+      const ok = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Again?", output: CITY, stream: false });
+      assert.equal(ok.status, 200);
+      assert.deepEqual((await ok.json()).output, PARIS);
+      loop().script({ text: "Still no." });
+      const no = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "Once more?", output: { ...CITY, on_invalid: "error" }, stream: false });
+      assert.equal(no.status, 422);
+      assert.equal((await no.json()).error.code, "no_object_generated");
     });
 
     test("an invalid answer is repaired by one more call, told what was wrong", async () => {
@@ -291,7 +321,7 @@ describe("typed answers, once", () => {
 
   test("an agent's own output: listed, used by every turn, and its one step past the limit answers with tools off", async () => {
     const agents = (await (await api(worker.url, "GET", "/v1/agents")).json()).agents;
-    assert.deepEqual(agents.map((a) => [a.name, a.output]), [["assistant", false], ["resilient", false], ["extractor", true]]);
+    assert.deepEqual(agents.filter((a) => !a.name.startsWith("one-step-")).map((a) => [a.name, a.output]), [["assistant", false], ["resilient", false], ["extractor", true]]);
     const id = await create({ agent: "extractor" });
     // Its one step ends on a tool call: one more, without tools, gives the answer.
     loops.anthropic.script({ tools: [{ id: "toolu_time", name: "current_time", input: {} }] }, viaTool(PARIS));

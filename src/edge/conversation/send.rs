@@ -272,20 +272,13 @@ impl Object {
         // new message offers only what it brings), and the typed answer its message asked for
         // unless it asks for another.
         let resuming = matches!(kickoff, Kickoff::Resume { .. });
-        let (client_tools, output) = match resuming {
-            true => {
-                let (tools, kept) = match self.storage.paused()? {
-                    Some((_, tools, kept)) => (tools, kept),
-                    None => Default::default(),
-                };
-                let tools = if client_tools.is_empty() {
-                    tools
-                } else {
-                    client_tools
-                };
-                (tools, output.or(kept))
-            }
-            false => (client_tools, output),
+        // Read once: nothing below changes it before the turn runs.
+        let pause = self.storage.paused()?;
+        let settled = pause.is_none();
+        let (client_tools, kept) = match (resuming, pause) {
+            (true, Some((_, tools, kept))) if client_tools.is_empty() => (tools, kept),
+            (true, Some((_, _, kept))) => (client_tools, kept),
+            _ => (client_tools, None),
         };
         let turn_env = self.turn_env()?;
         let message_id = match kickoff {
@@ -305,7 +298,9 @@ impl Object {
             }
             None => None,
         };
-        let offered = (client_tools.as_slice(), output.as_ref());
+        // The request's own typed answer is checked below; one the pause kept was when it came.
+        let turn_output = output.clone().or(kept);
+        let offered = (client_tools.as_slice(), turn_output.as_ref());
         let mut claimed = self.claim(0, offered, message_id, Some(request_id))?;
         if let (Some(live), Some((id, _, _))) = (self.live.borrow_mut().as_mut(), &own) {
             live.started_by = Some(id.clone());
@@ -334,9 +329,8 @@ impl Object {
         // first reservation: one the rest of the budget cannot cover is a 402, before any
         // stream (a budget spent already is refused by the Worker before it comes here).
         let config = &turn_env.config;
-        // Not after a pause: the calls it waits on are answered for the record before the
-        // first call, and a refusal would leave them so.
-        let settled = self.storage.paused()?.is_none();
+        // Not after a pause (`settled`): the calls it waits on are answered for the record
+        // before the first call, and a refusal would leave them so.
         let (first_call, first_decided) = match (
             new_message && settled,
             config.user_budget_usd,
@@ -353,7 +347,7 @@ impl Object {
             queued,
             own,
             narrowed,
-            output,
+            output: turn_output,
             settled,
             create,
             create_within: new_chat.then_some(turn_env.config.max_conversations_per_user),

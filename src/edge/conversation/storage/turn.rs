@@ -37,11 +37,14 @@ impl TurnRow {
 /// request's `output`), so that a recovered or resumed turn answers typed too and the answer
 /// goes with the turn's row and its pause's.
 fn offered_json(tools: &[ToolDef], output: Option<&Value>) -> String {
+    #[derive(serde::Serialize)]
+    struct Both<'a> {
+        tools: &'a [ToolDef],
+        output: &'a Value,
+    }
     let encoded = match output {
         None => serde_json::to_string(tools),
-        Some(output) => {
-            serde_json::to_string(&serde_json::json!({"tools": tools, "output": output}))
-        }
+        Some(output) => serde_json::to_string(&Both { tools, output }),
     };
     encoded.unwrap_or_else(|_| "[]".into())
 }

@@ -42,14 +42,19 @@ pub async fn prepare(
     } = start;
     let own_id = own.as_ref().map(|(id, _, _)| id.clone());
     let agent = conversation.agent(&turn_env.config)?.clone();
-    // The message's typed answer (checked when it came), else its agent's.
+    // The message's typed answer (checked when it came), else its agent's. One kept with a
+    // turn that a later deployment reads no more is said and left: a recovery must go on.
     let output_raw = output;
-    let output = match &output_raw {
-        Some(raw) => Some(Rc::new(
-            OutputSpec::parse(raw).map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        )),
-        None => agent.output.clone(),
-    };
+    let asked = output_raw
+        .as_ref()
+        .and_then(|raw| match OutputSpec::parse(raw) {
+            Ok(spec) => Some(Rc::new(spec)),
+            Err(e) => {
+                console_error!("a turn's kept typed answer is no longer read: {e}");
+                None
+            }
+        });
+    let output = asked.or_else(|| agent.output.clone());
     let store = &turn_env.store;
     let id = conversation.id.as_str();
     if matches!(kickoff, Kickoff::Retry) {
