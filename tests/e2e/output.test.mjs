@@ -371,6 +371,16 @@ describe("typed answers, once", () => {
     assert.equal(sent("openai")[3].body.response_format, undefined);
   });
 
+  test("a retry may ask for the typed answer again", async () => {
+    const id = await create({ model: "openai:gpt-4o" });
+    loops.openai.script(asText(PARIS));
+    await send(id, { message: "Which city?", output: CITY });
+    loops.openai.script(asText({ ...PARIS, population: 2102651 }));
+    const { chunks } = await readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/retry`, { output: CITY }));
+    assert.equal(chunks.filter((c) => c.type === "data-output").at(-1).data.object.population, 2102651);
+    assert.equal(sent("openai")[1].body.response_format.type, "json_schema");
+  });
+
   test("an output named like a tool the turn offers is a conflict", async () => {
     const id = await create({ model: "openai:gpt-4o" });
     const r = await api(worker.url, "POST", `/v1/conversations/${id}/messages`, { message: "x", output: { ...CITY, name: "current_time" } });

@@ -362,7 +362,11 @@ pub(crate) async fn hand_over(
     env: &Env,
     conversation: &Conversation,
     request: TurnRequest,
-    (client_tools, toolsets): (Vec<ToolDef>, Option<Vec<String>>),
+    (client_tools, toolsets, output): (
+        Vec<ToolDef>,
+        Option<Vec<String>>,
+        Option<serde_json::Value>,
+    ),
     stream: bool,
     (config, request_id): (&Config, &str),
 ) -> Result<Response, ApiError> {
@@ -376,7 +380,7 @@ pub(crate) async fn hand_over(
             stream,
             toolsets,
             chat: None,
-            output: None,
+            output,
             probe: false,
         })
         .await
@@ -385,10 +389,13 @@ pub(crate) async fn hand_over(
 #[derive(Default)]
 struct Retry {
     stream: bool,
+    /// The typed answer the retried turn ends with (as a message's would).
+    output: Option<serde_json::Value>,
 }
 
 crate::json_struct!(#[deny_unknown_fields] Retry {
     "stream" => stream: default_to(yes),
+    "output" => output: default,
 });
 
 /// `POST /v1/conversations/{id}/retry`: runs the last user message again. What followed it stays
@@ -402,12 +409,13 @@ pub async fn retry(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let body: Retry = json_body(req).await?;
+    check_output(body.output.as_ref())?;
     let conversation = owned(env, user, id).await?;
     hand_over(
         env,
         &conversation,
         TurnRequest::Retry,
-        (Vec::new(), None),
+        (Vec::new(), None, body.output),
         body.stream,
         (config, request_id),
     )
