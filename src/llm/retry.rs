@@ -18,7 +18,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 pub use super::types::Billing;
-use super::types::{schema_refused, tool_refused};
+use super::types::{answer_tool_instruction, schema_refused, system_with, tool_refused};
 use super::{
     AnswerFormat, AssistantMessage, Completion, LlmEvent, LlmRequest, ModelRef, Provider, ToolDef,
     Usage,
@@ -152,11 +152,23 @@ impl Provider for Resilient {
                 fallback_request.messages = &prepared;
                 adapted = request.answer.and_then(|answer| {
                     let call = (request.tools, request.messages);
-                    adapt_answer(answer, call, provider.model(), &capabilities)
+                    let (tools, answer) =
+                        adapt_answer(answer, call, provider.model(), &capabilities)?;
+                    // Offered beside others, the answer tool is named in the prompt.
+                    let system = match answer {
+                        Some(AnswerFormat::Offered { name }) => {
+                            Some(system_with(request.system, &answer_tool_instruction(name)))
+                        }
+                        _ => None,
+                    };
+                    Some((tools, answer, system))
                 });
-                if let Some((tools, answer)) = &adapted {
+                if let Some((tools, answer, system)) = &adapted {
                     fallback_request.tools = tools;
                     fallback_request.answer = *answer;
+                    if let Some(system) = system {
+                        fallback_request.system = Some(system);
+                    }
                 }
             }
             let request = &fallback_request;

@@ -414,6 +414,23 @@ pub fn schema_refused(
     }
 }
 
+/// What a call's prompt tells a model offered the answer tool `name` beside other tools (it is
+/// not forced to call it).
+pub fn answer_tool_instruction(name: &str) -> String {
+    format!(
+        "When you have the final answer, give it by calling the `{name}` tool once, with the \
+         whole answer as its input, and say nothing else."
+    )
+}
+
+/// `system` with `added` after it.
+pub fn system_with(system: Option<&str>, added: &str) -> String {
+    match system {
+        Some(system) => format!("{system}\n\n{added}"),
+        None => added.to_string(),
+    }
+}
+
 /// Why `provider` cannot be made to call a given tool ([`AnswerFormat::Tool`]), if it cannot.
 pub fn tool_refused(provider: &str) -> Option<&'static str> {
     (provider == "ollama").then_some("Ollama cannot be made to call a given tool")

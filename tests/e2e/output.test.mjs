@@ -347,6 +347,9 @@ describe("typed answers, once", () => {
     const fallback = sent("workers-ai")[0].body;
     assert.equal(fallback.response_format, undefined, "never a schema on a streamed Workers AI call");
     assert.ok(fallback.tools.some((t) => t.function.name === "answer"));
+    // Offered beside the turn's tools, the answer tool is named in its prompt.
+    const system = fallback.messages.filter((m) => m.role === "system").map((m) => m.content).join("");
+    assert.match(system, /calling the `answer` tool/);
   });
 
   test("a message's typed answer holds through a pause: the resumed turn answers typed", async () => {

@@ -18,6 +18,7 @@ use super::partial::PartialJson;
 use super::spec::{unstrict, Kind, OnInvalid, OutputSpec, Strategy};
 use crate::agent::schema::{problems, problems_in};
 use crate::agent::AgentEvent;
+use crate::llm::types::{answer_tool_instruction, system_with};
 use crate::llm::{
     AnswerFormat, AssistantMessage, ContentBlock, LlmEvent, Message, StopReason, ToolDef,
 };
@@ -164,17 +165,10 @@ impl Answering {
     pub fn system(&self, base: Option<&str>) -> Option<String> {
         let added = match &self.form {
             Some(Form::Prompt) => instruction(&self.spec),
-            Some(Form::Tool) if !self.forced => format!(
-                "When you have the final answer, give it by calling the `{}` tool once, with \
-                 the whole answer as its input, and say nothing else.",
-                self.spec.name
-            ),
+            Some(Form::Tool) if !self.forced => answer_tool_instruction(&self.spec.name),
             _ => return None,
         };
-        Some(match base {
-            Some(base) => format!("{base}\n\n{added}"),
-            None => added,
-        })
+        Some(system_with(base, &added))
     }
 
     /// How the call asks for the answer.
