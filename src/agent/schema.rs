@@ -43,6 +43,16 @@ pub fn problems_in(root: &Value, schema: &Value, value: &Value) -> Vec<Problem> 
     run(root, schema, value, false)
 }
 
+/// The names an object schema's `required` lists (none when it lists none, or is not a list).
+pub fn required(schema: &Map<String, Value>) -> impl Iterator<Item = &str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+}
+
 /// How many `$ref`s one check follows inside each other.
 pub const MAX_REFS: usize = 32;
 /// The most schema-and-value pairs one check looks at (an `enum`'s options count each):
@@ -340,13 +350,7 @@ impl<'s> Checker<'s> {
     fn check_object(&mut self, schema: &'s Map<String, Value>, map: &Map<String, Value>, at: &At) {
         let before = self.errors.len();
         let properties = schema.get("properties").and_then(Value::as_object);
-        for name in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
+        for name in required(schema) {
             if !map.contains_key(name) {
                 self.push(at, format!("missing required property `{name}`"));
             }

@@ -18,7 +18,9 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 pub use super::types::Billing;
-use super::types::{answer_tool_instruction, schema_refused, system_with, tool_refused};
+use super::types::{
+    answer_tool_def, answer_tool_instruction, schema_refused, system_with, tool_refused,
+};
 use super::{
     AnswerFormat, AssistantMessage, Completion, LlmEvent, LlmRequest, ModelRef, Provider, ToolDef,
     Usage,
@@ -256,13 +258,7 @@ fn adapt_answer<'a>(
                     .is_some() =>
         {
             let mut with_answer = tools.to_vec();
-            with_answer.push(ToolDef {
-                name: name.to_string(),
-                description: "Give the final answer: call this once, with the whole answer as \
-                              its input."
-                    .into(),
-                input_schema: schema.clone(),
-            });
+            with_answer.push(answer_tool_def(name, None, schema));
             let asked = match tools.is_empty() {
                 true => AnswerFormat::Tool { name },
                 false => AnswerFormat::Offered { name },

@@ -414,6 +414,18 @@ pub fn schema_refused(
     }
 }
 
+/// The tool whose input is a typed answer, named `name`, its input `schema` (`description`:
+/// the answer's own, if it has one).
+pub fn answer_tool_def(name: &str, description: Option<&str>, schema: &Value) -> ToolDef {
+    ToolDef {
+        name: name.to_string(),
+        description: description
+            .unwrap_or("Give the final answer: call this once, with the whole answer as its input.")
+            .to_string(),
+        input_schema: schema.clone(),
+    }
+}
+
 /// What a call's prompt tells a model offered the answer tool `name` beside other tools (it is
 /// not forced to call it).
 pub fn answer_tool_instruction(name: &str) -> String {

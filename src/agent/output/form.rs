@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::spec::{strict_openai, OutputSpec, Strategy};
-use crate::llm::types::{schema_refused, tool_refused};
+use crate::llm::types::{answer_tool_def, schema_refused, tool_refused};
 use crate::llm::ToolDef;
 
 /// How a call asks for the answer.
@@ -71,13 +71,7 @@ pub fn form(
 /// The tool a [`Form::Tool`] answer is the input of: named after the answer, its schema the
 /// answer's (always an object).
 pub fn answer_tool(spec: &OutputSpec) -> ToolDef {
-    ToolDef {
-        name: spec.name.clone(),
-        description: spec.description.clone().unwrap_or_else(|| {
-            "Give the final answer: call this once, with the whole answer as its input.".into()
-        }),
-        input_schema: spec.schema.clone(),
-    }
+    answer_tool_def(&spec.name, spec.description.as_deref(), &spec.schema)
 }
 
 /// What a [`Form::Prompt`] call adds to its system prompt.

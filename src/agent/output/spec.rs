@@ -8,7 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::agent::schema::pointer_key;
+use crate::agent::schema::{pointer_key, required};
 
 /// The largest schema taken, as JSON.
 pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
@@ -455,11 +455,7 @@ fn strict_part(schema: &Value) -> Option<Value> {
         out.insert(k.clone(), v);
     }
     if let Some(props) = o.get("properties").and_then(Value::as_object) {
-        let required: Vec<&str> = o
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required: Vec<&str> = required(o).collect();
         let mut strict_props = Map::new();
         for (name, prop) in props {
             let prop = strict_part(prop)?;
@@ -560,10 +556,8 @@ impl Unstrict<'_> {
             Value::Object(map) => {
                 let properties = schema.get("properties").and_then(Value::as_object);
                 let required: Vec<&str> = schema
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|r| r.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
+                    .as_object()
+                    .map_or_else(Vec::new, |s| required(s).collect());
                 let mut kept = Map::new();
                 for (k, v) in map {
                     let own = properties.and_then(|p| p.get(&k));
