@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::state::{add_message, deadline_passed, inject, TurnOutcome};
+use super::tools::Ran;
 use super::{AgentEvent, AgentMessage, AgentState, ToolKind, ToolRegistry, TurnHooks};
 use crate::llm::{ToolCall, ToolResult};
 
@@ -19,12 +20,32 @@ pub const SKIPPED_FOR_STEERING: &str = "skipped: the user sent a new message";
 /// The result content of a tool call a person did not approve (a reason may follow).
 pub const DENIED: &str = "denied: the user did not approve this call";
 
+/// The tools a step's calls may run: those offered to the call that made them (`offered`; a
+/// model that names another, one a narrowed conversation left out, gets "unknown tool"), or,
+/// for calls a paused turn resumes, every registered one.
+pub(super) struct Offered<'a> {
+    pub tools: &'a ToolRegistry,
+    pub names: Option<&'a [String]>,
+}
+
+impl Offered<'_> {
+    fn classify(&self, name: &str) -> Option<ToolKind<'_>> {
+        if self
+            .names
+            .is_some_and(|names| !names.iter().any(|n| n == name))
+        {
+            return None;
+        }
+        self.tools.classify(name)
+    }
+}
+
 /// Runs one answer's tool calls in order, with a steering check before each. `Some` when the
 /// turn must pause for client results or approvals.
 pub(super) async fn run_tools(
     calls: &[ToolCall],
     state: &mut AgentState,
-    tools: &ToolRegistry,
+    tools: &Offered<'_>,
     hooks: &dyn TurnHooks,
     emit: &mut dyn FnMut(AgentEvent<'_>),
     started: web_time::Instant,
@@ -80,15 +101,19 @@ pub(super) async fn run_tools(
             .last()
             .map_or(i - 1, |j| j + 1);
         if batch_end > i {
-            run_concurrently(&calls[i - 1..batch_end], state, tools, hooks, emit).await;
+            let waiting =
+                run_concurrently(&calls[i - 1..batch_end], state, tools, hooks, emit).await;
+            approvals.extend(waiting);
             i = batch_end;
             continue;
         }
         match tools.classify(&call.name) {
-            Some(ToolKind::Server(tool)) => execute(tool, call, state, hooks, emit).await,
+            Some(ToolKind::Server(tool)) => {
+                approvals.extend(execute(tool, call, state, hooks, emit).await)
+            }
             Some(ToolKind::NeedsApproval(tool)) => match state.answers.approvals.remove(&call.id) {
                 Some(decision) if decision.approved => {
-                    execute(tool, call, state, hooks, emit).await
+                    approvals.extend(execute(tool, call, state, hooks, emit).await)
                 }
                 Some(decision) => {
                     emit(AgentEvent::ToolDenied {
@@ -149,61 +174,105 @@ pub(super) async fn run_tools(
     }
 }
 
-fn concurrent(tools: &ToolRegistry, call: &ToolCall) -> bool {
+fn concurrent(tools: &Offered<'_>, call: &ToolCall) -> bool {
     matches!(tools.classify(&call.name), Some(ToolKind::Server(tool)) if tool.concurrent())
 }
 
 /// Runs several concurrent-safe server tools at once; records their results in call order.
+/// The calls those that wait need approved.
 async fn run_concurrently(
     calls: &[ToolCall],
     state: &mut AgentState,
-    tools: &ToolRegistry,
+    tools: &Offered<'_>,
     hooks: &dyn TurnHooks,
     emit: &mut dyn FnMut(AgentEvent<'_>),
-) {
-    let runs = calls
-        .iter()
-        .filter_map(|call| match tools.classify(&call.name) {
-            Some(ToolKind::Server(tool)) => Some(invoke(tool, call, state)),
-            _ => None,
-        });
+) -> Vec<ToolCall> {
+    let decided: Vec<_> = calls.iter().map(|c| decisions(state, &c.id)).collect();
+    let runs =
+        calls
+            .iter()
+            .zip(decided)
+            .filter_map(|(call, decided)| match tools.classify(&call.name) {
+                Some(ToolKind::Server(tool)) => Some(invoke(tool, call, state, decided)),
+                _ => None,
+            });
     let outcomes = futures::future::join_all(runs).await;
-    for (call, (output, is_error, duration_ms)) in calls.iter().zip(outcomes) {
+    let mut waiting = Vec::new();
+    for (call, invoked) in calls.iter().zip(outcomes) {
         state.tool_calls += 1;
-        record(call, output, is_error, duration_ms, state, hooks, emit).await;
+        match invoked {
+            Invoked::Done(output, is_error, duration_ms) => {
+                record(call, output, is_error, duration_ms, state, hooks, emit).await
+            }
+            Invoked::Waiting(calls) => waiting.extend(calls),
+        }
     }
+    waiting
 }
 
-/// Runs a server tool (arguments checked, timeout applied) and records its result.
+/// The decisions a person made on calls made within call `id` (a sub-agent's), taken out of
+/// the turn's answers.
+fn decisions(state: &mut AgentState, id: &str) -> Vec<(String, super::Approval)> {
+    let prefix = format!("{id}{}", super::tools::NESTED);
+    let approvals = &mut state.answers.approvals;
+    let mut ids: Vec<String> = approvals
+        .keys()
+        .filter(|k| k.starts_with(&prefix))
+        .cloned()
+        .collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .filter_map(|k| approvals.remove(&k).map(|a| (k, a)))
+        .collect()
+}
+
+/// Runs a server tool (arguments checked, timeout applied) and records its result; the calls
+/// it waits to have approved, when it waits.
 async fn execute(
     tool: &dyn super::ServerTool,
     call: &ToolCall,
     state: &mut AgentState,
     hooks: &dyn TurnHooks,
     emit: &mut dyn FnMut(AgentEvent<'_>),
-) {
+) -> Vec<ToolCall> {
     state.tool_calls += 1;
-    let (output, is_error, duration_ms) = invoke(tool, call, state).await;
-    record(call, output, is_error, duration_ms, state, hooks, emit).await;
+    let decided = decisions(state, &call.id);
+    match invoke(tool, call, state, decided).await {
+        Invoked::Done(output, is_error, duration_ms) => {
+            record(call, output, is_error, duration_ms, state, hooks, emit).await;
+            Vec::new()
+        }
+        Invoked::Waiting(calls) => calls,
+    }
 }
 
-/// One tool call: (output, is_error, duration in ms).
+/// How one tool call went.
+enum Invoked {
+    /// Its output, whether it is an error, its duration in ms.
+    Done(Value, bool, u64),
+    /// It waits for these calls to be approved.
+    Waiting(Vec<ToolCall>),
+}
+
 async fn invoke(
     tool: &dyn super::ServerTool,
     call: &ToolCall,
     state: &AgentState,
-) -> (Value, bool, u64) {
+    decided: Vec<(String, super::Approval)>,
+) -> Invoked {
     let tool_started = web_time::Instant::now();
-    let result = match checked_arguments(call, &tool.definition().input_schema) {
+    let ran = match checked_arguments(call, &tool.definition().input_schema) {
+        Ok(arguments) if tool.bounds_own_time() => tool.run(&call.id, arguments, decided).await,
         Ok(arguments) => {
-            run_with_timeout(tool.call_as(&call.id, arguments), state, &call.name).await
+            run_with_timeout(tool.run(&call.id, arguments, decided), state, &call.name).await
         }
-        Err(e) => Err(e),
+        Err(e) => Ran::Done(Err(e)),
     };
     let duration_ms = tool_started.elapsed().as_millis() as u64;
-    match result {
-        Ok(output) => (output, false, duration_ms),
-        Err(message) => (Value::String(message), true, duration_ms),
+    match ran {
+        Ran::Done(Ok(output)) => Invoked::Done(output, false, duration_ms),
+        Ran::Done(Err(message)) => Invoked::Done(Value::String(message), true, duration_ms),
+        Ran::Waiting(calls) => Invoked::Waiting(calls),
     }
 }
 
@@ -280,10 +349,10 @@ fn checked_arguments<'c>(
 
 /// Runs a tool, giving up after `TOOL_TIMEOUT_MS` when a timer is available.
 async fn run_with_timeout(
-    call: impl std::future::Future<Output = Result<Value, String>>,
+    call: impl std::future::Future<Output = Ran>,
     state: &AgentState,
     name: &str,
-) -> Result<Value, String> {
+) -> Ran {
     let (Some(timer), Some(ms)) = (&state.timer, state.tool_timeout_ms) else {
         return call.await;
     };
@@ -291,9 +360,9 @@ async fn run_with_timeout(
     let timeout = std::pin::pin!(timer.sleep(ms));
     match futures::future::select(call, timeout).await {
         futures::future::Either::Left((result, _)) => result,
-        futures::future::Either::Right(_) => Err(format!(
+        futures::future::Either::Right(_) => Ran::Done(Err(format!(
             "`{name}` did not finish within {ms} ms (TOOL_TIMEOUT_MS)"
-        )),
+        ))),
     }
 }
 

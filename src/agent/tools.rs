@@ -4,8 +4,22 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
-use super::AgentMessage;
-use crate::llm::ToolDef;
+use super::{AgentMessage, Approval};
+use crate::llm::{ToolCall, ToolDef};
+
+/// What separates a call's id from the id of a call made within it (a sub-agent's): `p1/c9` is
+/// call `c9` of the child that call `p1` runs.
+pub const NESTED: char = '/';
+
+/// How a server tool's call ended.
+pub enum Ran {
+    /// Its result (`Err`: a message for the model, recorded as an error result).
+    Done(Result<Value, String>),
+    /// It waits for a person: `calls` (a sub-agent's, each under an id that starts with this
+    /// call's and [`NESTED`]) need approval. The call keeps no result, the turn pauses, and the
+    /// resumed turn runs the call again with the person's decisions.
+    Waiting(Vec<ToolCall>),
+}
 
 /// The longest tool name every provider accepts.
 pub const MAX_TOOL_NAME: usize = 64;
@@ -47,6 +61,26 @@ pub trait ServerTool {
     /// answer (no side effects that depend on order). Results are recorded in call order
     /// either way.
     fn concurrent(&self) -> bool {
+        false
+    }
+
+    /// Runs the call with the decisions a person made on calls it waited for (those of
+    /// [`Ran::Waiting`], by their nested ids); most tools never wait, and just [`call_as`].
+    ///
+    /// [`call_as`]: ServerTool::call_as
+    async fn run(
+        &self,
+        call_id: &str,
+        arguments: &Map<String, Value>,
+        decisions: Vec<(String, Approval)>,
+    ) -> Ran {
+        let _ = decisions;
+        Ran::Done(self.call_as(call_id, arguments).await)
+    }
+
+    /// Whether the tool bounds its own time (a sub-agent, whose turn may run past
+    /// `TOOL_TIMEOUT_MS` and must be stopped, not dropped); the loop then applies no timeout.
+    fn bounds_own_time(&self) -> bool {
         false
     }
 }

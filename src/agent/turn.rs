@@ -61,14 +61,20 @@ pub async fn run_agent_turn(
     let mut previous: Option<ModelRef> = resolver.intended();
     // A paused turn resumes with the calls its last answer left without results.
     let mut pending = pending_calls(&state.messages);
+    // The tools offered to the call that made `pending` (`None`: a paused turn's calls).
+    let mut offered: Option<Vec<String>> = None;
     let mut answering = state.output.clone().map(Answering::new);
     loop {
         if !pending.is_empty() {
             // Behind a `dyn Future`: the tool machinery then stays a function of its own rather
             // than being inlined into this loop, and a Worker compiles it (V8 compiles a wasm
             // function whole) only for turns that call tools.
+            let allowed = super::tool_calls::Offered {
+                tools,
+                names: offered.as_deref(),
+            };
             let tools_run: Pin<Box<dyn Future<Output = Option<TurnOutcome>> + '_>> = Box::pin(
-                super::tool_calls::run_tools(&pending, state, tools, hooks, emit, started),
+                super::tool_calls::run_tools(&pending, state, &allowed, hooks, emit, started),
             );
             if let Some(paused) = tools_run.await {
                 return paused;
@@ -127,6 +133,7 @@ pub async fn run_agent_turn(
         if tools_off {
             definitions.clear();
         }
+        offered = Some(definitions.iter().map(|d| d.name.clone()).collect());
         let system = hooks.system_prompt(state.system_prompt.as_deref()).await;
         let system = system.as_deref().or(state.system_prompt.as_deref());
         // What the call sends, estimated once if a resolver or a cut-short answer asks.

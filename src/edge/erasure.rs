@@ -30,7 +30,9 @@ pub async fn erase(env: &Env, owner: &str) -> Result<(), ApiError> {
     let store = Store::for_owner(env, owner).await?;
     let (mut conversations, mut rows) = (0u64, 0u64);
     loop {
-        let (page, _) = store.conversations_page(owner, None, PAGE).await?;
+        let (page, _) = store
+            .conversations_page(owner, crate::edge::d1::Listing::All, None, PAGE)
+            .await?;
         if page.is_empty() {
             break;
         }

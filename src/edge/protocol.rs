@@ -204,6 +204,10 @@ pub struct TurnConversation {
     pub toolsets: Option<Vec<String>>,
     /// The agent it belongs to; `None`: the deployment's default agent.
     pub agent: Option<String>,
+    /// A child conversation's: most LLM calls of a turn, within its agent's (the agent tool's
+    /// `max_llm_calls`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_llm_calls: Option<u32>,
 }
 
 crate::json_struct!(TurnConversation {
@@ -213,6 +217,7 @@ crate::json_struct!(TurnConversation {
     "model" => model,
     "toolsets" => toolsets: default,
     "agent" => agent: default,
+    "max_llm_calls" => max_llm_calls: default,
 });
 
 impl TurnConversation {
@@ -248,6 +253,7 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
             model: c.model.clone(),
             toolsets: c.toolsets.clone(),
             agent: c.agent.clone(),
+            max_llm_calls: None,
         }
     }
 }
@@ -339,6 +345,9 @@ pub struct Status {
     pub followup: i64,
     /// `tool_results` or `approval` when the last turn paused.
     pub paused: Option<String>,
+    /// The calls the paused turn waits to have approved, those made within its calls (a
+    /// sub-agent's, `p1/c9`) among them.
+    pub waiting: Vec<crate::llm::ToolCall>,
 }
 
 crate::json_struct!(Status {
@@ -346,4 +355,5 @@ crate::json_struct!(Status {
     "steering" => steering,
     "followup" => followup,
     "paused" => paused,
+    "waiting" => waiting: default,
 });

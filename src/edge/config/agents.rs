@@ -43,7 +43,42 @@ pub struct AgentSpec {
     pub max_llm_calls: u32,
     /// The typed answer every turn of it ends with, unless a message asks for its own.
     pub output: Option<Rc<OutputSpec>>,
+    /// The agents it may call as tools (`{"type": "agent"}` entries of its `tools`).
+    pub agent_tools: Vec<Rc<AgentToolSpec>>,
 }
+
+/// A tool that asks another agent (`{"type": "agent", "agent": "<name>"}` in an agent's
+/// `tools`): its call runs a turn of that agent in a child conversation, whose answer (its text,
+/// or its typed answer) is the call's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentToolSpec {
+    /// The tool's name (default: the agent's).
+    pub name: String,
+    /// The agent it asks.
+    pub agent: String,
+    /// What the model is told of it (default: the agent's `description`).
+    pub description: Option<String>,
+    /// Its arguments (default: `{task: string}`).
+    pub input_schema: Value,
+    /// What the child sees of the parent's conversation.
+    pub history: ChildHistory,
+    /// Most LLM calls of the child's turn (within its agent's own `max_llm_calls`).
+    pub max_llm_calls: Option<u32>,
+    /// How long the call may take (within the parent's `TURN_DEADLINE_MS`).
+    pub timeout_ms: Option<u32>,
+}
+
+/// What a child conversation starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildHistory {
+    /// The task only.
+    None,
+    /// The task after an excerpt of the parent's latest exchanges.
+    Summary,
+}
+
+/// The input of an agent tool that declares none: the task, in words.
+pub const TASK_SCHEMA: &str = r#"{"type": "object", "properties": {"task": {"type": "string", "description": "What the agent is to do, with everything it needs to know: it sees nothing else."}}, "required": ["task"]}"#;
 
 /// What an agent leaves out is taken from these.
 pub struct Defaults<'a> {
@@ -65,12 +100,13 @@ impl AgentSpec {
             tools: None,
             max_llm_calls: defaults.max_llm_calls,
             output: None,
+            agent_tools: Vec::new(),
         }
     }
 
     /// Whether its calls offer tools: the built-in ones are always there, unless it names none.
     pub fn offers_tools(&self) -> bool {
-        self.tools.as_ref().is_none_or(|t| !t.is_empty())
+        self.tools.as_ref().is_none_or(|t| !t.is_empty()) || !self.agent_tools.is_empty()
     }
 
     /// Refuses toolsets outside its own, naming them.
@@ -173,10 +209,13 @@ fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<Agent
     {
         return Err(e);
     }
-    let tools = f.optional("tools", fields::STRINGS)?;
-    if let Some(bad) = tools.iter().flatten().find(|t| !is_tool_name(t)) {
-        return Err(format!("`tools`: `{bad}` is not a tool name"));
-    }
+    let (tools, agent_tools) = match f.value("tools") {
+        Some(Value::Array(entries)) => read_tools(entries)?,
+        Some(_) => {
+            return Err("`tools` must be an array of tool names and agent tools".into());
+        }
+        None => (None, Vec::new()),
+    };
     let max_llm_calls = f.optional("max_llm_calls", fields::U32)?;
     if max_llm_calls.is_some_and(|n| !(1..=100).contains(&n)) {
         return Err("`max_llm_calls` must be from 1 to 100".into());
@@ -201,5 +240,166 @@ fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<Agent
         tools,
         max_llm_calls: max_llm_calls.unwrap_or(defaults.max_llm_calls),
         output,
+        agent_tools,
     })
+}
+
+/// The agents an agent may ask, as tools.
+type AgentTools = Vec<Rc<AgentToolSpec>>;
+
+/// An agent's `tools`: names of the tools it may call, and the agents it may ask
+/// (`{"type": "agent", ...}`).
+fn read_tools(entries: Vec<Value>) -> Result<(Option<Vec<String>>, AgentTools), String> {
+    let mut names = Vec::new();
+    let mut agents = Vec::new();
+    for (i, entry) in entries.into_iter().enumerate() {
+        let at = |message: String| format!("`tools[{i}]`: {message}");
+        match entry {
+            Value::String(name) if is_tool_name(&name) => names.push(name),
+            Value::String(name) => return Err(format!("`tools`: `{name}` is not a tool name")),
+            Value::Object(_) => {
+                let spec = read_agent_tool(entry).map_err(at)?;
+                if names.contains(&spec.name)
+                    || agents
+                        .iter()
+                        .any(|a: &Rc<AgentToolSpec>| a.name == spec.name)
+                {
+                    return Err(at(format!("the name `{}` is taken twice", spec.name)));
+                }
+                agents.push(Rc::new(spec));
+            }
+            _ => return Err(at("must be a tool name or an agent tool object".into())),
+        }
+    }
+    // Agent tools alone leave the agent no other server tool: the list names every tool.
+    Ok((Some(names), agents))
+}
+
+fn read_agent_tool(entry: Value) -> Result<AgentToolSpec, String> {
+    let known = [
+        "type",
+        "agent",
+        "name",
+        "description",
+        "input_schema",
+        "history",
+        "max_llm_calls",
+        "timeout_ms",
+    ];
+    let mut f = Fields::of(entry, &known)?;
+    match f.required("type", fields::STRING)?.as_str() {
+        "agent" => {}
+        "handoff" => {
+            return Err("`handoff` tools are not supported yet; use `{\"type\": \"agent\"}`".into())
+        }
+        other => return Err(format!("`type` must be `agent`, not `{other}`")),
+    }
+    let agent = f.required("agent", fields::STRING)?;
+    let name = f
+        .optional("name", fields::STRING)?
+        .unwrap_or_else(|| agent.clone());
+    if !is_tool_name(&name) {
+        return Err(format!(
+            "`{name}` is not a tool name (1 to {MAX_TOOL_NAME} letters, digits, `_` or `-`)"
+        ));
+    }
+    let description = f.optional("description", fields::STRING)?;
+    if description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION_CHARS)
+    {
+        return Err(format!(
+            "`description` is longer than {MAX_DESCRIPTION_CHARS} characters"
+        ));
+    }
+    let input_schema = match f.value("input_schema") {
+        Some(schema @ Value::Object(_)) if schema["type"] == "object" => schema,
+        Some(_) => return Err("`input_schema` must be a JSON Schema of `type: object`".into()),
+        None => crate::llm::json::from_str(TASK_SCHEMA).map_err(|e| e.to_string())?,
+    };
+    let history = match f.optional("history", fields::STRING)?.as_deref() {
+        None | Some("none") => ChildHistory::None,
+        Some("summary") => ChildHistory::Summary,
+        Some(other) => {
+            return Err(format!(
+                "`history` must be `none` or `summary`, not `{other}`"
+            ))
+        }
+    };
+    let max_llm_calls = f.optional("max_llm_calls", fields::U32)?;
+    if max_llm_calls.is_some_and(|n| !(1..=100).contains(&n)) {
+        return Err("`max_llm_calls` must be from 1 to 100".into());
+    }
+    let timeout_ms = f.optional("timeout_ms", fields::U32)?;
+    if timeout_ms.is_some_and(|n| !(1_000..=3_600_000).contains(&n)) {
+        return Err("`timeout_ms` must be from 1000 to 3600000".into());
+    }
+    Ok(AgentToolSpec {
+        name,
+        agent,
+        description,
+        input_schema,
+        history,
+        max_llm_calls,
+        timeout_ms,
+    })
+}
+
+/// Checks the agents' calls of each other: each names an agent there is, none calls itself
+/// through others (the cycle is named), and no chain is deeper than `max_depth` agents below
+/// the first.
+pub fn check_agent_graph(agents: &[Rc<AgentSpec>], max_depth: u32) -> Result<(), String> {
+    for agent in agents {
+        for tool in &agent.agent_tools {
+            if !agents.iter().any(|a| a.name == tool.agent) {
+                let names: Vec<String> = agents.iter().map(|a| format!("`{}`", a.name)).collect();
+                return Err(format!(
+                    "agent `{}`: tool `{}` asks the agent `{}`, which is not declared; there are {}",
+                    agent.name,
+                    tool.name,
+                    tool.agent,
+                    names.join(", ")
+                ));
+            }
+        }
+    }
+    // Depth-first from every agent, the path so far kept to name a cycle.
+    fn deepest<'a>(
+        agents: &'a [Rc<AgentSpec>],
+        name: &'a str,
+        path: &mut Vec<&'a str>,
+    ) -> Result<Vec<&'a str>, String> {
+        if let Some(at) = path.iter().position(|n| *n == name) {
+            let mut cycle: Vec<&str> = path[at..].to_vec();
+            cycle.push(name);
+            return Err(format!(
+                "agents call each other in a cycle: {}",
+                cycle.join(" → ")
+            ));
+        }
+        path.push(name);
+        let mut longest = vec![name];
+        if let Some(agent) = agents.iter().find(|a| a.name == name) {
+            for tool in &agent.agent_tools {
+                let below = deepest(agents, &tool.agent, path)?;
+                if below.len() + 1 > longest.len() {
+                    longest = std::iter::once(name).chain(below).collect();
+                }
+            }
+        }
+        path.pop();
+        Ok(longest)
+    }
+    for agent in agents {
+        let chain = deepest(agents, &agent.name, &mut Vec::new())?;
+        let depth = chain.len() as u32 - 1;
+        if depth > max_depth {
+            return Err(format!(
+                "agent `{}`: the chain {} is {depth} agents deep, past MAX_AGENT_DEPTH ({max_depth})",
+                agent.name,
+                chain.join(" → ")
+            ));
+        }
+    }
+    Ok(())
 }

@@ -90,6 +90,8 @@ pub struct Config {
     pub allowed_models: Option<Vec<String>>,
     /// Conversations one user may keep (`MAX_CONVERSATIONS_PER_USER`).
     pub max_conversations_per_user: u32,
+    /// How many agents deep one agent may ask others (`MAX_AGENT_DEPTH`).
+    pub max_agent_depth: u32,
     /// How many artifacts a conversation, and versions an artifact, may hold
     /// (`MAX_ARTIFACTS_PER_CONVERSATION`, `MAX_ARTIFACT_VERSIONS`).
     pub artifact_limits: ArtifactLimits,
@@ -240,6 +242,7 @@ impl Config {
                 1_000,
                 1..=1_000_000,
             )?,
+            max_agent_depth: number(get, "MAX_AGENT_DEPTH", 3, 1..=10)?,
             artifact_limits: ArtifactLimits {
                 artifacts: number(get, "MAX_ARTIFACTS_PER_CONVERSATION", 50, 1..=10_000)?,
                 versions: number(get, "MAX_ARTIFACT_VERSIONS", 100, 1..=10_000)?,
@@ -447,6 +450,8 @@ impl Config {
     /// Each agent's toolsets are the deployment's, and each of its tools one it could have (its
     /// models' prices are [`Config::check_prices`]').
     fn check_agents(&self) -> Result<(), ApiError> {
+        agents::check_agent_graph(&self.agents, self.max_agent_depth)
+            .map_err(|e| ApiError::config("AGENTS", e))?;
         let toolsets = self.toolsets();
         for agent in &self.agents {
             let at = |message: String| {
@@ -473,6 +478,17 @@ impl Config {
             if let Some(unknown) = agent.tools.iter().flatten().find(|t| !known(t)) {
                 return Err(at(format!(
                     "`tools` names `{unknown}`, which is no tool here"
+                )));
+            }
+            // An agent tool's name is its own: no built-in or HTTP tool has it.
+            let taken = |t: &str| {
+                crate::agent::built_in_tool_names().any(|n| n == t)
+                    || self.http_tools.iter().any(|h| h.name == t)
+            };
+            if let Some(clash) = agent.agent_tools.iter().find(|t| taken(&t.name)) {
+                return Err(at(format!(
+                    "the agent tool `{}` has the name of another tool; give it a `name`",
+                    clash.name
                 )));
             }
             if let Some(output) = &agent.output {

@@ -1,6 +1,7 @@
 //! The configuration parsed from sample environments: defaults, every variable's errors.
 
 use super::*;
+use crate::edge::config::agents::ChildHistory;
 
 fn config(vars: &[(&str, &str)]) -> Result<Config, ApiError> {
     Config::from_lookup(|name| {
@@ -366,4 +367,116 @@ fn bad_agents_name_the_variable_the_agent_and_the_field() {
             .contains("agent `a`: `openai:my-own` has no price"),
         "{e}"
     );
+}
+
+#[test]
+fn agent_tools_name_declared_agents_without_cycles_within_the_depth() {
+    let c = config(&[(
+        "AGENTS",
+        r#"{"lead": {"description": "leads", "tools": ["current_time",
+              {"type": "agent", "agent": "researcher"},
+              {"type": "agent", "agent": "writer", "name": "draft", "history": "summary",
+               "max_llm_calls": 3, "timeout_ms": 60000}]},
+            "researcher": {"description": "finds things", "tools": []},
+            "writer": {"description": "writes"}}"#,
+    )])
+    .unwrap();
+    let lead = c.agent(Some("lead")).unwrap();
+    assert_eq!(
+        lead.tools.as_deref(),
+        Some(&["current_time".to_string()][..])
+    );
+    let names: Vec<_> = lead.agent_tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["researcher", "draft"]);
+    let draft = &lead.agent_tools[1];
+    assert_eq!(draft.agent, "writer");
+    assert_eq!(draft.history, ChildHistory::Summary);
+    assert_eq!(
+        (draft.max_llm_calls, draft.timeout_ms),
+        (Some(3), Some(60_000))
+    );
+    assert_eq!(lead.agent_tools[0].input_schema["required"][0], "task");
+    // An agent whose tools are agents alone offers tools.
+    let only = config(&[(
+        "AGENTS",
+        r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "b"}]},
+            "b": {"description": "y", "tools": []}}"#,
+    )])
+    .unwrap();
+    assert!(only.agent(Some("a")).unwrap().offers_tools());
+    assert!(!only.agent(Some("b")).unwrap().offers_tools());
+
+    let chain = |n: usize| {
+        let mut agents: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    r#""a{i}": {{"description": "x", "tools": [{{"type": "agent", "agent": "a{}"}}]}}"#,
+                    i + 1
+                )
+            })
+            .collect();
+        agents.push(format!(r#""a{n}": {{"description": "x"}}"#));
+        format!("{{{}}}", agents.join(","))
+    };
+    assert!(config(&[("AGENTS", &chain(3))]).is_ok());
+    assert!(config(&[("AGENTS", &chain(4)), ("MAX_AGENT_DEPTH", "4")]).is_ok());
+    let cases = [
+        (chain(4), "a0 → a1 → a2 → a3 → a4 is 4 agents deep, past MAX_AGENT_DEPTH (3)"),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "b"}]},
+                "b": {"description": "x", "tools": [{"type": "agent", "agent": "c"}]},
+                "c": {"description": "x", "tools": [{"type": "agent", "agent": "a"}]}}"#
+                .into(),
+            "a cycle: a → b → c → a",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "a"}]}}"#.into(),
+            "a cycle: a → a",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "ghost"}]}}"#
+                .into(),
+            "asks the agent `ghost`, which is not declared; there are `a`",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "b", "name": "current_time"}]},
+                "b": {"description": "x"}}"#
+                .into(),
+            "the agent tool `current_time` has the name of another tool",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "b"}, {"type": "agent", "agent": "b"}]},
+                "b": {"description": "x"}}"#
+                .into(),
+            "`tools[1]`: the name `b` is taken twice",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "b", "history": "all"}]},
+                "b": {"description": "x"}}"#
+                .into(),
+            "`history` must be `none` or `summary`",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "b", "input_schema": {"type": "string"}}]},
+                "b": {"description": "x"}}"#
+                .into(),
+            "`input_schema` must be a JSON Schema of `type: object`",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "robot", "agent": "b"}]}}"#.into(),
+            "`type` must be `agent`",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "agent"}]}}"#.into(),
+            "missing field `agent`",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [7]}}"#.into(),
+            "`tools[0]`: must be a tool name or an agent tool object",
+        ),
+    ];
+    for (json, needle) in cases {
+        let e = config(&[("AGENTS", &json)]).unwrap_err().to_string();
+        assert!(e.contains("AGENTS") && e.contains(needle), "{json}: {e}");
+    }
 }

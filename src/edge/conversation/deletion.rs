@@ -22,8 +22,19 @@ pub async fn delete_whole(
     owner: &str,
 ) -> Result<Option<u64>, ApiError> {
     let object = super::client::ConversationClient::for_conversation(env, id)?;
+    // Its turn stops first, and with it the children it runs; then its children go (the
+    // conversations its agent tools started), before its own rows: a failure leaves the
+    // parent, whose deletion is asked again, with the children it names.
     object.clear(id, owner).await?;
-    let rows = delete_stored(env, store, owner, id).await?;
+    let mut rows = 0;
+    for child in store.children(owner, id).await? {
+        rows += Box::pin(delete_whole(env, store, &child, owner))
+            .await?
+            .unwrap_or(0);
+    }
+    let rows = delete_stored(env, store, owner, id)
+        .await?
+        .map(|own| own + rows);
     if let Err(e) = object.forget().await {
         console_error!("forgetting deleted conversation {id}: {e}");
     }

@@ -158,6 +158,8 @@ impl Object {
             agent: conversation.agent.clone(),
             created_at: now,
             updated_at: now,
+            parent: None,
+            tool_call_id: None,
         };
         let start = Start {
             kickoff,
@@ -263,13 +265,19 @@ impl Object {
             TurnOutcome::AwaitingApproval(_) => Some(PauseKind::Approval),
             _ => None,
         };
+        // The calls waiting for approval, kept: those of sub-agents are in no history, and a
+        // parent asks a paused child which they are.
+        let waiting: &[_] = match outcome {
+            TurnOutcome::AwaitingApproval(calls) => calls,
+            _ => &[],
+        };
         let queued = self.storage.queue_len(None).unwrap_or(0) as usize;
         let next = rules::after_turn(paused, queued, self.deleting.get());
         let ended = match next {
             AfterTurn::Idle { paused } => self
                 .storage
-                .end_turn(paused.map(|kind| (kind, client_tools, output))),
-            AfterTurn::NextTurn => self.storage.end_turn(None),
+                .end_turn(paused.map(|kind| (kind, client_tools, output)), waiting),
+            AfterTurn::NextTurn => self.storage.end_turn(None, &[]),
         };
         if let Err(e) = ended {
             console_error!("ending turn {}: {e}", claimed.turn_id);
@@ -311,7 +319,7 @@ impl Object {
         if !self.release(claimed) {
             return;
         }
-        if let Err(e) = self.storage.end_turn(None) {
+        if let Err(e) = self.storage.end_turn(None, &[]) {
             console_error!("ending turn {}: {e}", claimed.turn_id);
         }
         self.record_schedule_run(RunOutcome::Failed(why.public_message(claimed.reference())));

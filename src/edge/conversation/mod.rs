@@ -222,6 +222,10 @@ impl Object {
                             }
                             _ => None,
                         },
+                        waiting: match activity {
+                            Activity::Idle => self.storage.waiting()?,
+                            _ => Vec::new(),
+                        },
                     },
                 )
             }

@@ -235,8 +235,13 @@ fn last_exchange(history: &[AgentMessage]) -> Option<&AgentMessage> {
 }
 
 /// `history` is what D1 holds; `partial` what the turn had streamed of an answer it never
-/// stored.
-pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> Recovery {
+/// stored. Open calls of the tools `rerun` names are left open, and run again by the recovered
+/// turn: an agent tool's call reaches the same child, which answers it once.
+pub fn recovery(
+    history: &[AgentMessage],
+    partial: Option<AssistantMessage>,
+    rerun: &dyn Fn(&str) -> bool,
+) -> Recovery {
     let mut messages = Vec::new();
     let last_answer = history.iter().rev().find_map(|m| match m {
         AgentMessage::Assistant(a) => Some(a),
@@ -252,7 +257,10 @@ pub fn recovery(history: &[AgentMessage], partial: Option<AssistantMessage>) -> 
         partial.stop_reason = StopReason::Interrupted;
         messages.push(AgentMessage::Assistant(partial));
     }
-    for call in pending_calls(history) {
+    for call in pending_calls(history)
+        .into_iter()
+        .filter(|c| !rerun(&c.name))
+    {
         messages.push(AgentMessage::ToolResult(ToolResult {
             tool_call_id: call.id,
             tool_name: call.name,
@@ -448,19 +456,25 @@ mod tests {
             answer("Checking.", &["a", "b"]),
             result("a"),
         ];
-        let Recovery::Continue(stored) = recovery(&history, None) else {
+        let Recovery::Continue(stored) = recovery(&history, None, &|_| false) else {
             panic!("an unanswered call needs the model again");
         };
         assert_eq!(stored.len(), 1);
         assert!(
             matches!(&stored[0], AgentMessage::ToolResult(r) if r.tool_call_id == "b" && r.is_error && r.content == INTERRUPTED)
         );
+        // An agent tool's open call is left open: the recovered turn runs it again, which
+        // reaches the same child.
+        assert_eq!(
+            recovery(&history, None, &|name| name == "current_time"),
+            Recovery::Continue(vec![])
+        );
 
         let history = vec![AgentMessage::user_text("tell me a story")];
         let AgentMessage::Assistant(partial) = answer("Once upon", &[]) else {
             unreachable!()
         };
-        let Recovery::Continue(stored) = recovery(&history, Some(partial)) else {
+        let Recovery::Continue(stored) = recovery(&history, Some(partial), &|_| false) else {
             panic!("a partial answer needs the model again");
         };
         assert!(
@@ -471,7 +485,10 @@ mod tests {
             unreachable!()
         };
         empty.content.clear();
-        assert_eq!(recovery(&history, Some(empty)), Recovery::Continue(vec![]));
+        assert_eq!(
+            recovery(&history, Some(empty), &|_| false),
+            Recovery::Continue(vec![])
+        );
     }
 
     #[test]
@@ -483,7 +500,7 @@ mod tests {
                 text: "not seen by the model".into(),
             },
         ];
-        assert_eq!(recovery(&history, None), Recovery::Answered);
+        assert_eq!(recovery(&history, None, &|_| false), Recovery::Answered);
         // A failed answer is not an answer.
         let AgentMessage::Assistant(mut failed) = answer("Hel", &[]) else {
             unreachable!()
@@ -493,7 +510,10 @@ mod tests {
             AgentMessage::user_text("hi"),
             AgentMessage::Assistant(failed),
         ];
-        assert_eq!(recovery(&history, None), Recovery::Continue(vec![]));
+        assert_eq!(
+            recovery(&history, None, &|_| false),
+            Recovery::Continue(vec![])
+        );
     }
 
     #[test]
@@ -511,7 +531,7 @@ mod tests {
         // Nothing to store (an aborted answer's calls are never replayed, so none is open),
         // and no model to call; a partial saved a little before the end is that answer too.
         assert_eq!(
-            recovery(&history, Some(cut.clone())),
+            recovery(&history, Some(cut.clone()), &|_| false),
             Recovery::Closed(vec![])
         );
         let mut earlier = cut.clone();
@@ -519,11 +539,17 @@ mod tests {
         earlier.content.push(crate::llm::ContentBlock::Text {
             text: "Check".into(),
         });
-        assert_eq!(recovery(&history, Some(earlier)), Recovery::Closed(vec![]));
+        assert_eq!(
+            recovery(&history, Some(earlier), &|_| false),
+            Recovery::Closed(vec![])
+        );
         // A message after the cancelled answer is a new turn: it is answered.
         let mut next = history.clone();
         next.push(AgentMessage::user_text("and now?"));
-        assert_eq!(recovery(&next, None), Recovery::Continue(vec![]));
+        assert_eq!(
+            recovery(&next, None, &|_| false),
+            Recovery::Continue(vec![])
+        );
         // A failed answer stored whole is not stored again either; the model is called again.
         let AgentMessage::Assistant(mut failed) = answer("Hel", &[]) else {
             unreachable!()
@@ -533,7 +559,10 @@ mod tests {
             AgentMessage::user_text("hi"),
             AgentMessage::Assistant(failed.clone()),
         ];
-        assert_eq!(recovery(&history, Some(failed)), Recovery::Continue(vec![]));
+        assert_eq!(
+            recovery(&history, Some(failed), &|_| false),
+            Recovery::Continue(vec![])
+        );
     }
 
     #[test]

@@ -29,6 +29,12 @@ pub struct Conversation {
     pub agent: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// A child conversation's: the conversation whose agent tool started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// A child conversation's: the tool call it answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 crate::json_struct!(Conversation {
@@ -42,7 +48,20 @@ crate::json_struct!(Conversation {
     "agent" => agent,
     "created_at" => created_at,
     "updated_at" => updated_at,
+    "parent" => parent: default,
+    "tool_call_id" => tool_call_id: default,
 });
+
+/// Which of an owner's conversations a page lists.
+#[derive(Clone, Copy)]
+pub enum Listing<'a> {
+    /// Every one (an export, an erasure).
+    All,
+    /// Those the owner started, not the children agents started.
+    TopLevel,
+    /// The children of one conversation.
+    ChildrenOf(&'a str),
+}
 
 impl Conversation {
     /// A conversation as a `/v1/chat` id starts it: the caller's, titled by its first message,
@@ -65,6 +84,8 @@ impl Conversation {
             agent,
             created_at: now_ms,
             updated_at: now_ms,
+            parent: None,
+            tool_call_id: None,
         }
     }
 }
@@ -227,17 +248,24 @@ impl Store {
     pub async fn conversations_page(
         &self,
         owner: &str,
+        listing: Listing<'_>,
         before: Option<(i64, &str)>,
         limit: i64,
     ) -> Result<(Vec<Conversation>, Option<(i64, String)>), ApiError> {
         self.tick(1);
         let (created, id) = before.unwrap_or((i64::MAX, ""));
+        let (which, parent) = match listing {
+            Listing::All => (0.0, ""),
+            Listing::TopLevel => (1.0, ""),
+            Listing::ChildrenOf(parent) => (2.0, parent),
+        };
         let mut page = rows::all::<Conversation>(
             &self
                 .db
                 .prepare(
                     "SELECT * FROM conversations WHERE owner = ?1
                    AND (created_at < ?2 OR (created_at = ?2 AND id < ?3))
+                   AND (?5 = 0 OR (?5 = 1 AND parent IS NULL) OR (?5 = 2 AND parent = ?6))
                  ORDER BY created_at DESC, id DESC LIMIT ?4",
                 )
                 .bind_params(&[
@@ -245,6 +273,8 @@ impl Store {
                     (created.min(1 << 52) as f64).into(),
                     id.into(),
                     ((limit + 1) as f64).into(),
+                    which.into(),
+                    parent.into(),
                 ])?,
         )
         .await?;
@@ -255,6 +285,49 @@ impl Store {
             None
         };
         Ok((page, next))
+    }
+
+    /// A child conversation for an agent tool's call, made unless it exists (a call run again
+    /// after a crash reaches the same one). Children do not count toward
+    /// `MAX_CONVERSATIONS_PER_USER` (a turn's tool calls and its budget bound them) and are
+    /// not made for an owner being erased.
+    pub async fn create_child(&self, c: &Conversation) -> Result<(), ApiError> {
+        self.tick(1);
+        let mut values = conversation_values(c);
+        values.push(c.parent.as_deref().into());
+        values.push(c.tool_call_id.as_deref().into());
+        self.db
+            .prepare(
+                "INSERT INTO conversations
+                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets,
+                    agent, parent, tool_call_id)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11
+                 WHERE NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
+                 ON CONFLICT (id) DO NOTHING",
+            )
+            .bind_params(&values)?
+            .run()
+            .await?;
+        Ok(())
+    }
+
+    /// The ids of `owner`'s conversations that `parent`'s agent tools started.
+    pub async fn children(&self, owner: &str, parent: &str) -> Result<Vec<String>, ApiError> {
+        struct Child {
+            id: String,
+        }
+
+        crate::json_struct!(Child { "id" => id });
+        self.tick(1);
+        let statement = self
+            .db
+            .prepare("SELECT id FROM conversations WHERE parent = ?1 AND owner = ?2")
+            .bind_params(&[parent.into(), owner.into()])?;
+        Ok(rows::all::<Child>(&statement)
+            .await?
+            .into_iter()
+            .map(|c| c.id)
+            .collect())
     }
 
     /// Deletes a conversation's rows (the ledger keeps its own): how many went, or `None` when

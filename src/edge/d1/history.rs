@@ -311,6 +311,35 @@ impl Store {
             .collect())
     }
 
+    /// The conversation's last answer (a sub-agent's, read back by the turn that asked it).
+    pub async fn last_answer(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Option<crate::llm::AssistantMessage>, ApiError> {
+        struct Body {
+            body: String,
+        }
+
+        crate::json_struct!(Body { "body" => body });
+        self.tick(1);
+        let row = rows::first::<Body>(
+            &self
+                .db
+                .prepare(
+                    "SELECT body FROM messages WHERE conversation_id = ?1 AND kind = 'assistant'
+                     ORDER BY seq DESC LIMIT 1",
+                )
+                .bind_params(&[conversation_id.into()])?,
+        )
+        .await?;
+        Ok(row
+            .and_then(|r| crate::llm::json::from_str::<AgentMessage>(&r.body).ok())
+            .and_then(|m| match m {
+                AgentMessage::Assistant(a) => Some(a),
+                _ => None,
+            }))
+    }
+
     /// Where message `message_id` is in the conversation's history, if it is there.
     pub async fn message_seq(
         &self,

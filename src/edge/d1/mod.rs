@@ -21,7 +21,7 @@ pub mod rows;
 pub mod shards;
 pub mod usage;
 
-pub use conversations::{is_conversation_id, scoped_id, Conversation};
+pub use conversations::{is_conversation_id, scoped_id, Conversation, Listing};
 pub use history::TurnHistory;
 pub use usage::{BudgetRead, ModelSpend, UsageRow};
 

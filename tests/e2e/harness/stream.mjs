@@ -9,7 +9,7 @@ const ALLOWED_KEYS = {
   "reasoning-start": ["id"], "reasoning-delta": ["id", "delta"], "reasoning-end": ["id"],
   "tool-input-start": ["toolCallId", "toolName"], "tool-input-delta": ["toolCallId", "inputTextDelta"],
   "tool-input-available": ["toolCallId", "toolName", "input"],
-  "tool-output-available": ["toolCallId", "output"], "tool-output-error": ["toolCallId", "errorText"],
+  "tool-output-available": ["toolCallId", "output", "preliminary"], "tool-output-error": ["toolCallId", "errorText"],
   "tool-approval-request": ["approvalId", "toolCallId"], "tool-output-denied": ["toolCallId"],
   error: ["errorText"], abort: ["reason"],
 };

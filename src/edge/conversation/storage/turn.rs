@@ -7,7 +7,7 @@ use worker::{Result, SqlStorageValue};
 
 use super::{rows, ObjectStorage};
 use crate::edge::conversation::rules::PauseKind;
-use crate::llm::ToolDef;
+use crate::llm::{ToolCall, ToolDef};
 
 #[derive(Debug, Clone)]
 pub struct TurnRow {
@@ -36,15 +36,24 @@ impl TurnRow {
 /// when its message asked for a typed answer, `{"tools": [...], "output": {...}}` (the
 /// request's `output`), so that a recovered or resumed turn answers typed too and the answer
 /// goes with the turn's row and its pause's.
-fn offered_json(tools: &[ToolDef], output: Option<&Value>) -> String {
+/// A pause's row adds `"waiting"`: the calls that wait for a person's approval, its own and
+/// those made within them (a sub-agent's, `p1/c9`), which its history does not hold.
+fn offered_json(tools: &[ToolDef], output: Option<&Value>, waiting: &[ToolCall]) -> String {
     #[derive(serde::Serialize)]
     struct Both<'a> {
         tools: &'a [ToolDef],
-        output: &'a Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output: Option<&'a Value>,
+        #[serde(skip_serializing_if = "<[ToolCall]>::is_empty")]
+        waiting: &'a [ToolCall],
     }
-    let encoded = match output {
-        None => serde_json::to_string(tools),
-        Some(output) => serde_json::to_string(&Both { tools, output }),
+    let encoded = match (output, waiting) {
+        (None, []) => serde_json::to_string(tools),
+        _ => serde_json::to_string(&Both {
+            tools,
+            output,
+            waiting,
+        }),
     };
     encoded.unwrap_or_else(|_| "[]".into())
 }
@@ -52,11 +61,13 @@ fn offered_json(tools: &[ToolDef], output: Option<&Value>) -> String {
 struct Offered {
     tools: Vec<ToolDef>,
     output: Option<Value>,
+    waiting: Vec<ToolCall>,
 }
 
 crate::json_struct!(Offered {
     "tools" => tools: default,
     "output" => output: default,
+    "waiting" => waiting: default,
 });
 
 fn read_offered(text: &str) -> (Vec<ToolDef>, Option<Value>) {
@@ -109,7 +120,7 @@ impl ObjectStorage {
         recoveries: u32,
         (client_tools, output): (&[ToolDef], Option<&Value>),
     ) -> Result<()> {
-        let tools = offered_json(client_tools, output);
+        let tools = offered_json(client_tools, output, &[]);
         self.write(
             "INSERT INTO turn (id, turn_id, started_at, recoveries, client_tools, partial)
              VALUES (1, ?, ?, ?, ?, NULL)
@@ -143,12 +154,16 @@ impl ObjectStorage {
 
     /// The turn ended: forget it, and remember what a pause waits for (with the client tools
     /// and the typed answer the turn that resumes it takes on).
-    pub fn end_turn(&self, paused: Option<(PauseKind, &[ToolDef], Option<&Value>)>) -> Result<()> {
+    pub fn end_turn(
+        &self,
+        paused: Option<(PauseKind, &[ToolDef], Option<&Value>)>,
+        waiting: &[ToolCall],
+    ) -> Result<()> {
         self.write("DELETE FROM turn; DELETE FROM chunks", vec![])?;
         self.known.turn.set(Some(false));
         self.known.chunks.set(Some(false));
         if let Some((kind, tools, output)) = paused {
-            let tools = offered_json(tools, output);
+            let tools = offered_json(tools, output, waiting);
             self.write(
                 "INSERT INTO paused (id, kind, client_tools) VALUES (1, ?, ?)
                  ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, client_tools = excluded.client_tools",
@@ -161,6 +176,21 @@ impl ObjectStorage {
 
     /// What the last turn paused for, the client tools it had offered and the typed answer its
     /// message asked for.
+    /// The calls the paused turn waits to have approved, a sub-agent's among them.
+    pub fn waiting(&self) -> Result<Vec<ToolCall>> {
+        if self.known.paused.get() == Some(false) {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<PausedRow> =
+            rows::cursor(self.exec("SELECT kind, client_tools FROM paused WHERE id = 1", None)?)?;
+        Ok(rows
+            .first()
+            .filter(|r| r.client_tools.starts_with('{'))
+            .and_then(|r| crate::llm::json::from_str::<Offered>(&r.client_tools).ok())
+            .map(|o| o.waiting)
+            .unwrap_or_default())
+    }
+
     pub fn paused(&self) -> Result<Option<Paused>> {
         if self.known.paused.get() == Some(false) {
             return Ok(None);
@@ -188,10 +218,10 @@ mod tests {
             input_schema: serde_json::json!({"type": "object"}),
         };
         let output = serde_json::json!({"type": "choice", "options": ["a", "b"]});
-        let with = offered_json(std::slice::from_ref(&tool), Some(&output));
+        let with = offered_json(std::slice::from_ref(&tool), Some(&output), &[]);
         assert_eq!(read_offered(&with), (vec![tool.clone()], Some(output)));
         // Without one, the column is the list it always was (and an old row reads the same).
-        let without = offered_json(std::slice::from_ref(&tool), None);
+        let without = offered_json(std::slice::from_ref(&tool), None, &[]);
         assert!(without.starts_with('['));
         assert_eq!(read_offered(&without), (vec![tool], None));
         assert_eq!(read_offered("not json"), (vec![], None));

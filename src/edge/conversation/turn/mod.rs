@@ -9,6 +9,7 @@
 //! - [`resolver`], `budget_store`: the budget before every call
 //! - `partial`: the answer being streamed, kept for recovery; `summary`: the turn as JSON
 //! - `artifact_store`, `remote_tools`: the artifact tools' D1 store, HTTP and MCP tools
+//! - [`subagent`]: agent tools, each call a turn of another agent in a child conversation
 //! - `files`: the users' files loaded from R2 for each call
 
 mod artifact_store;
@@ -21,6 +22,7 @@ mod remote_tools;
 pub mod resolver;
 mod result;
 mod run;
+pub mod subagent;
 
 pub use prepare::prepare;
 

@@ -170,7 +170,9 @@ pub async fn prepare(
         } => {
             answers = resume_answers(&pending_ids(&history), results, approvals, only_pending)?;
         }
-        Kickoff::Recover { partial } => match rules::recovery(&history, partial) {
+        Kickoff::Recover { partial } => match rules::recovery(&history, partial, &|name| {
+            agent.agent_tools.iter().any(|t| t.name == name)
+        }) {
             Recovery::Answered => return Ok(Ready::Nothing),
             Recovery::Continue(messages) => recovered = messages,
             Recovery::Closed(messages) => {
@@ -181,7 +183,7 @@ pub async fn prepare(
             }
         },
         Kickoff::GiveUp { partial } => {
-            let messages = match rules::recovery(&history, partial) {
+            let messages = match rules::recovery(&history, partial, &|_| false) {
                 Recovery::Answered => vec![],
                 Recovery::Continue(messages) | Recovery::Closed(messages) => messages,
             };
@@ -307,8 +309,14 @@ pub(super) fn resume_answers(
     only_pending: bool,
 ) -> Result<ToolAnswers, ApiError> {
     let mut answers = ToolAnswers::default();
+    // A call made within a pending call (a sub-agent's, `p1/c9`) waits as its parent does;
+    // the child checks the rest.
+    let nested = |id: &String| {
+        id.split_once(crate::agent::tools::NESTED)
+            .is_some_and(|(parent, _)| pending.iter().any(|p| p == parent))
+    };
     let waits = |id: &String| -> Result<bool, ApiError> {
-        match (pending.contains(id), only_pending) {
+        match (pending.contains(id) || nested(id), only_pending) {
             (true, _) => Ok(true),
             (false, true) => Ok(false),
             (false, false) => Err(ApiError::Conflict(format!(
@@ -396,6 +404,28 @@ mod tests {
                 true
             ),
             Err(ApiError::BadRequest(_))
+        ));
+        // A decision on a call made within a waiting call (a sub-agent's) is its parent's to
+        // pass on, at any depth; one under a call that waits for nothing is not.
+        let nested = |id: &str| ApprovalIn {
+            tool_call_id: id.into(),
+            approved: true,
+            reason: None,
+        };
+        let answers = resume_answers(
+            &pending,
+            vec![],
+            vec![nested("call_a/c9"), nested("call_b/c2/g1")],
+            false,
+        )
+        .expect("nested calls wait with their parents");
+        assert!(
+            answers.approvals["call_a/c9"].approved
+                && answers.approvals.contains_key("call_b/c2/g1")
+        );
+        assert!(matches!(
+            resume_answers(&pending, vec![], vec![nested("call_x/c9")], false),
+            Err(ApiError::Conflict(_))
         ));
     }
 }

@@ -7,12 +7,13 @@ use super::files::FileLoader;
 use super::hooks::{D1Hooks, ObjectQueues, Persisted};
 use super::partial::PartialAnswer;
 use super::resolver::BudgetResolver;
-use super::{remote_tools, FixedProvider, Prepared, TurnEnv, TurnResult};
+use super::{remote_tools, subagent, FixedProvider, Prepared, TurnEnv, TurnResult};
 use crate::agent::artifacts::ArtifactContext;
 use crate::agent::{
     artifacts, run_agent_turn, schedules, AgentEvent, AgentState, CancelToken, Compactor,
     ContextTransform, CurrentTime, ProviderResolver, ToolRegistry, TurnStats, UpdatePlan,
 };
+use crate::edge::config::agents::ChildHistory;
 use crate::edge::conversation::replay::ChunkLog;
 use crate::edge::conversation::schedules::ObjectSchedules;
 use crate::edge::conversation::ui_stream::UiStream;
@@ -68,15 +69,23 @@ impl Prepared {
         let info = config.models.info(&model);
         let history_len = history.len();
         let system = agent.system_with(conversation.system.as_deref());
+        // The parent's latest exchanges, for children that are given them.
+        let excerpt = agent
+            .agent_tools
+            .iter()
+            .any(|t| t.history == ChildHistory::Summary)
+            .then(|| subagent::excerpt(&history));
         let mut state = AgentState::new(system.clone(), history);
-        state.max_llm_calls = agent.max_llm_calls;
+        state.max_llm_calls = agent
+            .max_llm_calls
+            .min(conversation.max_llm_calls.unwrap_or(u32::MAX));
         state.max_tool_calls = config.max_tool_calls;
         state.tool_timeout_ms = Some(config.tool_timeout_ms.into());
         state.turn_deadline_ms = Some(config.turn_deadline_ms.into());
         state.timer = Some(Rc::new(WorkerSleeper));
         state.max_tokens = config.max_tokens.min(info.max_output_tokens);
         state.answers = answers;
-        state.cancel = cancel;
+        state.cancel = cancel.clone();
         let answer_tool = output.as_ref().map(|o| o.name.clone());
         let typed = output.is_some();
         state.output = output;
@@ -175,6 +184,29 @@ impl Prepared {
             // leaves the agent without it: said, since nothing else would.
             for missing in only.iter().filter(|t| tools.classify(t).is_none()) {
                 console_warn!("agent `{}`: no tool `{missing}` this turn", agent.name);
+            }
+        }
+        if !agent.agent_tools.is_empty() {
+            let parent = Rc::new(subagent::Parent {
+                env: turn_env.env.clone(),
+                store: turn_env.store.clone(),
+                conversation: conversation.id.clone(),
+                owner: conversation.owner.clone(),
+                toolsets: toolsets.clone(),
+                excerpt,
+                log: log.clone(),
+                cancel,
+                deadline_at: now_ms() + i64::from(config.turn_deadline_ms),
+                request_id: reference.to_string(),
+            });
+            for spec in &agent.agent_tools {
+                let description = config
+                    .agents
+                    .iter()
+                    .find(|a| a.name == spec.agent)
+                    .map_or("", |a| a.description.as_str());
+                let tool = subagent::AgentTool::new(spec.clone(), description, parent.clone());
+                tools.register_server_tool(Box::new(tool));
             }
         }
         if let Some(allowed) = toolsets {

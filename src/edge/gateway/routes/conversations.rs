@@ -8,7 +8,7 @@ use crate::edge::config::agents::MAX_SYSTEM_CHARS;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::conversation::deletion::delete_whole;
-use crate::edge::d1::{is_conversation_id, Conversation, Store};
+use crate::edge::d1::{is_conversation_id, Conversation, Listing, Store};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::body::json_body;
 use crate::edge::json_response;
@@ -74,6 +74,8 @@ pub async fn create(
         agent: Some(agent.name.clone()),
         created_at: now,
         updated_at: now,
+        parent: None,
+        tool_call_id: None,
     };
     Store::for_owner(env, user)
         .await?
@@ -146,6 +148,15 @@ pub async fn get(env: &Env, user: &str, id: &str) -> Result<Response, ApiError> 
             "queued".into(),
             serde_json::json!({"steering": status.steering, "followup": status.followup}),
         );
+        // The calls its paused turn waits to have approved: a sub-agent's are in no history.
+        if !status.waiting.is_empty() {
+            let waiting: Vec<Value> = status
+                .waiting
+                .iter()
+                .map(|c| serde_json::json!({"tool_call_id": c.id, "tool_name": c.name, "input": c.input}))
+                .collect();
+            map.insert("waiting_approval".into(), waiting.into());
+        }
     }
     json_response(200, &body)
 }
@@ -161,13 +172,22 @@ pub async fn stream(env: &Env, user: &str, id: &str) -> Result<Response, ApiErro
         .await
 }
 
-/// `GET /v1/conversations?limit=&cursor=`: the caller's conversations, newest first.
+/// `GET /v1/conversations?limit=&cursor=&parent=`: the caller's conversations, newest first;
+/// those the caller started, or with `parent` the children that conversation's agent tools
+/// started.
 pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiError> {
     let mut limit = 20i64;
     let mut cursor: Option<(i64, String)> = None;
+    let mut parent: Option<String> = None;
     for (key, value) in super::query_pairs(req) {
         match key.as_str() {
             "limit" => limit = super::query_int("limit", &value, 1, 100)?,
+            "parent" if is_conversation_id(&value) => parent = Some(value),
+            "parent" => {
+                return Err(ApiError::BadRequest(
+                    "`parent` must be a conversation id (32 lowercase hex digits)".into(),
+                ))
+            }
             "cursor" => {
                 // `{updated_at}.{id}`, as `next_cursor` gives it out.
                 let parsed = value
@@ -187,7 +207,13 @@ pub async fn list(req: &Request, env: &Env, user: &str) -> Result<Response, ApiE
     }
     let store = Store::for_owner(env, user).await?;
     let before = cursor.as_ref().map(|(t, id)| (*t, id.as_str()));
-    let (conversations, next) = store.conversations_page(user, before, limit).await?;
+    let listing = match &parent {
+        Some(parent) => Listing::ChildrenOf(parent),
+        None => Listing::TopLevel,
+    };
+    let (conversations, next) = store
+        .conversations_page(user, listing, before, limit)
+        .await?;
     json_response(
         200,
         &serde_json::json!({

@@ -367,6 +367,7 @@ async fn write_conversations(
                     .store
                     .conversations_page(
                         user,
+                        crate::edge::d1::Listing::All,
                         before.as_ref().map(|(at, id)| (*at, id.as_str())),
                         CONVERSATIONS_PAGE,
                     )

@@ -1,0 +1,439 @@
+//! A child conversation's turn as its parent sees it: the child's UI message stream folded into
+//! the message it forms (shown on the parent's stream as the agent tool's preliminary outputs)
+//! and, at its end, the call's result: the child's answer, or a failure the parent's model can
+//! act on. Pure code, tested natively.
+
+use serde_json::{json, Map, Value};
+
+use crate::llm::{AssistantMessage, StopReason};
+
+/// Why a child's turn gave no answer, as the parent's model reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Error,
+    Cancelled,
+    /// The child's runtime stopped before its turn ended.
+    Interrupted,
+    /// A limit ended it: its budget, its steps, its time, its tokens.
+    LimitReached,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Error => "error",
+            Status::Cancelled => "cancelled",
+            Status::Interrupted => "interrupted",
+            Status::LimitReached => "limit_reached",
+        }
+    }
+}
+
+/// A failed agent tool call: the error result its model reads, `{ok: false, status, message,
+/// retryable}`.
+pub fn failure(status: Status, message: &str) -> String {
+    let retryable = matches!(status, Status::Error | Status::Interrupted);
+    json!({"ok": false, "status": status.as_str(), "message": message, "retryable": retryable})
+        .to_string()
+}
+
+/// The child's message so far, read chunk by chunk from its stream.
+#[derive(Default)]
+pub struct Progress {
+    /// Its parts in the shape of an AI SDK `UIMessage`'s: text, and a tool part per call.
+    parts: Vec<Value>,
+    /// The part each open text block and each tool call is, by its id.
+    ids: Vec<(String, usize)>,
+    /// The answer: the text of the latest step that wrote any.
+    answer: String,
+    /// A step began and has written no text yet.
+    fresh_step: bool,
+    /// The typed answer's state (`data-output`).
+    output: Option<Value>,
+    /// The stream's `error` text, if any.
+    error: Option<String>,
+    finish: Option<String>,
+    aborted: bool,
+    /// Calls the child waits to have approved.
+    approvals: Vec<String>,
+    /// A part was added or changed state since [`Progress::take_changed`].
+    changed: bool,
+}
+
+impl Progress {
+    /// Folds one chunk of the child's stream in.
+    pub fn apply(&mut self, chunk: &Value) {
+        let id = || chunk["id"].as_str().unwrap_or_default();
+        let call = || chunk["toolCallId"].as_str().unwrap_or_default();
+        match chunk["type"].as_str().unwrap_or_default() {
+            "start-step" => self.fresh_step = true,
+            "text-start" => {
+                let at = self.push(json!({"type": "text", "text": ""}));
+                self.ids.push((format!("text:{}", id()), at));
+            }
+            "text-delta" => {
+                let delta = chunk["delta"].as_str().unwrap_or_default();
+                if std::mem::take(&mut self.fresh_step) {
+                    self.answer.clear();
+                }
+                self.answer.push_str(delta);
+                if let Some(part) = self.part(&format!("text:{}", id())) {
+                    if let Some(Value::String(text)) = part.get_mut("text") {
+                        text.push_str(delta);
+                    }
+                }
+            }
+            "tool-input-start" => {
+                let name = chunk["toolName"].as_str().unwrap_or_default();
+                let at = self.push(json!({
+                    "type": format!("tool-{name}"),
+                    "toolCallId": call(),
+                    "state": "input-streaming",
+                }));
+                self.ids.push((format!("tool:{}", call()), at));
+            }
+            "tool-input-available" => {
+                let key = format!("tool:{}", call());
+                if self.part(&key).is_none() {
+                    let name = chunk["toolName"].as_str().unwrap_or_default();
+                    let at =
+                        self.push(json!({"type": format!("tool-{name}"), "toolCallId": call()}));
+                    self.ids.push((key.clone(), at));
+                }
+                self.set(&key, "input-available", "input", chunk["input"].clone());
+            }
+            "tool-output-available" => {
+                let key = format!("tool:{}", call());
+                self.set(&key, "output-available", "output", chunk["output"].clone());
+            }
+            "tool-output-error" => {
+                let key = format!("tool:{}", call());
+                self.set(
+                    &key,
+                    "output-error",
+                    "errorText",
+                    chunk["errorText"].clone(),
+                );
+            }
+            "tool-output-denied" => {
+                let key = format!("tool:{}", call());
+                self.set(
+                    &key,
+                    "output-denied",
+                    "approval",
+                    json!({"approved": false}),
+                );
+            }
+            "tool-approval-request" => {
+                self.approvals.push(call().to_string());
+                let key = format!("tool:{}", call());
+                let approval = json!({"id": chunk["approvalId"].clone()});
+                self.set(&key, "approval-requested", "approval", approval);
+            }
+            "data-output" => {
+                self.output = Some(chunk["data"].clone());
+                self.changed = true;
+            }
+            "error" => self.error = chunk["errorText"].as_str().map(str::to_string),
+            "abort" => self.aborted = true,
+            "finish" => self.finish = chunk["finishReason"].as_str().map(str::to_string),
+            _ => {}
+        }
+    }
+
+    fn push(&mut self, part: Value) -> usize {
+        self.parts.push(part);
+        self.changed = true;
+        self.parts.len() - 1
+    }
+
+    fn part(&mut self, key: &str) -> Option<&mut Map<String, Value>> {
+        let at = self.ids.iter().rev().find(|(k, _)| k == key)?.1;
+        self.parts.get_mut(at)?.as_object_mut()
+    }
+
+    fn set(&mut self, key: &str, state: &str, field: &str, value: Value) {
+        if let Some(part) = self.part(key) {
+            part.insert("state".into(), state.into());
+            part.insert(field.into(), value);
+            self.changed = true;
+        }
+    }
+
+    /// Whether a part was added or changed state since last asked (text growing is not).
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// The text shown so far, in bytes: what a preliminary output re-sends grows with it.
+    pub fn text_len(&self) -> usize {
+        self.parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .map(str::len)
+            .sum()
+    }
+
+    /// The child's message as it forms: the agent tool's preliminary output.
+    pub fn shown(&self, conversation_id: &str, agent: &str) -> Value {
+        let mut shown = json!({
+            "conversation_id": conversation_id,
+            "agent": agent,
+            "status": "streaming",
+            "parts": self.parts,
+        });
+        if let Some(output) = &self.output {
+            shown["output"] = output.clone();
+        }
+        shown
+    }
+
+    /// Whether the stream said how the turn ended.
+    pub fn finished(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// The calls the child's turn paused to have approved, once it has: (id, tool name, input).
+    pub fn waiting(&self) -> Vec<(String, String, Value)> {
+        if self.finish.as_deref() != Some("tool-calls") {
+            return Vec::new();
+        }
+        self.approvals
+            .iter()
+            .filter_map(|id| {
+                let at = self
+                    .ids
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| *k == format!("tool:{id}"))?
+                    .1;
+                let part = self.parts.get(at)?;
+                let name = part["type"].as_str()?.strip_prefix("tool-")?.to_string();
+                Some((id.clone(), name, part["input"].clone()))
+            })
+            .collect()
+    }
+
+    /// The call's result once the stream has ended: the child's answer (its text, or its typed
+    /// answer's object), or why there is none.
+    pub fn result(&self, agent: &str) -> Result<Value, String> {
+        let error = |status, default: &str| {
+            let message = match &self.error {
+                Some(e) => format!("the agent `{agent}` failed: {e}"),
+                None => default.to_string(),
+            };
+            Err(failure(status, &message))
+        };
+        let Some(finish) = self.finish.as_deref() else {
+            return Err(failure(
+                Status::Interrupted,
+                &format!("the agent `{agent}`'s turn was cut off before it ended"),
+            ));
+        };
+        if self.aborted {
+            return Err(failure(
+                Status::Cancelled,
+                &format!("the agent `{agent}`'s turn was cancelled"),
+            ));
+        }
+        match finish {
+            "error" => error(Status::Error, &format!("the agent `{agent}` failed")),
+            "length" => error(
+                Status::LimitReached,
+                &format!("the agent `{agent}` reached a limit before its answer was complete"),
+            ),
+            "tool-calls" if !self.approvals.is_empty() => Err(failure(
+                Status::Error,
+                &format!(
+                    "the agent `{agent}` waits for a person's approval of a tool call, which a \
+                     sub-agent cannot ask for yet; do without it or ask the user"
+                ),
+            )),
+            "tool-calls" => error(
+                Status::Error,
+                &format!("the agent `{agent}` stopped waiting on a tool"),
+            ),
+            _ => answer(agent, self.output.as_ref(), &self.answer),
+        }
+    }
+}
+
+/// A child's answer: its typed answer's object when it had one, else its text; never empty.
+fn answer(agent: &str, output: Option<&Value>, text: &str) -> Result<Value, String> {
+    match output {
+        Some(output) if output["status"] == "complete" => Ok(output["object"].clone()),
+        Some(output) => {
+            let why = output["error"]["message"]
+                .as_str()
+                .unwrap_or("its answer did not fit its schema");
+            Err(failure(
+                Status::Error,
+                &format!("the agent `{agent}` gave no valid typed answer: {why}"),
+            ))
+        }
+        None if text.trim().is_empty() => Err(failure(
+            Status::Error,
+            &format!("the agent `{agent}` answered nothing"),
+        )),
+        None => Ok(Value::String(text.to_string())),
+    }
+}
+
+/// The result of a child's turn that ended before it was read (read back from its history,
+/// after a crash or a re-dispatch): its last answer.
+pub fn stored_result(agent: &str, last: Option<&AssistantMessage>) -> Result<Value, String> {
+    let Some(last) = last else {
+        return Err(failure(
+            Status::Error,
+            &format!("the agent `{agent}` stored no answer"),
+        ));
+    };
+    let ended = |status, what: &str| Err(failure(status, &format!("the agent `{agent}` {what}")));
+    match &last.stop_reason {
+        StopReason::Aborted => ended(Status::Cancelled, "was cancelled"),
+        StopReason::Error => ended(Status::Error, "failed"),
+        StopReason::Interrupted => ended(Status::Interrupted, "was cut off"),
+        StopReason::MaxTokens => ended(Status::LimitReached, "reached its token limit"),
+        StopReason::ToolUse => ended(Status::LimitReached, "ended its turn before answering"),
+        _ => answer(agent, last.output.as_ref(), &last.text()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fold(chunks: &[Value]) -> Progress {
+        let mut p = Progress::default();
+        for c in chunks {
+            p.apply(c);
+        }
+        p
+    }
+
+    fn failed(result: Result<Value, String>) -> Value {
+        serde_json::from_str(&result.unwrap_err()).unwrap()
+    }
+
+    #[test]
+    fn the_answer_is_the_last_step_s_text_and_the_parts_show_the_tools() {
+        let p = fold(&[
+            json!({"type": "start"}),
+            json!({"type": "start-step"}),
+            json!({"type": "text-start", "id": "t0"}),
+            json!({"type": "text-delta", "id": "t0", "delta": "Let me look."}),
+            json!({"type": "text-end", "id": "t0"}),
+            json!({"type": "tool-input-start", "toolCallId": "c1", "toolName": "search"}),
+            json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "search", "input": {"q": "x"}}),
+            json!({"type": "tool-output-available", "toolCallId": "c1", "output": {"hits": 2}}),
+            json!({"type": "finish-step"}),
+            json!({"type": "start-step"}),
+            json!({"type": "text-start", "id": "t0"}),
+            json!({"type": "text-delta", "id": "t0", "delta": "Two "}),
+            json!({"type": "text-delta", "id": "t0", "delta": "hits."}),
+            json!({"type": "finish", "finishReason": "stop"}),
+        ]);
+        assert_eq!(p.result("r").unwrap(), json!("Two hits."));
+        let shown = p.shown("c0", "r");
+        assert_eq!(shown["parts"][0]["text"], "Let me look.");
+        assert_eq!(
+            shown["parts"][1],
+            json!({"type": "tool-search", "toolCallId": "c1", "state": "output-available",
+                   "input": {"q": "x"}, "output": {"hits": 2}})
+        );
+        assert_eq!(shown["parts"][2]["text"], "Two hits.");
+        assert_eq!(p.text_len(), "Let me look.Two hits.".len());
+    }
+
+    #[test]
+    fn every_way_a_child_ends_without_an_answer_is_a_failure_the_model_can_act_on() {
+        let start = || vec![json!({"type": "start"}), json!({"type": "start-step"})];
+        let cut = fold(&start());
+        assert_eq!(
+            failed(cut.result("r")),
+            json!({"ok": false, "status": "interrupted", "retryable": true,
+                   "message": "the agent `r`'s turn was cut off before it ended"})
+        );
+        let mut chunks = start();
+        chunks.extend([
+            json!({"type": "abort", "reason": "cancelled"}),
+            json!({"type": "finish", "finishReason": "other"}),
+        ]);
+        assert_eq!(failed(fold(&chunks).result("r"))["status"], "cancelled");
+        assert_eq!(failed(fold(&chunks).result("r"))["retryable"], false);
+        let mut chunks = start();
+        chunks.extend([
+            json!({"type": "error", "errorText": "provider down"}),
+            json!({"type": "finish", "finishReason": "error"}),
+        ]);
+        let e = failed(fold(&chunks).result("r"));
+        assert_eq!(
+            (e["status"].as_str(), e["retryable"].as_bool()),
+            (Some("error"), Some(true))
+        );
+        assert!(e["message"].as_str().unwrap().contains("provider down"));
+        let mut chunks = start();
+        chunks.push(json!({"type": "finish", "finishReason": "length"}));
+        assert_eq!(failed(fold(&chunks).result("r"))["status"], "limit_reached");
+        let mut chunks = start();
+        chunks.extend([
+            json!({"type": "tool-input-available", "toolCallId": "c9", "toolName": "wire", "input": {}}),
+            json!({"type": "tool-approval-request", "approvalId": "c9", "toolCallId": "c9"}),
+            json!({"type": "finish", "finishReason": "tool-calls"}),
+        ]);
+        let waiting = fold(&chunks);
+        assert_eq!(
+            waiting.shown("x", "r")["parts"][0]["state"],
+            "approval-requested"
+        );
+        assert!(failed(waiting.result("r"))["message"]
+            .as_str()
+            .unwrap()
+            .contains("approval"));
+        // Never an empty success.
+        let mut chunks = start();
+        chunks.push(json!({"type": "finish", "finishReason": "stop"}));
+        assert_eq!(
+            failed(fold(&chunks).result("r"))["message"],
+            "the agent `r` answered nothing"
+        );
+    }
+
+    #[test]
+    fn a_typed_child_answers_its_object() {
+        let mut chunks = vec![json!({"type": "start"})];
+        chunks.push(json!({"type": "data-output", "id": "output:m", "data": {"status": "streaming", "partial": {"a": 1}}}));
+        chunks.push(json!({"type": "data-output", "id": "output:m", "data": {"status": "complete", "object": {"a": 1, "b": 2}}}));
+        chunks.push(json!({"type": "finish", "finishReason": "stop"}));
+        let p = fold(&chunks);
+        assert_eq!(p.result("r").unwrap(), json!({"a": 1, "b": 2}));
+        assert_eq!(p.shown("x", "r")["output"]["status"], "complete");
+        let bad = json!({"status": "error", "error": {"type": "no_object_generated", "message": "missing `b`"}});
+        chunks[2]["data"] = bad;
+        assert!(failed(fold(&chunks).result("r"))["message"]
+            .as_str()
+            .unwrap()
+            .contains("missing `b`"));
+    }
+
+    #[test]
+    fn a_stored_answer_reads_as_the_streamed_one_would() {
+        let mut answer = AssistantMessage {
+            content: vec![crate::llm::ContentBlock::Text {
+                text: "done".into(),
+            }],
+            stop_reason: StopReason::EndTurn,
+            model: "m".into(),
+            provider: "p".into(),
+            usage: Default::default(),
+            output: None,
+        };
+        assert_eq!(stored_result("r", Some(&answer)).unwrap(), json!("done"));
+        answer.stop_reason = StopReason::Aborted;
+        assert_eq!(
+            failed(stored_result("r", Some(&answer)))["status"],
+            "cancelled"
+        );
+        assert_eq!(failed(stored_result("r", None))["status"], "error");
+    }
+}
