@@ -375,6 +375,60 @@ test("an agent's typed answer shows as an object forming, then complete, and aga
   }
 });
 
+test("a sub-agent's work shows under its tool card, and its call that needs approval is approved on the parent's page, after a reload too", async () => {
+  const agents = {
+    lead: { description: "Leads", tools: [{ type: "agent", agent: "writer" }] },
+    writer: { description: "Writes plans", tools: ["update_plan"] },
+  };
+  const nested = await startWorker({ persistDir: freshPersistDir(), vars: { ...anthropicVars(anthropic), AGENTS: JSON.stringify(agents), APPROVAL_REQUIRED_TOOLS: "update_plan" } });
+  try {
+    await onPage(
+      "sub-agent",
+      async (page) => {
+        await page.getByTestId("agent").selectOption("lead");
+        anthropic.script(
+          { tools: [{ id: "toolu_w", name: "writer", input: { task: "Plan the packing" } }] },
+          // The writer streams slowly enough to be seen, then asks for a call that needs approval.
+          { text: "Drafting the packing plan now. ".repeat(4), gapMs: 8, tools: [{ id: "toolu_p", name: "update_plan", input: { items: [{ title: "Pack the tent", done: false }] } }] },
+        );
+        await send(page, "Have the writer plan my packing.");
+        const card = lastAnswer(page).locator('[data-tool="writer"]');
+        const work = card.getByTestId("child-work");
+        await until("the writer's work streaming under its card", async () => (await work.count()) === 1 && /Drafting the packing plan/.test(await work.innerText()));
+        // The parent's own part (the child's work shows the call too, without buttons).
+        const approval = lastAnswer(page).locator(':scope > [data-tool="update_plan"][data-state="approval-requested"]');
+        await until("the writer's call waiting for approval on the parent's page", async () => (await approval.count()) === 1);
+        assert.match(await approval.getByTestId("tool-input").innerText(), /Pack the tent/);
+        await idle(page);
+        const link = await work.getByTestId("child-link").getAttribute("href");
+        const [child] = (await (await api(nested.url, "GET", `/v1/conversations?parent=${conversationId(page)}`)).json()).conversations;
+        assert.equal(link, `#c=${child.id}`);
+
+        // After a reload the call still waits, and is approved from here.
+        await page.reload();
+        await until("the approval after the reload", async () => (await approval.count()) === 1);
+        anthropic.script({ text: "The plan is saved." }, { text: "The writer has planned your packing." });
+        await approval.getByTestId("approve").click();
+        await until("the lead's answer after the approval", async () => (await answerText(page)).includes("The writer has planned your packing."));
+        await idle(page);
+        assert.equal(await card.getAttribute("data-state"), "output-available");
+        assert.match(await card.locator(':scope > .tool-io [data-testid="tool-output"]').innerText(), /The plan is saved\./);
+        // The child's own history: its call ran once approved.
+        const stored = (await (await api(nested.url, "GET", `/v1/conversations/${child.id}/messages`)).json()).messages;
+        const result = stored.find((m) => m.kind === "tool_result");
+        assert.equal(result.tool_call_id, "toolu_p");
+        assert.ok(!result.is_error, JSON.stringify(result));
+        // Its work is there to open, read from its conversation.
+        await card.getByTestId("child-toggle").click();
+        await until("the child's stored work", async () => /The plan is saved\./.test(await card.getByTestId("child-work").innerText()));
+      },
+      nested.url,
+    );
+  } finally {
+    await nested.stop();
+  }
+});
+
 test("an image attached in the composer reaches the model, shows in the transcript, and is still there after a reload", async () => {
   // A real 2x1 PNG.
   const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAYAAAD0In+KAAAADklEQVR4nGP4z8AAQv8BD/kD/YURmXYAAAAASUVORK5CYII=", "base64");

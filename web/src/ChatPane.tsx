@@ -110,6 +110,17 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
   const { messages, status, error, sendMessage, regenerate, stop, addToolApprovalResponse, setMessages, resumeStream, clearError } = useChat<Message>({ chat, resume });
   const busy = status === "streaming" || status === "submitted";
 
+  // The child conversations this one's agent tools ran, by the call that ran each: read when
+  // the pane opens and after each turn, for the tool cards' links once the stream has ended.
+  const [children, setChildren] = useState<Record<string, string>>({});
+  useEffect(() => {
+    if (busy) return;
+    call("GET", `/v1/conversations?parent=${encodeURIComponent(id)}&limit=100`)
+      .then((r) => r.json())
+      .then((page) => setChildren(Object.fromEntries(page.conversations.map((c: any) => [c.tool_call_id, c.id]))))
+      .catch(() => {});
+  }, [id, busy]);
+
   // The first message of a conversation created by this page.
   const sentFirst = useRef(false);
   useEffect(() => {
@@ -282,7 +293,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
               key={m.id}
               message={m}
               usage={calls?.length && !(busy && i === messages.length - 1) ? formatUsage(turnUsage(calls, models)) : undefined}
-              actions={{ approve: (approvalId, approved) => void addToolApprovalResponse({ id: approvalId, approved }) }}
+              actions={{ approve: (approvalId, approved) => void addToolApprovalResponse({ id: approvalId, approved }), childOf: (callId) => children[callId] }}
             />
           );
         })}

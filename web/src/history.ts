@@ -73,7 +73,12 @@ function blocks(content: unknown): Array<Record<string, any>> {
  * Converts stored history. `status` decides what the last turn's open tool calls are waiting
  * for; a running turn's messages are left out, since its stream is replayed from its start.
  */
-export function toUiMessages(stored: Stored[], status: ConversationState["status"], conversationId = ""): Message[] {
+export function toUiMessages(
+  stored: Stored[],
+  status: ConversationState["status"],
+  conversationId = "",
+  waiting?: ConversationState["waiting_approval"],
+): Message[] {
   let rows = stored.filter((m) => !m.superseded);
   if (status === "running") {
     const lastUser = rows.map((m) => m.kind).lastIndexOf("user");
@@ -154,8 +159,24 @@ export function toUiMessages(stored: Stored[], status: ConversationState["status
   // A paused turn: its calls without results wait for a person's decision or for the page.
   const last = openAssistant();
   if (last && status === "awaiting_approval") {
-    for (const part of last.parts as any[]) {
-      if (part.toolCallId && part.state === "input-available") Object.assign(part, { state: "approval-requested", approval: { id: part.toolCallId } });
+    if (!waiting?.length) {
+      for (const part of last.parts as any[]) {
+        if (part.toolCallId && part.state === "input-available") Object.assign(part, { state: "approval-requested", approval: { id: part.toolCallId } });
+      }
+    }
+    for (const w of waiting ?? []) {
+      const requested = { state: "approval-requested", input: w.input, approval: { id: w.tool_call_id } };
+      const own = (last.parts as any[]).find((p) => p.toolCallId === w.tool_call_id);
+      if (own) {
+        Object.assign(own, requested);
+        continue;
+      }
+      // A sub-agent's call (`p1/c9`): shown after the agent tool's call that waits on it, as the
+      // stream showed it, that call settled so the page sends the answer on.
+      const at = (last.parts as any[]).findIndex((p) => p.toolCallId === w.tool_call_id.split("/")[0]);
+      if (at < 0) continue;
+      Object.assign(last.parts[at], { state: "output-available", output: { status: "awaiting_approval" } });
+      last.parts.splice(at + 1, 0, { type: `tool-${w.tool_name}`, toolCallId: w.tool_call_id, ...requested } as any);
     }
   }
   return out;
@@ -164,5 +185,5 @@ export function toUiMessages(stored: Stored[], status: ConversationState["status
 /** The conversation's state and its history as the page shows it, read together. */
 export async function storedView(id: string): Promise<{ state: ConversationState; messages: Message[] }> {
   const state = await json<ConversationState>("GET", conversationPath(id));
-  return { state, messages: toUiMessages(await loadHistory(id), state.status, state.id) };
+  return { state, messages: toUiMessages(await loadHistory(id), state.status, state.id, state.waiting_approval) };
 }

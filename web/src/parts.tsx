@@ -1,13 +1,66 @@
 // One message on screen: its text (Markdown), reasoning (collapsed), tool calls with their input
 // and output (and approve/deny while a call waits for a person), notices, and the turn's usage.
 
+import { useEffect, useState } from "react";
 import { FileThumb } from "./Composer";
 import type { Message } from "./history";
+import { storedView } from "./history";
 import { Markdown } from "./markdown";
 
 export interface MessageActions {
   approve(approvalId: string, approved: boolean): void;
+  /** The child conversation an agent tool's call ran in, once the page knows it. */
+  childOf?(toolCallId: string): string | undefined;
+  /** Within a child's work: its calls are approved on the parent's message, not here. */
+  nested?: boolean;
 }
+
+/** A child agent's message as an agent tool's (preliminary) output carries it. */
+function childMessage(output: any): { conversation_id: string; agent?: string; status?: string; parts: any[] } | null {
+  return output && typeof output === "object" && typeof output.conversation_id === "string" && Array.isArray(output.parts) ? output : null;
+}
+
+/**
+ * An agent tool's child: its work as it streams in (the call's preliminary outputs), or, once
+ * done (or after a reload), its stored conversation, read when opened; with a link to it.
+ */
+function ChildWork({ part, actions }: { part: any; actions: MessageActions }) {
+  const live = childMessage(part.output);
+  const childId = live?.conversation_id ?? actions.childOf?.(part.toolCallId);
+  const [stored, setStored] = useState<Message[] | null>(null);
+  // `null`: open while the child streams, closed once it is done, until toggled.
+  const [toggled, setToggled] = useState<boolean | null>(null);
+  const streaming = !!live && live.status === "streaming";
+  const open = toggled ?? streaming;
+  useEffect(() => {
+    if (!open || streaming || !childId || stored) return;
+    storedView(childId)
+      .then(({ messages }) => setStored(messages))
+      .catch(() => setStored([]));
+  }, [open, streaming, childId, stored]);
+  if (!childId) return null;
+  const inner: Actions = { ...actions, nested: true };
+  return (
+    <div className="child-work" data-testid="child-work" data-open={open}>
+      <div className="child-head">
+        <button type="button" className="link" data-testid="child-toggle" onClick={() => setToggled(!open)}>
+          {open ? "▾" : "▸"} {live?.agent ?? "agent"}’s work
+        </button>
+        <a href={`#c=${childId}`} data-testid="child-link">
+          open its conversation
+        </a>
+      </div>
+      {open &&
+        (live && (streaming || !stored) ? (
+          <MessageView message={{ id: `${childId}-live`, role: "assistant", parts: live.parts } as Message} actions={inner} />
+        ) : (
+          (stored ?? []).map((m) => <MessageView key={m.id} message={m} actions={inner} />)
+        ))}
+    </div>
+  );
+}
+
+type Actions = MessageActions;
 
 function pretty(value: unknown): string {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
@@ -37,14 +90,15 @@ function ToolCard({ part, actions }: { part: any; actions: MessageActions }) {
           <pre data-testid="tool-input">{pretty(part.input)}</pre>
         </details>
       )}
-      {part.state === "output-available" && (
+      {part.state === "output-available" && !childMessage(part.output) && (
         <details className="tool-io" open>
           <summary>output</summary>
           <pre data-testid="tool-output">{pretty(part.output)}</pre>
         </details>
       )}
+      <ChildWork part={part} actions={actions} />
       {part.state === "output-error" && <pre className="tool-error" data-testid="tool-output">{part.errorText}</pre>}
-      {part.state === "approval-requested" && (
+      {part.state === "approval-requested" && !actions.nested && (
         <div className="approval">
           <button data-testid="approve" onClick={() => actions.approve(part.approval.id, true)}>
             Approve
@@ -76,7 +130,7 @@ function OutputView({ state }: { state: any }) {
 
 export function MessageView({ message, actions, usage }: { message: Message; actions: MessageActions; usage?: string }) {
   return (
-    <div className={`message ${message.role}`} data-testid={`message-${message.role}`}>
+    <div className={`message ${message.role}`} data-testid={actions.nested ? "child-message" : `message-${message.role}`}>
       {message.parts.map((part: any, i) => {
         if (part.type === "text") {
           return message.role === "user" ? (
