@@ -208,6 +208,9 @@ pub struct TurnConversation {
     /// `max_llm_calls`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_llm_calls: Option<u32>,
+    /// A child conversation's: the conversation whose agent tool asks it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 crate::json_struct!(TurnConversation {
@@ -218,6 +221,7 @@ crate::json_struct!(TurnConversation {
     "toolsets" => toolsets: default,
     "agent" => agent: default,
     "max_llm_calls" => max_llm_calls: default,
+    "parent" => parent: default,
 });
 
 impl TurnConversation {
@@ -254,6 +258,7 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
             toolsets: c.toolsets.clone(),
             agent: c.agent.clone(),
             max_llm_calls: None,
+            parent: c.parent.clone(),
         }
     }
 }
@@ -324,6 +329,9 @@ pub struct Handover {
     /// the message's files, so a repeat stores none): its answer to a repeat, a 422 for the key
     /// with another body, else 204 and nothing is kept.
     pub probe: bool,
+    /// Sent by the agent tool of the conversation's parent: a child conversation takes
+    /// messages, answers and retries from its parent only (the Worker never sets it).
+    pub from_parent: bool,
 }
 
 crate::json_struct!(Handover {
@@ -336,6 +344,7 @@ crate::json_struct!(Handover {
     "chat" => chat: default,
     "output" => output: default,
     "probe" => probe: default,
+    "from_parent" => from_parent: default,
 });
 
 #[derive(Serialize)]

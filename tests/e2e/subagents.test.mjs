@@ -157,6 +157,11 @@ test("a parent asks two children at once, on two providers, streams their work a
   const h = await history(child.id);
   assert.deepEqual(h.map((m) => m.kind), ["user", "assistant"]);
   assert.equal(h[1].content[0].text, research);
+  // It answers its parent only: a user's own message to it is refused, and changes nothing.
+  const direct = await api(worker.url, "POST", `/v1/conversations/${child.id}/messages`, { message: "Ignore your task" });
+  assert.equal(direct.status, 409);
+  assert.match((await direct.json()).error.message, /sub-agent's/);
+  assert.equal((await history(child.id)).length, 2);
 });
 
 test("a child with a typed answer gives its parent the object", async () => {

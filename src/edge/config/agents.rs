@@ -363,11 +363,13 @@ pub fn check_agent_graph(agents: &[Rc<AgentSpec>], max_depth: u32) -> Result<(),
             }
         }
     }
-    // Depth-first from every agent, the path so far kept to name a cycle.
+    // Depth-first from every agent, the path so far kept to name a cycle, each agent's longest
+    // chain kept once found (agents asking the same others would be walked once per path).
     fn deepest<'a>(
         agents: &'a [Rc<AgentSpec>],
         name: &'a str,
         path: &mut Vec<&'a str>,
+        known: &mut std::collections::HashMap<&'a str, Vec<&'a str>>,
     ) -> Result<Vec<&'a str>, String> {
         if let Some(at) = path.iter().position(|n| *n == name) {
             let mut cycle: Vec<&str> = path[at..].to_vec();
@@ -377,21 +379,26 @@ pub fn check_agent_graph(agents: &[Rc<AgentSpec>], max_depth: u32) -> Result<(),
                 cycle.join(" → ")
             ));
         }
+        if let Some(chain) = known.get(name) {
+            return Ok(chain.clone());
+        }
         path.push(name);
         let mut longest = vec![name];
         if let Some(agent) = agents.iter().find(|a| a.name == name) {
             for tool in &agent.agent_tools {
-                let below = deepest(agents, &tool.agent, path)?;
+                let below = deepest(agents, &tool.agent, path, known)?;
                 if below.len() + 1 > longest.len() {
                     longest = std::iter::once(name).chain(below).collect();
                 }
             }
         }
         path.pop();
+        known.insert(name, longest.clone());
         Ok(longest)
     }
+    let mut known = std::collections::HashMap::new();
     for agent in agents {
-        let chain = deepest(agents, &agent.name, &mut Vec::new())?;
+        let chain = deepest(agents, &agent.name, &mut Vec::new(), &mut known)?;
         let depth = chain.len() as u32 - 1;
         if depth > max_depth {
             return Err(format!(

@@ -22,41 +22,42 @@ pub async fn delete_whole(
     owner: &str,
 ) -> Result<Option<u64>, ApiError> {
     let object = super::client::ConversationClient::for_conversation(env, id)?;
-    // Its turn stops first, and with it the children it runs; then its children go (the
-    // conversations its agent tools started), before its own rows: a failure leaves the
-    // parent, whose deletion is asked again, with the children it names.
+    // Its turn stops first, and with it the children it runs.
     object.clear(id, owner).await?;
-    let mut rows = 0;
-    for child in store.children(owner, id).await? {
-        rows += Box::pin(delete_whole(env, store, &child, owner))
-            .await?
-            .unwrap_or(0);
-    }
-    let rows = delete_stored(env, store, owner, id)
-        .await?
-        .map(|own| own + rows);
+    let rows = delete_stored(env, store, owner, id).await?;
     if let Err(e) = object.forget().await {
         console_error!("forgetting deleted conversation {id}: {e}");
     }
     Ok(rows)
 }
 
-/// Deletes a conversation's D1 rows and its files in R2: the files first, so a failure leaves
-/// the rows that name them for the next attempt. The rows deleted, or `None` when no such
-/// conversation is stored.
+/// Deletes a conversation's D1 rows and its files in R2, after its children (the
+/// conversations its agent tools started, each deleted whole): the children and the files
+/// first, so a failure leaves the rows that name them for the next attempt (the object's alarm
+/// makes it when the Worker does not). The rows deleted, or `None` when no such conversation is
+/// stored.
 pub async fn delete_stored(
     env: &Env,
     store: &Store,
     owner: &str,
     id: &str,
 ) -> Result<Option<u64>, ApiError> {
+    let mut children = 0;
+    for child in store.children(owner, id).await? {
+        children += Box::pin(delete_whole(env, store, &child, owner))
+            .await?
+            .unwrap_or(0);
+    }
     if let Some(files) = Files::from_env(env) {
         let ids = store.conversation_files(owner, id).await?;
         if !ids.is_empty() {
             files.delete(&ids).await?;
         }
     }
-    store.delete_conversation(owner, id).await
+    Ok(store
+        .delete_conversation(owner, id)
+        .await?
+        .map(|own| own + children))
 }
 
 impl Object {

@@ -114,6 +114,7 @@ impl Object {
             chat,
             output,
             probe,
+            from_parent,
         } = send;
         // Deleted, or being deleted: nothing may recreate it until its D1 rows are gone.
         if let Some(deleted) = self.storage.deleted()? {
@@ -170,6 +171,16 @@ impl Object {
         };
         if self.deleting.get() {
             return Err(ApiError::conversation_not_found(&conversation.id));
+        }
+        // A sub-agent's conversation answers the conversation that asks it, and only that: a
+        // message, an answer or a retry of anyone else's would change what the parent reads.
+        if conversation.parent.is_some() && !from_parent {
+            return Err(ApiError::Conflict(format!(
+                "conversation `{}` is a sub-agent's: it takes messages and approvals only from \
+                 the conversation that asks it (`{}`); answer there",
+                conversation.id,
+                conversation.parent.as_deref().unwrap_or_default()
+            )));
         }
         if let TurnRequest::Message { message, .. } = &request {
             self.check_files_seen(&conversation, message)?;

@@ -52,6 +52,9 @@ crate::json_struct!(Conversation {
     "tool_call_id" => tool_call_id: default,
 });
 
+/// Most child conversations one conversation's agent tools may start, over its life.
+pub const MAX_CHILDREN: u32 = 1_000;
+
 /// Which of an owner's conversations a page lists.
 #[derive(Clone, Copy)]
 pub enum Listing<'a> {
@@ -150,7 +153,7 @@ impl Store {
                          SELECT ?1, ?2, ?3, NULL, NULL, NULL, ?4, ?4, NULL, ?7
                          WHERE NOT EXISTS
                            (SELECT 1 FROM conversations WHERE id = ?5 AND owner = ?2)
-                           AND (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?6
+                           AND (SELECT COUNT(*) FROM conversations WHERE owner = ?2 AND parent IS NULL) < ?6
                            AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                          ON CONFLICT (id) DO NOTHING",
                     )
@@ -203,7 +206,7 @@ impl Store {
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets,
                     agent)
                  SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9
-                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2) < ?10
+                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2 AND parent IS NULL) < ?10
                    AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                  {tail}"
             ))
@@ -289,26 +292,56 @@ impl Store {
 
     /// A child conversation for an agent tool's call, made unless it exists (a call run again
     /// after a crash reaches the same one). Children do not count toward
-    /// `MAX_CONVERSATIONS_PER_USER` (a turn's tool calls and its budget bound them) and are
-    /// not made for an owner being erased.
+    /// `MAX_CONVERSATIONS_PER_USER`, which counts the conversations a user started; a parent
+    /// has at most [`MAX_CHILDREN`]. None is made for an owner being erased, nor for a parent
+    /// gone. `Err` says why not.
     pub async fn create_child(&self, c: &Conversation) -> Result<(), ApiError> {
+        struct Found {
+            id: String,
+        }
+
+        crate::json_struct!(Found { "id" => id });
         self.tick(1);
         let mut values = conversation_values(c);
         values.push(c.parent.as_deref().into());
         values.push(c.tool_call_id.as_deref().into());
-        self.db
-            .prepare(
-                "INSERT INTO conversations
-                   (id, owner, title, system, model, metadata, created_at, updated_at, toolsets,
-                    agent, parent, tool_call_id)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11
-                 WHERE NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
-                 ON CONFLICT (id) DO NOTHING",
-            )
-            .bind_params(&values)?
-            .run()
-            .await?;
-        Ok(())
+        values.push(f64::from(MAX_CHILDREN).into());
+        let statements = [
+            self.db
+                .prepare(
+                    "INSERT INTO conversations
+                       (id, owner, title, system, model, metadata, created_at, updated_at,
+                        toolsets, agent, parent, tool_call_id)
+                     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11
+                     WHERE NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
+                       AND EXISTS (SELECT 1 FROM conversations WHERE id = ?10 AND owner = ?2)
+                       AND (SELECT COUNT(*) FROM conversations WHERE parent = ?10) < ?12
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .bind_params(&values)?,
+            self.db
+                .prepare(
+                    "SELECT id FROM conversations WHERE id = ?1 AND owner = ?2 AND parent = ?3",
+                )
+                .bind_params(&[
+                    c.id.as_str().into(),
+                    c.owner.as_str().into(),
+                    c.parent.as_deref().into(),
+                ])?,
+        ];
+        let results = rows::batch(&self.db, &statements).await?;
+        let made = results
+            .get(1)
+            .map(rows::results::<Found>)
+            .transpose()?
+            .is_some_and(|rows| rows.iter().any(|r| r.id == c.id));
+        if made {
+            return Ok(());
+        }
+        Err(ApiError::Conflict(format!(
+            "no child conversation could be made: the owner is being erased, the conversation \
+             that asks is gone, or it has started {MAX_CHILDREN} already"
+        )))
     }
 
     /// The ids of `owner`'s conversations that `parent`'s agent tools started.

@@ -174,8 +174,6 @@ impl ObjectStorage {
         Ok(())
     }
 
-    /// What the last turn paused for, the client tools it had offered and the typed answer its
-    /// message asked for.
     /// The calls the paused turn waits to have approved, a sub-agent's among them.
     pub fn waiting(&self) -> Result<Vec<ToolCall>> {
         if self.known.paused.get() == Some(false) {
@@ -191,6 +189,8 @@ impl ObjectStorage {
             .unwrap_or_default())
     }
 
+    /// What the last turn paused for, the client tools it had offered and the typed answer its
+    /// message asked for.
     pub fn paused(&self) -> Result<Option<Paused>> {
         if self.known.paused.get() == Some(false) {
             return Ok(None);

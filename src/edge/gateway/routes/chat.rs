@@ -178,6 +178,7 @@ pub async fn post(
         }),
         output: body.output,
         probe: false,
+        from_parent: false,
     };
     let answer = deliver(env, config, &guess, send, request_id).await;
     kept_if_taken(env, user, &files, answer).await

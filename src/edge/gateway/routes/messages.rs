@@ -250,6 +250,7 @@ pub(crate) async fn probe_keyed(
             chat: None,
             output: None,
             probe: true,
+            from_parent: false,
         })
         .await?;
     // Unknown there (204), or an object that keeps no conversation of the caller's: the send
@@ -301,6 +302,7 @@ async fn deliver(
         chat: None,
         output: body.output,
         probe: false,
+        from_parent: false,
     };
     // The conversation's object checks the caller against the conversation it keeps; only an
     // object that keeps none (a first message, or a narrowed turn, which needs the row) makes
@@ -382,6 +384,7 @@ pub(crate) async fn hand_over(
             chat: None,
             output,
             probe: false,
+            from_parent: false,
         })
         .await
 }

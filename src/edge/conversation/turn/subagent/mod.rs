@@ -26,6 +26,7 @@ use crate::edge::config::agents::{AgentToolSpec, ChildHistory};
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::conversation::replay::ChunkLog;
 use crate::edge::d1::{Conversation, Store};
+use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::protocol::{
     body_digest, keyed_id, ApprovalIn, Delivery, Handover, Keyed, TurnConversation, TurnRequest,
@@ -41,6 +42,10 @@ const SHOW_EVERY_MS: i64 = 100;
 /// Past this much text, a growing child's message is re-shown only once its text grew by an
 /// eighth: each show re-sends the whole message.
 const SMALL_MESSAGE: usize = 4 * 1024;
+/// The first wait before a child whose stream was lost is looked at again; it doubles.
+const SETTLE_FIRST_MS: u64 = 500;
+/// The longest wait between looks at such a child.
+const SETTLE_MAX_MS: u64 = 10_000;
 /// Most bytes of the parent's latest exchanges a child with `history: "summary"` is given.
 const EXCERPT_BYTES: usize = 4 * 1024;
 
@@ -168,11 +173,13 @@ impl ServerTool for AgentTool {
         true
     }
 
-    async fn call(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
-        match self.run("", arguments, Vec::new()).await {
-            Ran::Done(result) => result,
-            Ran::Waiting(_) => Err(failure(Status::Error, "the agent waits for an approval")),
-        }
+    /// Never called by the loop, which runs calls by their ids ([`ServerTool::run`]): a child
+    /// is named by its call, so one without an id has none.
+    async fn call(&self, _arguments: &Map<String, Value>) -> Result<Value, String> {
+        Err(failure(
+            Status::Error,
+            "an agent tool is called by its call's id",
+        ))
     }
 
     async fn run(
@@ -210,9 +217,13 @@ impl ServerTool for AgentTool {
                 &format!("the agent `{agent}` could not start: {e}"),
             )))
         };
-        if let Err(e) = parent.store.create_child(&row).await {
-            console_error!("creating child conversation {child}: {e}");
-            return unavailable(&"its conversation could not be stored");
+        match parent.store.create_child(&row).await {
+            Ok(()) => {}
+            Err(ApiError::Conflict(why)) => return unavailable(&why),
+            Err(e) => {
+                console_error!("creating child conversation {child}: {e}");
+                return unavailable(&"its conversation could not be stored");
+            }
         }
         let client = match ConversationClient::for_conversation(&parent.env, &child) {
             Ok(client) => client.for_request(&parent.request_id),
@@ -241,6 +252,7 @@ impl ServerTool for AgentTool {
             chat: None,
             output: None,
             probe: false,
+            from_parent: true,
         };
         let deadline_at = match self.spec.timeout_ms {
             Some(ms) => parent.deadline_at.min(now + i64::from(ms)),
@@ -310,6 +322,16 @@ impl Call<'_> {
     }
 }
 
+/// How reading a child's stream ended.
+enum Followed {
+    /// Its turn ended: the call's result.
+    Ended(Ran),
+    /// Its turn paused for approvals: the child's message as it stands.
+    Paused(Value),
+    /// The stream was cut off before the turn ended.
+    Cut,
+}
+
 impl AgentTool {
     /// Sends the task (or a person's decisions on calls the child waits on) and follows the
     /// child's turn to its end: its result, or the calls it waits to have approved.
@@ -341,7 +363,9 @@ impl AgentTool {
                 request: TurnRequest::Resume {
                     results: Vec::new(),
                     approvals,
-                    only_pending: false,
+                    // Decisions on calls the child no longer waits on (taken by an earlier run
+                    // of this call) are dropped, not refused with the rest.
+                    only_pending: true,
                 },
                 client_tools: Vec::new(),
                 stream: true,
@@ -349,13 +373,37 @@ impl AgentTool {
                 chat: None,
                 output: None,
                 probe: false,
+                from_parent: true,
             };
-            // Answered (or taken already, by an earlier run of this call): followed below.
-            if let Ok(response) = call.client.send(&resume).await {
-                if response.status_code() == 200 && is_stream(&response) {
-                    if let Some(ran) = self.read(response, call, &decided).await {
-                        return ran;
+            match call.client.send(&resume).await {
+                Ok(response) if response.status_code() == 200 && is_stream(&response) => {
+                    match self.read(response, call, &decided).await {
+                        Followed::Ended(ran) => return ran,
+                        Followed::Paused(shown) => return self.paused(call, shown).await,
+                        Followed::Cut => {}
                     }
+                }
+                // Busy (a turn of the child's runs: this call's, resumed by an earlier run), or
+                // nothing it waits on: followed below.
+                Ok(response) if matches!(response.status_code(), 400 | 409) => {}
+                Ok(response) => {
+                    let status = response.status_code();
+                    let message = error_message(response).await;
+                    let kind = if status == 402 {
+                        Status::LimitReached
+                    } else {
+                        Status::Error
+                    };
+                    return failed(
+                        kind,
+                        format!("the agent `{agent}` could not go on: {message}"),
+                    );
+                }
+                Err(e) => {
+                    return failed(
+                        Status::Interrupted,
+                        format!("the agent `{agent}` cannot be reached: {e}"),
+                    )
                 }
             }
         }
@@ -369,11 +417,11 @@ impl AgentTool {
             }
         };
         match response.status_code() {
-            200 if is_stream(&response) => {
-                if let Some(ran) = self.read(response, call, &[]).await {
-                    return ran;
-                }
-            }
+            200 if is_stream(&response) => match self.read(response, call, &[]).await {
+                Followed::Ended(ran) => return ran,
+                Followed::Paused(shown) => return self.paused(call, shown).await,
+                Followed::Cut => {}
+            },
             // Taken before (a call run again): its turn is followed, or its answer read back.
             200 | 202 => {}
             status => {
@@ -393,18 +441,15 @@ impl AgentTool {
     }
 
     /// Reads a child's stream, showing its progress (the outcomes of the calls `decided` under
-    /// their nested ids): how its turn ended, `None` when the stream was cut off first.
-    async fn read(
-        &self,
-        mut response: Response,
-        call: &Call<'_>,
-        decided: &[String],
-    ) -> Option<Ran> {
+    /// their nested ids).
+    async fn read(&self, mut response: Response, call: &Call<'_>, decided: &[String]) -> Followed {
         let agent = self.spec.agent.as_str();
         let mut progress = Progress::default();
         let mut decoder = SseDecoder::new();
-        let mut shown: Option<(i64, usize)> = None;
-        let mut body = response.stream().ok()?;
+        let mut spacing = Spacing::default();
+        let Ok(mut body) = response.stream() else {
+            return Followed::Cut;
+        };
         while let Some(bytes) = body.next().await {
             let Ok(bytes) = bytes else {
                 break;
@@ -429,31 +474,43 @@ impl AgentTool {
             if !answered.is_empty() {
                 self.parent.log.push(&answered, now);
             }
-            // Shown when a part came or changed, else as its text grows, spaced.
-            let len = progress.text_len();
-            let due = match shown {
-                None => true,
-                Some((at, at_len)) => {
-                    len > at_len
-                        && now - at >= SHOW_EVERY_MS
-                        && (at_len < SMALL_MESSAGE || len - at_len >= at_len / 8)
+            if progress.finished() {
+                if progress.paused_for_approval() {
+                    let mut shown = progress.shown(call.child, agent);
+                    shown["status"] = "awaiting_approval".into();
+                    return Followed::Paused(shown);
                 }
-            };
-            if (progress.take_changed() || due) && !progress.finished() {
-                shown = Some((now, len));
+                return Followed::Ended(Ran::Done(progress.result(agent)));
+            }
+            if spacing.due(&mut progress, now) {
                 self.show(call.id, &progress.shown(call.child, agent), true, now);
             }
-            if progress.finished() {
-                let waiting = progress.waiting();
-                if waiting.is_empty() {
-                    return Some(Ran::Done(progress.result(agent)));
-                }
-                let mut shown = progress.shown(call.child, agent);
-                shown["status"] = "awaiting_approval".into();
-                return Some(self.wait(call, shown, waiting, now));
-            }
         }
-        None
+        Followed::Cut
+    }
+
+    /// The child paused for approvals: which calls, as the child keeps them (its stream shows
+    /// only those asked in its last step).
+    async fn paused(&self, call: &Call<'_>, shown: Value) -> Ran {
+        let agent = self.spec.agent.as_str();
+        match call.client.status().await {
+            Ok(status) if !status.waiting.is_empty() => {
+                let waiting = status
+                    .waiting
+                    .into_iter()
+                    .map(|c| (c.id, c.name, c.input))
+                    .collect();
+                self.wait(call, shown, waiting, now_ms())
+            }
+            Ok(_) => Ran::Done(Err(failure(
+                Status::Error,
+                &format!("the agent `{agent}` stopped waiting on a tool"),
+            ))),
+            Err(e) => Ran::Done(Err(failure(
+                Status::Interrupted,
+                &format!("the agent `{agent}` cannot be reached: {e}"),
+            ))),
+        }
     }
 
     /// The child waits for approvals: its calls shown as parts of the parent's message under
@@ -506,13 +563,14 @@ impl AgentTool {
 
     /// A child whose stream this call did not see end: followed while its turn runs (its
     /// stream again, from its start), then its answer read back from D1, or the calls its pause
-    /// waits to have approved.
+    /// waits to have approved. Looked at less often the longer it takes (each look is a
+    /// subrequest or two); the watch stops it at the deadline, and cancels the child.
     async fn settle(&self, call: &Call<'_>) -> Ran {
         use crate::llm::Sleeper;
         let agent = self.spec.agent.as_str();
         let timer = crate::edge::platform::timers::WorkerSleeper;
-        // The watch ends this at the deadline; the bound is for a stream that keeps failing.
-        for _ in 0..1_000 {
+        let mut wait_ms = SETTLE_FIRST_MS;
+        loop {
             let status = match call.client.status().await {
                 Ok(status) => status,
                 Err(e) => {
@@ -541,12 +599,15 @@ impl AgentTool {
             }
             if let Ok(response) = call.client.stream().await {
                 if response.status_code() == 200 {
-                    if let Some(ran) = self.read(response, call, &[]).await {
-                        return ran;
+                    match self.read(response, call, &[]).await {
+                        Followed::Ended(ran) => return ran,
+                        Followed::Paused(shown) => return self.paused(call, shown).await,
+                        Followed::Cut => {}
                     }
                 }
             }
-            timer.sleep(500).await;
+            timer.sleep(wait_ms).await;
+            wait_ms = (wait_ms * 2).min(SETTLE_MAX_MS);
         }
         let last = match self.parent.store.last_answer(call.child).await {
             Ok(last) => last,
@@ -558,6 +619,38 @@ impl AgentTool {
             }
         };
         Ran::Done(stored_result(agent, last.as_ref()))
+    }
+}
+
+/// When a child's message is shown again: a new part at once, else at most every
+/// [`SHOW_EVERY_MS`] once it changed and, past [`SMALL_MESSAGE`], only once it grew by an eighth
+/// (each show re-sends the whole message, so this bounds what a long child re-sends).
+#[derive(Default)]
+struct Spacing {
+    /// When last shown, with the message's weight and part count then.
+    shown: Option<(i64, usize, usize)>,
+    changed: bool,
+}
+
+impl Spacing {
+    fn due(&mut self, progress: &mut Progress, now: i64) -> bool {
+        self.changed |= progress.take_changed();
+        let (weight, parts) = (progress.weight(), progress.parts_len());
+        let due = match self.shown {
+            None => weight > 0 || parts > 0,
+            Some((_, _, at_parts)) if parts != at_parts => true,
+            Some((at, at_weight, _)) => {
+                (self.changed || weight != at_weight)
+                    && now - at >= SHOW_EVERY_MS
+                    && (at_weight < SMALL_MESSAGE
+                        || weight - at_weight.min(weight) >= at_weight / 8)
+            }
+        };
+        if due {
+            self.shown = Some((now, weight, parts));
+            self.changed = false;
+        }
+        due
     }
 }
 

@@ -7,6 +7,9 @@ use serde_json::{json, Map, Value};
 
 use crate::llm::{AssistantMessage, StopReason};
 
+/// Most bytes of a child's tool call's input shown on the parent's stream.
+const SHOWN_INPUT_BYTES: usize = 512;
+
 /// Why a child's turn gave no answer, as the parent's model reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -48,8 +51,9 @@ pub struct Progress {
     answer: String,
     /// A step began and has written no text yet.
     fresh_step: bool,
-    /// The typed answer's state (`data-output`).
+    /// The typed answer's state (`data-output`), and its size as JSON.
     output: Option<Value>,
+    output_len: usize,
     /// The stream's `error` text, if any.
     error: Option<String>,
     finish: Option<String>,
@@ -131,6 +135,8 @@ impl Progress {
                 self.set(&key, "approval-requested", "approval", approval);
             }
             "data-output" => {
+                // Its size, once per show of the child's own (those are spaced already).
+                self.output_len = chunk["data"].to_string().len();
                 self.output = Some(chunk["data"].clone());
                 self.changed = true;
             }
@@ -165,22 +171,49 @@ impl Progress {
         std::mem::take(&mut self.changed)
     }
 
-    /// The text shown so far, in bytes: what a preliminary output re-sends grows with it.
-    pub fn text_len(&self) -> usize {
-        self.parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .map(str::len)
-            .sum()
+    /// About how many bytes [`Progress::shown`] re-sends: its text, a little per part, its
+    /// typed answer.
+    pub fn weight(&self) -> usize {
+        self.output_len
+            + self
+                .parts
+                .iter()
+                .map(|p| p["text"].as_str().map_or(SHOWN_INPUT_BYTES, str::len))
+                .sum::<usize>()
     }
 
-    /// The child's message as it forms: the agent tool's preliminary output.
+    pub fn parts_len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The child's message as it forms: the agent tool's preliminary output. Its tool parts
+    /// show their state and input (cut to [`SHOWN_INPUT_BYTES`]) but not their outputs, which
+    /// may be large and are in the child's conversation: each show re-sends the whole message.
     pub fn shown(&self, conversation_id: &str, agent: &str) -> Value {
+        let parts: Vec<Value> = self
+            .parts
+            .iter()
+            .map(|p| {
+                let mut p = p.clone();
+                if let Some(part) = p.as_object_mut() {
+                    part.remove("output");
+                    let long = part
+                        .get("input")
+                        .map(|i| i.to_string())
+                        .filter(|i| i.len() > SHOWN_INPUT_BYTES);
+                    if let Some(input) = long {
+                        let cut = crate::agent::text::clip(&input, SHOWN_INPUT_BYTES);
+                        part.insert("input".into(), format!("{cut}…").into());
+                    }
+                }
+                p
+            })
+            .collect();
         let mut shown = json!({
             "conversation_id": conversation_id,
             "agent": agent,
             "status": "streaming",
-            "parts": self.parts,
+            "parts": parts,
         });
         if let Some(output) = &self.output {
             shown["output"] = output.clone();
@@ -193,25 +226,9 @@ impl Progress {
         self.finish.is_some()
     }
 
-    /// The calls the child's turn paused to have approved, once it has: (id, tool name, input).
-    pub fn waiting(&self) -> Vec<(String, String, Value)> {
-        if self.finish.as_deref() != Some("tool-calls") {
-            return Vec::new();
-        }
-        self.approvals
-            .iter()
-            .filter_map(|id| {
-                let at = self
-                    .ids
-                    .iter()
-                    .rev()
-                    .find(|(k, _)| *k == format!("tool:{id}"))?
-                    .1;
-                let part = self.parts.get(at)?;
-                let name = part["type"].as_str()?.strip_prefix("tool-")?.to_string();
-                Some((id.clone(), name, part["input"].clone()))
-            })
-            .collect()
+    /// Whether the child's turn paused for a person's approval of its calls.
+    pub fn paused_for_approval(&self) -> bool {
+        self.finish.as_deref() == Some("tool-calls") && !self.approvals.is_empty()
     }
 
     /// The call's result once the stream has ended: the child's answer (its text, or its typed
@@ -242,13 +259,6 @@ impl Progress {
                 Status::LimitReached,
                 &format!("the agent `{agent}` reached a limit before its answer was complete"),
             ),
-            "tool-calls" if !self.approvals.is_empty() => Err(failure(
-                Status::Error,
-                &format!(
-                    "the agent `{agent}` waits for a person's approval of a tool call, which a \
-                     sub-agent cannot ask for yet; do without it or ask the user"
-                ),
-            )),
             "tool-calls" => error(
                 Status::Error,
                 &format!("the agent `{agent}` stopped waiting on a tool"),
@@ -336,13 +346,17 @@ mod tests {
         assert_eq!(p.result("r").unwrap(), json!("Two hits."));
         let shown = p.shown("c0", "r");
         assert_eq!(shown["parts"][0]["text"], "Let me look.");
+        // A tool's output is left out of what is shown (it is in the child's conversation).
         assert_eq!(
             shown["parts"][1],
             json!({"type": "tool-search", "toolCallId": "c1", "state": "output-available",
-                   "input": {"q": "x"}, "output": {"hits": 2}})
+                   "input": {"q": "x"}})
         );
         assert_eq!(shown["parts"][2]["text"], "Two hits.");
-        assert_eq!(p.text_len(), "Let me look.Two hits.".len());
+        assert_eq!(
+            p.weight(),
+            "Let me look.Two hits.".len() + SHOWN_INPUT_BYTES
+        );
     }
 
     #[test]
@@ -386,10 +400,7 @@ mod tests {
             waiting.shown("x", "r")["parts"][0]["state"],
             "approval-requested"
         );
-        assert!(failed(waiting.result("r"))["message"]
-            .as_str()
-            .unwrap()
-            .contains("approval"));
+        assert!(waiting.paused_for_approval());
         // Never an empty success.
         let mut chunks = start();
         chunks.push(json!({"type": "finish", "finishReason": "stop"}));
