@@ -369,7 +369,7 @@ pub fn check_agent_graph(agents: &[Rc<AgentSpec>], max_depth: u32) -> Result<(),
         agents: &'a [Rc<AgentSpec>],
         name: &'a str,
         path: &mut Vec<&'a str>,
-        known: &mut std::collections::HashMap<&'a str, Vec<&'a str>>,
+        known: &mut Vec<(&'a str, Vec<&'a str>)>,
     ) -> Result<Vec<&'a str>, String> {
         if let Some(at) = path.iter().position(|n| *n == name) {
             let mut cycle: Vec<&str> = path[at..].to_vec();
@@ -379,7 +379,7 @@ pub fn check_agent_graph(agents: &[Rc<AgentSpec>], max_depth: u32) -> Result<(),
                 cycle.join(" → ")
             ));
         }
-        if let Some(chain) = known.get(name) {
+        if let Some((_, chain)) = known.iter().find(|(n, _)| *n == name) {
             return Ok(chain.clone());
         }
         path.push(name);
@@ -393,10 +393,10 @@ pub fn check_agent_graph(agents: &[Rc<AgentSpec>], max_depth: u32) -> Result<(),
             }
         }
         path.pop();
-        known.insert(name, longest.clone());
+        known.push((name, longest.clone()));
         Ok(longest)
     }
-    let mut known = std::collections::HashMap::new();
+    let mut known = Vec::new();
     for agent in agents {
         let chain = deepest(agents, &agent.name, &mut Vec::new(), &mut known)?;
         let depth = chain.len() as u32 - 1;

@@ -15,7 +15,7 @@ pub mod progress;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use futures::future::{select, Either};
+use futures::future::{select, Either, LocalBoxFuture};
 use futures::StreamExt;
 use serde_json::{Map, Value};
 use worker::{console_error, Env, Response};
@@ -442,7 +442,24 @@ impl AgentTool {
 
     /// Reads a child's stream, showing its progress (the outcomes of the calls `decided` under
     /// their nested ids).
-    async fn read(&self, mut response: Response, call: &Call<'_>, decided: &[String]) -> Followed {
+    ///
+    /// Boxed, as are [`AgentTool::paused`] and [`AgentTool::settle`]: each is awaited from
+    /// several places, whose state machines would each hold a copy.
+    fn read<'a>(
+        &'a self,
+        response: Response,
+        call: &'a Call<'a>,
+        decided: &'a [String],
+    ) -> LocalBoxFuture<'a, Followed> {
+        Box::pin(self.read_stream(response, call, decided))
+    }
+
+    async fn read_stream(
+        &self,
+        mut response: Response,
+        call: &Call<'_>,
+        decided: &[String],
+    ) -> Followed {
         let agent = self.spec.agent.as_str();
         let mut progress = Progress::default();
         let mut decoder = SseDecoder::new();
@@ -456,7 +473,7 @@ impl AgentTool {
             };
             let mut answered = String::new();
             let _ = decoder.push(&bytes, &mut |_, data| {
-                if let Ok(mut chunk) = serde_json::from_str::<Value>(data) {
+                if let Ok(mut chunk) = crate::llm::json::from_str::<Value>(data) {
                     progress.apply(&chunk);
                     // A decided call's outcome, shown where its approval was asked.
                     let id = chunk["toolCallId"].as_str().unwrap_or_default();
@@ -491,7 +508,11 @@ impl AgentTool {
 
     /// The child paused for approvals: which calls, as the child keeps them (its stream shows
     /// only those asked in its last step).
-    async fn paused(&self, call: &Call<'_>, shown: Value) -> Ran {
+    fn paused<'a>(&'a self, call: &'a Call<'a>, shown: Value) -> LocalBoxFuture<'a, Ran> {
+        Box::pin(self.paused_calls(call, shown))
+    }
+
+    async fn paused_calls(&self, call: &Call<'_>, shown: Value) -> Ran {
         let agent = self.spec.agent.as_str();
         match call.client.status().await {
             Ok(status) if !status.waiting.is_empty() => {
@@ -565,7 +586,11 @@ impl AgentTool {
     /// stream again, from its start), then its answer read back from D1, or the calls its pause
     /// waits to have approved. Looked at less often the longer it takes (each look is a
     /// subrequest or two); the watch stops it at the deadline, and cancels the child.
-    async fn settle(&self, call: &Call<'_>) -> Ran {
+    fn settle<'a>(&'a self, call: &'a Call<'a>) -> LocalBoxFuture<'a, Ran> {
+        Box::pin(self.settle_child(call))
+    }
+
+    async fn settle_child(&self, call: &Call<'_>) -> Ran {
         use crate::llm::Sleeper;
         let agent = self.spec.agent.as_str();
         let timer = crate::edge::platform::timers::WorkerSleeper;
@@ -667,7 +692,7 @@ fn is_stream(response: &Response) -> bool {
 async fn error_message(mut response: Response) -> String {
     let status = response.status_code();
     let text = response.text().await.unwrap_or_default();
-    serde_json::from_str::<Value>(&text)
+    crate::llm::json::from_str::<Value>(&text)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
         .unwrap_or_else(|| format!("status {status}"))

@@ -3,7 +3,7 @@
 //! and, at its end, the call's result: the child's answer, or a failure the parent's model can
 //! act on. Pure code, tested natively.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::llm::{AssistantMessage, StopReason};
 
@@ -40,13 +40,24 @@ pub fn failure(status: Status, message: &str) -> String {
         .to_string()
 }
 
+/// One part of the child's message, as an AI SDK `UIMessage` has it.
+enum Part {
+    /// A text block, by its id in the child's stream.
+    Text { id: String, text: String },
+    /// A tool call: its id, name, state (the `UIMessage` tool part's), input and error.
+    Tool {
+        id: String,
+        name: String,
+        state: &'static str,
+        input: Value,
+        error: Option<String>,
+    },
+}
+
 /// The child's message so far, read chunk by chunk from its stream.
 #[derive(Default)]
 pub struct Progress {
-    /// Its parts in the shape of an AI SDK `UIMessage`'s: text, and a tool part per call.
-    parts: Vec<Value>,
-    /// The part each open text block and each tool call is, by its id.
-    ids: Vec<(String, usize)>,
+    parts: Vec<Part>,
     /// The answer: the text of the latest step that wrote any.
     answer: String,
     /// A step began and has written no text yet.
@@ -67,103 +78,102 @@ pub struct Progress {
 impl Progress {
     /// Folds one chunk of the child's stream in.
     pub fn apply(&mut self, chunk: &Value) {
-        let id = || chunk["id"].as_str().unwrap_or_default();
-        let call = || chunk["toolCallId"].as_str().unwrap_or_default();
-        match chunk["type"].as_str().unwrap_or_default() {
-            "start-step" => self.fresh_step = true,
+        let text = |field: &str| chunk[field].as_str().unwrap_or_default();
+        let kind = text("type");
+        let state = match kind {
+            "start-step" => {
+                self.fresh_step = true;
+                return;
+            }
             "text-start" => {
-                let at = self.push(json!({"type": "text", "text": ""}));
-                self.ids.push((format!("text:{}", id()), at));
+                self.parts.push(Part::Text {
+                    id: text("id").to_string(),
+                    text: String::new(),
+                });
+                self.changed = true;
+                return;
             }
             "text-delta" => {
-                let delta = chunk["delta"].as_str().unwrap_or_default();
+                let delta = text("delta");
                 if std::mem::take(&mut self.fresh_step) {
                     self.answer.clear();
                 }
                 self.answer.push_str(delta);
-                if let Some(part) = self.part(&format!("text:{}", id())) {
-                    if let Some(Value::String(text)) = part.get_mut("text") {
-                        text.push_str(delta);
-                    }
+                let id = text("id");
+                let open = self.parts.iter_mut().rev().find_map(|p| match p {
+                    Part::Text { id: i, text } if i == id => Some(text),
+                    _ => None,
+                });
+                if let Some(open) = open {
+                    open.push_str(delta);
                 }
-            }
-            "tool-input-start" => {
-                let name = chunk["toolName"].as_str().unwrap_or_default();
-                let at = self.push(json!({
-                    "type": format!("tool-{name}"),
-                    "toolCallId": call(),
-                    "state": "input-streaming",
-                }));
-                self.ids.push((format!("tool:{}", call()), at));
-            }
-            "tool-input-available" => {
-                let key = format!("tool:{}", call());
-                if self.part(&key).is_none() {
-                    let name = chunk["toolName"].as_str().unwrap_or_default();
-                    let at =
-                        self.push(json!({"type": format!("tool-{name}"), "toolCallId": call()}));
-                    self.ids.push((key.clone(), at));
-                }
-                self.set(&key, "input-available", "input", chunk["input"].clone());
-            }
-            "tool-output-available" => {
-                let key = format!("tool:{}", call());
-                self.set(&key, "output-available", "output", chunk["output"].clone());
-            }
-            "tool-output-error" => {
-                let key = format!("tool:{}", call());
-                self.set(
-                    &key,
-                    "output-error",
-                    "errorText",
-                    chunk["errorText"].clone(),
-                );
-            }
-            "tool-output-denied" => {
-                let key = format!("tool:{}", call());
-                self.set(
-                    &key,
-                    "output-denied",
-                    "approval",
-                    json!({"approved": false}),
-                );
-            }
-            "tool-approval-request" => {
-                self.approvals.push(call().to_string());
-                let key = format!("tool:{}", call());
-                let approval = json!({"id": chunk["approvalId"].clone()});
-                self.set(&key, "approval-requested", "approval", approval);
+                return;
             }
             "data-output" => {
                 // Its size, once per show of the child's own (those are spaced already).
                 self.output_len = chunk["data"].to_string().len();
                 self.output = Some(chunk["data"].clone());
                 self.changed = true;
+                return;
             }
-            "error" => self.error = chunk["errorText"].as_str().map(str::to_string),
-            "abort" => self.aborted = true,
-            "finish" => self.finish = chunk["finishReason"].as_str().map(str::to_string),
-            _ => {}
+            "error" => {
+                self.error = chunk["errorText"].as_str().map(str::to_string);
+                return;
+            }
+            "abort" => {
+                self.aborted = true;
+                return;
+            }
+            "finish" => {
+                self.finish = chunk["finishReason"].as_str().map(str::to_string);
+                return;
+            }
+            "tool-input-start" => "input-streaming",
+            "tool-input-available" => "input-available",
+            "tool-output-available" => "output-available",
+            "tool-output-error" => "output-error",
+            "tool-output-denied" => "output-denied",
+            "tool-approval-request" => "approval-requested",
+            _ => return,
+        };
+        let call = text("toolCallId");
+        if kind == "tool-approval-request" {
+            self.approvals.push(call.to_string());
         }
-    }
-
-    fn push(&mut self, part: Value) -> usize {
-        self.parts.push(part);
+        let known = self
+            .parts
+            .iter()
+            .rposition(|p| matches!(p, Part::Tool { id, .. } if id == call));
+        let at = match known {
+            Some(at) => at,
+            // A call is first seen by its input.
+            None if kind.starts_with("tool-input") => {
+                self.parts.push(Part::Tool {
+                    id: call.to_string(),
+                    name: text("toolName").to_string(),
+                    state,
+                    input: Value::Null,
+                    error: None,
+                });
+                self.parts.len() - 1
+            }
+            None => return,
+        };
+        if let Some(Part::Tool {
+            state: now,
+            input,
+            error,
+            ..
+        }) = self.parts.get_mut(at)
+        {
+            *now = state;
+            match kind {
+                "tool-input-available" => *input = chunk["input"].clone(),
+                "tool-output-error" => *error = chunk["errorText"].as_str().map(str::to_string),
+                _ => {}
+            }
+        }
         self.changed = true;
-        self.parts.len() - 1
-    }
-
-    fn part(&mut self, key: &str) -> Option<&mut Map<String, Value>> {
-        let at = self.ids.iter().rev().find(|(k, _)| k == key)?.1;
-        self.parts.get_mut(at)?.as_object_mut()
-    }
-
-    fn set(&mut self, key: &str, state: &str, field: &str, value: Value) {
-        if let Some(part) = self.part(key) {
-            part.insert("state".into(), state.into());
-            part.insert(field.into(), value);
-            self.changed = true;
-        }
     }
 
     /// Whether a part was added or changed state since last asked (text growing is not).
@@ -178,7 +188,10 @@ impl Progress {
             + self
                 .parts
                 .iter()
-                .map(|p| p["text"].as_str().map_or(SHOWN_INPUT_BYTES, str::len))
+                .map(|p| match p {
+                    Part::Text { text, .. } => text.len(),
+                    Part::Tool { .. } => SHOWN_INPUT_BYTES,
+                })
                 .sum::<usize>()
     }
 
@@ -193,20 +206,31 @@ impl Progress {
         let parts: Vec<Value> = self
             .parts
             .iter()
-            .map(|p| {
-                let mut p = p.clone();
-                if let Some(part) = p.as_object_mut() {
-                    part.remove("output");
-                    let long = part
-                        .get("input")
-                        .map(|i| i.to_string())
-                        .filter(|i| i.len() > SHOWN_INPUT_BYTES);
-                    if let Some(input) = long {
-                        let cut = crate::agent::text::clip(&input, SHOWN_INPUT_BYTES);
-                        part.insert("input".into(), format!("{cut}…").into());
+            .map(|p| match p {
+                Part::Text { text, .. } => json!({"type": "text", "text": text}),
+                Part::Tool {
+                    id,
+                    name,
+                    state,
+                    input,
+                    error,
+                } => {
+                    let mut part =
+                        json!({"type": format!("tool-{name}"), "toolCallId": id, "state": state});
+                    if !input.is_null() {
+                        let text = input.to_string();
+                        part["input"] = if text.len() > SHOWN_INPUT_BYTES {
+                            let cut = crate::agent::text::clip(&text, SHOWN_INPUT_BYTES);
+                            format!("{cut}…").into()
+                        } else {
+                            input.clone()
+                        };
                     }
+                    if let Some(error) = error {
+                        part["errorText"] = error.as_str().into();
+                    }
+                    part
                 }
-                p
             })
             .collect();
         let mut shown = json!({
