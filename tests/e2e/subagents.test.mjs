@@ -162,6 +162,10 @@ test("a parent asks two children at once, on two providers, streams their work a
   assert.equal(direct.status, 409);
   assert.match((await direct.json()).error.message, /sub-agent's/);
   assert.equal((await history(child.id)).length, 2);
+  // Nor does it run schedules: a turn of its own would take it off its parent's task.
+  const scheduled = await api(worker.url, "POST", `/v1/conversations/${child.id}/schedules`, { instruction: "Check again", delay_seconds: 600 });
+  assert.equal(scheduled.status, 409);
+  assert.deepEqual((await get(`/v1/conversations/${child.id}/schedules`)).schedules, []);
 });
 
 test("a child with a typed answer gives its parent the object", async () => {

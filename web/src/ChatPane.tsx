@@ -293,7 +293,12 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
               key={m.id}
               message={m}
               usage={calls?.length && !(busy && i === messages.length - 1) ? formatUsage(turnUsage(calls, models)) : undefined}
-              actions={{ approve: (approvalId, approved) => void addToolApprovalResponse({ id: approvalId, approved }), childOf: (callId) => children[callId] }}
+              actions={{
+                approve: (approvalId, approved) => void addToolApprovalResponse({ id: approvalId, approved }),
+                childOf: (callId) => children[callId],
+                // A sub-agent's conversation is answered on its parent's page.
+                nested: !!conversation.parent,
+              }}
             />
           );
         })}
@@ -320,6 +325,11 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
           ))}
         </ul>
       )}
+      {conversation.parent ? (
+        <div className="notice" data-testid="child-notice">
+          A sub-agent’s conversation: it answers <a href={`#c=${conversation.parent}`}>the conversation that asked it</a>, where its calls are approved.
+        </div>
+      ) : (
       <Composer value={input} onChange={setInput} files={files} onFiles={setFiles} onSend={() => void submit()} placeholder={busy ? "Add to the running turn…" : "Message"} sendLabel={busy ? "Queue" : "Send"}>
         {busy && (
           <select value={delivery} onChange={(e) => setDelivery(e.target.value as any)} title="When a message sent during a turn joins it">
@@ -334,6 +344,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
           </button>
         )}
       </Composer>
+      )}
     </section>
     <ArtifactsPanel conversationId={id} versions={artifactVersions(messages)} />
     </>

@@ -62,6 +62,8 @@ export interface Conversation {
 
 export interface ConversationState extends Conversation {
   status: "idle" | "running" | "awaiting_tool_results" | "awaiting_approval";
+  /** A sub-agent's conversation: the one whose agent tool asks it (it takes nothing from the page). */
+  parent?: string;
   /** The calls a paused turn waits to have approved, a sub-agent's (`p1/c9`) among them. */
   waiting_approval?: { tool_call_id: string; tool_name: string; input: unknown }[];
 }

@@ -173,10 +173,14 @@ export function toUiMessages(
       }
       // A sub-agent's call (`p1/c9`): shown after the agent tool's call that waits on it, as the
       // stream showed it, that call settled so the page sends the answer on.
-      const at = (last.parts as any[]).findIndex((p) => p.toolCallId === w.tool_call_id.split("/")[0]);
+      const root = w.tool_call_id.split("/")[0];
+      const at = (last.parts as any[]).findIndex((p) => p.toolCallId === root);
       if (at < 0) continue;
       Object.assign(last.parts[at], { state: "output-available", output: { status: "awaiting_approval" } });
-      last.parts.splice(at + 1, 0, { type: `tool-${w.tool_name}`, toolCallId: w.tool_call_id, ...requested } as any);
+      // After the agent tool's call and those of its child already placed, in the pause's order.
+      let after = at + 1;
+      while (after < last.parts.length && String((last.parts[after] as any).toolCallId ?? "").startsWith(`${root}/`)) after++;
+      last.parts.splice(after, 0, { type: `tool-${w.tool_name}`, toolCallId: w.tool_call_id, ...requested } as any);
     }
   }
   return out;

@@ -90,7 +90,7 @@ function ToolCard({ part, actions }: { part: any; actions: MessageActions }) {
           <pre data-testid="tool-input">{pretty(part.input)}</pre>
         </details>
       )}
-      {part.state === "output-available" && !childMessage(part.output) && (
+      {part.state === "output-available" && !childMessage(part.output) && part.output?.status !== "awaiting_approval" && (
         <details className="tool-io" open>
           <summary>output</summary>
           <pre data-testid="tool-output">{pretty(part.output)}</pre>

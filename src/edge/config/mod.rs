@@ -485,6 +485,19 @@ impl Config {
                 crate::agent::built_in_tool_names().any(|n| n == t)
                     || self.http_tools.iter().any(|h| h.name == t)
             };
+            // Its child's calls are what a person approves (`APPROVAL_REQUIRED_TOOLS` names
+            // those tools, and they ask on the parent's stream); the call itself is not.
+            if let Some(gated) = agent
+                .agent_tools
+                .iter()
+                .find(|t| self.approval_required_tools.contains(&t.name))
+            {
+                return Err(at(format!(
+                    "the agent tool `{}` is in APPROVAL_REQUIRED_TOOLS: list the tools of its \
+                     agent that need approval instead (they are asked on the parent's stream)",
+                    gated.name
+                )));
+            }
             if let Some(clash) = agent.agent_tools.iter().find(|t| taken(&t.name)) {
                 return Err(at(format!(
                     "the agent tool `{}` has the name of another tool; give it a `name`",

@@ -479,4 +479,16 @@ fn agent_tools_name_declared_agents_without_cycles_within_the_depth() {
         let e = config(&[("AGENTS", &json)]).unwrap_err().to_string();
         assert!(e.contains("AGENTS") && e.contains(needle), "{json}: {e}");
     }
+    // Its child's calls are what a person approves, not the agent tool's.
+    let gated = config(&[
+        (
+            "AGENTS",
+            r#"{"a": {"description": "x", "tools": [{"type": "agent", "agent": "b"}]},
+                "b": {"description": "y"}}"#,
+        ),
+        ("APPROVAL_REQUIRED_TOOLS", "b"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(gated.contains("the agent tool `b` is in APPROVAL_REQUIRED_TOOLS"), "{gated}");
 }

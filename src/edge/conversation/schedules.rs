@@ -124,6 +124,21 @@ impl Object {
             (Method::Post, None) => {
                 let handover: ScheduleHandover = crate::llm::json::from_str(&req.text().await?)
                     .map_err(|e| ApiError::Internal(format!("a malformed hand-over: {e}")))?;
+                // A sub-agent's conversation runs its parent's tasks only: a turn of its own
+                // would take it off a pause its parent waits on.
+                let kept = self.storage.conversation()?;
+                if let Some(parent) = kept
+                    .as_ref()
+                    .unwrap_or(&handover.conversation)
+                    .parent
+                    .as_deref()
+                {
+                    return Err(ApiError::Conflict(format!(
+                        "conversation `{}` is a sub-agent's: it runs the tasks of the conversation \
+                         that asks it (`{parent}`), not schedules",
+                        handover.conversation.id
+                    )));
+                }
                 // A conversation with no message yet: its turns will need its row.
                 self.know_shard(&handover.conversation.owner).await?;
                 if self.storage.conversation()?.is_none() {

@@ -257,28 +257,31 @@ impl Store {
     ) -> Result<(Vec<Conversation>, Option<(i64, String)>), ApiError> {
         self.tick(1);
         let (created, id) = before.unwrap_or((i64::MAX, ""));
+        // A statement each, so that each reads its own index (the owner's own conversations,
+        // a parent's children) and no page reads rows it leaves out.
         let (which, parent) = match listing {
-            Listing::All => (0.0, ""),
-            Listing::TopLevel => (1.0, ""),
-            Listing::ChildrenOf(parent) => (2.0, parent),
+            Listing::All => ("", ""),
+            Listing::TopLevel => ("AND parent IS NULL", ""),
+            Listing::ChildrenOf(parent) => ("AND parent = ?5", parent),
         };
+        let mut params = vec![
+            owner.into(),
+            (created.min(1 << 52) as f64).into(),
+            id.into(),
+            ((limit + 1) as f64).into(),
+        ];
+        if !parent.is_empty() {
+            params.push(parent.into());
+        }
         let mut page = rows::all::<Conversation>(
             &self
                 .db
-                .prepare(
-                    "SELECT * FROM conversations WHERE owner = ?1
+                .prepare(format!(
+                    "SELECT * FROM conversations WHERE owner = ?1 {which}
                    AND (created_at < ?2 OR (created_at = ?2 AND id < ?3))
-                   AND (?5 = 0 OR (?5 = 1 AND parent IS NULL) OR (?5 = 2 AND parent = ?6))
-                 ORDER BY created_at DESC, id DESC LIMIT ?4",
-                )
-                .bind_params(&[
-                    owner.into(),
-                    (created.min(1 << 52) as f64).into(),
-                    id.into(),
-                    ((limit + 1) as f64).into(),
-                    which.into(),
-                    parent.into(),
-                ])?,
+                 ORDER BY created_at DESC, id DESC LIMIT ?4"
+                ))
+                .bind_params(&params)?,
         )
         .await?;
         let next = if page.len() as i64 > limit {

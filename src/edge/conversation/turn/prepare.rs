@@ -168,7 +168,15 @@ pub async fn prepare(
             approvals,
             only_pending,
         } => {
-            answers = resume_answers(&pending_ids(&history), results, approvals, only_pending)?;
+            // The calls the pause keeps as waiting: a sub-agent's are in no history.
+            let waiting: Vec<String> = turn_env
+                .storage
+                .waiting()?
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            let pending = (pending_ids(&history), waiting);
+            answers = resume_answers(&pending, results, approvals, only_pending)?;
         }
         Kickoff::Recover { partial } => match rules::recovery(&history, partial, &|name| {
             agent.agent_tools.iter().any(|t| t.name == name)
@@ -300,20 +308,22 @@ pub(super) fn pending_ids(history: &[AgentMessage]) -> Vec<String> {
     pending_calls(history).into_iter().map(|c| c.id).collect()
 }
 
-/// Answers for the calls in `pending`. Answers to other calls are a 409, or dropped when the
-/// client repeats earlier outputs by design (`only_pending`); nothing left is a 400.
+/// Answers for the calls in `pending` (those of the history, and the pause's nested ones: a
+/// sub-agent's, `p1/c9`, which its parent passes on). Answers to other calls are a 409, or
+/// dropped when the client repeats earlier outputs by design (`only_pending`); nothing left is
+/// a 400.
 pub(super) fn resume_answers(
-    pending: &[String],
+    (pending, waiting): &(Vec<String>, Vec<String>),
     results: Vec<ToolResultIn>,
     approvals: Vec<ApprovalIn>,
     only_pending: bool,
 ) -> Result<ToolAnswers, ApiError> {
     let mut answers = ToolAnswers::default();
-    // A call made within a pending call (a sub-agent's, `p1/c9`) waits as its parent does;
-    // the child checks the rest.
+    // A call made within a pending call (a sub-agent's, `p1/c9`), as the pause keeps them.
     let nested = |id: &String| {
         id.split_once(crate::agent::tools::NESTED)
             .is_some_and(|(parent, _)| pending.iter().any(|p| p == parent))
+            && waiting.contains(id)
     };
     let waits = |id: &String| -> Result<bool, ApiError> {
         match (pending.contains(id) || nested(id), only_pending) {
@@ -366,7 +376,10 @@ mod tests {
 
     #[test]
     fn answers_are_taken_for_the_calls_a_turn_waits_on_only() {
-        let pending = vec!["call_a".to_string(), "call_b".to_string()];
+        let pending = (
+            vec!["call_a".to_string(), "call_b".to_string()],
+            vec!["call_a/c9".to_string(), "call_b/c2/g1".to_string()],
+        );
         let approval = ApprovalIn {
             tool_call_id: "call_b".into(),
             approved: false,
@@ -425,6 +438,11 @@ mod tests {
         );
         assert!(matches!(
             resume_answers(&pending, vec![], vec![nested("call_x/c9")], false),
+            Err(ApiError::Conflict(_))
+        ));
+        // Nor one the pause does not keep as waiting.
+        assert!(matches!(
+            resume_answers(&pending, vec![], vec![nested("call_a/c8")], false),
             Err(ApiError::Conflict(_))
         ));
     }

@@ -170,13 +170,16 @@ impl Prepared {
             exists: Default::default(),
         });
         artifacts::register(&mut tools, artifact_context.clone());
-        schedules::register(
-            &mut tools,
-            Rc::new(ObjectSchedules {
-                storage: turn_env.storage.clone(),
-                limits: config.schedule_limits,
-            }),
-        );
+        // Not a sub-agent's: its turns run its parent's tasks only.
+        if conversation.parent.is_none() {
+            schedules::register(
+                &mut tools,
+                Rc::new(ObjectSchedules {
+                    storage: turn_env.storage.clone(),
+                    limits: config.schedule_limits,
+                }),
+            );
+        }
         remote_tools::register(&mut tools, config, &conversation.id, &signal, mcp);
         if let Some(only) = &agent.tools {
             tools.retain_server_tools(|name| only.iter().any(|t| t == name));

@@ -39,6 +39,8 @@ use progress::{failure, stored_result, Progress, Status};
 const WATCH_MS: u64 = 200;
 /// A child's message re-shown at most this often while its text grows.
 const SHOW_EVERY_MS: i64 = 100;
+/// Past [`SMALL_MESSAGE`], a part's change alone is shown at most this often.
+const SHOW_CHANGE_MS: i64 = 1_000;
 /// Past this much text, a growing child's message is re-shown only once its text grew by an
 /// eighth: each show re-sends the whole message.
 const SMALL_MESSAGE: usize = 4 * 1024;
@@ -422,8 +424,9 @@ impl AgentTool {
                 Followed::Paused(shown) => return self.paused(call, shown).await,
                 Followed::Cut => {}
             },
-            // Taken before (a call run again): its turn is followed, or its answer read back.
-            200 | 202 => {}
+            // Taken before (a call run again): its turn is followed, or its answer read back
+            // (204: it started this turn, whose stream outgrew its log).
+            200 | 202 | 204 => {}
             status => {
                 let message = error_message(response).await;
                 let kind = if status == 402 {
@@ -647,32 +650,35 @@ impl AgentTool {
     }
 }
 
-/// When a child's message is shown again: a new part at once, else at most every
-/// [`SHOW_EVERY_MS`] once it changed and, past [`SMALL_MESSAGE`], only once it grew by an eighth
-/// (each show re-sends the whole message, so this bounds what a long child re-sends).
+/// When a child's message is shown again: once it changed, at most every [`SHOW_EVERY_MS`]
+/// and, past [`SMALL_MESSAGE`], once it grew by an eighth or, for a new part or a part's new
+/// state, after [`SHOW_CHANGE_MS`]. Each show re-sends the whole message: this bounds what a
+/// long child re-sends to a small multiple of its size, plus one show a second.
 #[derive(Default)]
 struct Spacing {
-    /// When last shown, with the message's weight and part count then.
-    shown: Option<(i64, usize, usize)>,
+    /// When last shown, with the message's weight then.
+    shown: Option<(i64, usize)>,
+    /// A part came or changed state since.
     changed: bool,
 }
 
 impl Spacing {
     fn due(&mut self, progress: &mut Progress, now: i64) -> bool {
         self.changed |= progress.take_changed();
-        let (weight, parts) = (progress.weight(), progress.parts_len());
+        let weight = progress.weight();
         let due = match self.shown {
-            None => weight > 0 || parts > 0,
-            Some((_, _, at_parts)) if parts != at_parts => true,
-            Some((at, at_weight, _)) => {
-                (self.changed || weight != at_weight)
-                    && now - at >= SHOW_EVERY_MS
-                    && (at_weight < SMALL_MESSAGE
-                        || weight - at_weight.min(weight) >= at_weight / 8)
+            None => self.changed || weight > 0,
+            Some((at, at_weight)) => {
+                let since = now - at;
+                let grown = weight > at_weight
+                    && (at_weight < SMALL_MESSAGE || weight - at_weight >= at_weight / 8);
+                since >= SHOW_EVERY_MS
+                    && (grown
+                        || (self.changed && (at_weight < SMALL_MESSAGE || since >= SHOW_CHANGE_MS)))
             }
         };
         if due {
-            self.shown = Some((now, weight, parts));
+            self.shown = Some((now, weight));
             self.changed = false;
         }
         due
@@ -702,6 +708,41 @@ async fn error_message(mut response: Response) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_long_child_re_sends_a_small_multiple_of_its_message() {
+        let mut progress = Progress::default();
+        let mut spacing = Spacing::default();
+        progress.apply(&json!({"type": "start-step"}));
+        progress.apply(&json!({"type": "text-start", "id": "t"}));
+        let (mut shows, mut sent) = (0, 0);
+        // 200 KB of text in 20-byte pieces, one every 5 ms (a fast model), with a tool call
+        // whose state changes every 500 pieces.
+        for i in 0..10_000i64 {
+            progress
+                .apply(&json!({"type": "text-delta", "id": "t", "delta": "twenty bytes of text"}));
+            if i % 500 == 0 {
+                let call = format!("c{i}");
+                progress.apply(&json!({"type": "tool-input-available", "toolCallId": call, "toolName": "t", "input": {}}));
+            }
+            if spacing.due(&mut progress, i * 5) {
+                shows += 1;
+                sent += progress.weight();
+            }
+        }
+        let size = progress.weight();
+        assert!(shows >= 20, "shown as it grew: {shows}");
+        assert!(
+            sent < 12 * size,
+            "re-sent {sent} bytes for a {size}-byte message in {shows} shows"
+        );
+        // A first part is shown at once; then nothing until something changed.
+        let mut quiet = Progress::default();
+        let mut spacing = Spacing::default();
+        quiet.apply(&json!({"type": "text-start", "id": "t"}));
+        assert!(spacing.due(&mut quiet, 0));
+        assert!(!spacing.due(&mut quiet, 10_000));
+    }
 
     #[test]
     fn a_child_id_is_the_parent_s_and_the_call_s_alone() {

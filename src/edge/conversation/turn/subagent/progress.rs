@@ -58,10 +58,8 @@ enum Part {
 #[derive(Default)]
 pub struct Progress {
     parts: Vec<Part>,
-    /// The answer: the text of the latest step that wrote any.
+    /// The answer: the text of the last step.
     answer: String,
-    /// A step began and has written no text yet.
-    fresh_step: bool,
     /// The typed answer's state (`data-output`), and its size as JSON.
     output: Option<Value>,
     output_len: usize,
@@ -81,8 +79,9 @@ impl Progress {
         let text = |field: &str| chunk[field].as_str().unwrap_or_default();
         let kind = text("type");
         let state = match kind {
+            // The answer is the last step's text: an earlier step's narration is not.
             "start-step" => {
-                self.fresh_step = true;
+                self.answer.clear();
                 return;
             }
             "text-start" => {
@@ -95,9 +94,6 @@ impl Progress {
             }
             "text-delta" => {
                 let delta = text("delta");
-                if std::mem::take(&mut self.fresh_step) {
-                    self.answer.clear();
-                }
                 self.answer.push_str(delta);
                 let id = text("id");
                 let open = self.parts.iter_mut().rev().find_map(|p| match p {
@@ -193,10 +189,6 @@ impl Progress {
                     Part::Tool { .. } => SHOWN_INPUT_BYTES,
                 })
                 .sum::<usize>()
-    }
-
-    pub fn parts_len(&self) -> usize {
-        self.parts.len()
     }
 
     /// The child's message as it forms: the agent tool's preliminary output. Its tool parts
