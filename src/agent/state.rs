@@ -167,6 +167,11 @@ pub enum TurnOutcome {
     Failed { message: String, is_retryable: bool },
     /// The turn was cancelled; what the model had said is kept, marked aborted.
     Cancelled,
+    /// A tool handed the conversation to another agent ([`Ran::HandOff`]): the application
+    /// goes on with the turn as that agent.
+    ///
+    /// [`Ran::HandOff`]: crate::agent::tools::Ran::HandOff
+    HandedOff(String),
 }
 
 /// The deadline message, if `TURN_DEADLINE_MS` has passed.

@@ -107,13 +107,12 @@ pub(super) async fn run_tools(
             i = batch_end;
             continue;
         }
+        let mut ran = After::Done;
         match tools.classify(&call.name) {
-            Some(ToolKind::Server(tool)) => {
-                approvals.extend(execute(tool, call, state, hooks, emit).await)
-            }
+            Some(ToolKind::Server(tool)) => ran = execute(tool, call, state, hooks, emit).await,
             Some(ToolKind::NeedsApproval(tool)) => match state.answers.approvals.remove(&call.id) {
                 Some(decision) if decision.approved => {
-                    approvals.extend(execute(tool, call, state, hooks, emit).await)
+                    ran = execute(tool, call, state, hooks, emit).await
                 }
                 Some(decision) => {
                     emit(AgentEvent::ToolDenied {
@@ -154,6 +153,19 @@ pub(super) async fn run_tools(
                     format!("unknown tool `{}`", call.name),
                 )
                 .await
+            }
+        }
+        match ran {
+            After::Done => {}
+            After::Waiting(calls) => approvals.extend(calls),
+            // The calls after it are another agent's to make, or not.
+            After::HandOff(to) => {
+                for call in &calls[i..] {
+                    let message =
+                        format!("not run: the conversation was handed to the agent `{to}`");
+                    fail_call(state, hooks, emit, call, message).await;
+                }
+                return Some(TurnOutcome::HandedOff(to));
             }
         }
     }
@@ -205,6 +217,10 @@ async fn run_concurrently(
                 record(call, output, is_error, duration_ms, state, hooks, emit).await
             }
             Invoked::Waiting(calls) => waiting.extend(calls),
+            // A tool that hands over runs alone (it is not `concurrent`).
+            Invoked::HandOff(output, duration_ms, _) => {
+                record(call, output, false, duration_ms, state, hooks, emit).await
+            }
         }
     }
     waiting
@@ -226,23 +242,35 @@ fn decisions(state: &mut AgentState, id: &str) -> Vec<(String, super::Approval)>
         .collect()
 }
 
-/// Runs a server tool (arguments checked, timeout applied) and records its result; the calls
-/// it waits to have approved, when it waits.
+/// What follows a server tool's call.
+enum After {
+    Done,
+    /// The calls it waits to have approved.
+    Waiting(Vec<ToolCall>),
+    /// The agent it handed the conversation to.
+    HandOff(String),
+}
+
+/// Runs a server tool (arguments checked, timeout applied) and records its result.
 async fn execute(
     tool: &dyn super::ServerTool,
     call: &ToolCall,
     state: &mut AgentState,
     hooks: &dyn TurnHooks,
     emit: &mut dyn FnMut(AgentEvent<'_>),
-) -> Vec<ToolCall> {
+) -> After {
     state.tool_calls += 1;
     let decided = decisions(state, &call.id);
     match invoke(tool, call, state, decided).await {
         Invoked::Done(output, is_error, duration_ms) => {
             record(call, output, is_error, duration_ms, state, hooks, emit).await;
-            Vec::new()
+            After::Done
         }
-        Invoked::Waiting(calls) => calls,
+        Invoked::Waiting(calls) => After::Waiting(calls),
+        Invoked::HandOff(output, duration_ms, to) => {
+            record(call, output, false, duration_ms, state, hooks, emit).await;
+            After::HandOff(to)
+        }
     }
 }
 
@@ -252,6 +280,8 @@ enum Invoked {
     Done(Value, bool, u64),
     /// It waits for these calls to be approved.
     Waiting(Vec<ToolCall>),
+    /// Its output and duration, and the agent it hands the conversation to.
+    HandOff(Value, u64, String),
 }
 
 async fn invoke(
@@ -273,6 +303,7 @@ async fn invoke(
         Ran::Done(Ok(output)) => Invoked::Done(output, false, duration_ms),
         Ran::Done(Err(message)) => Invoked::Done(Value::String(message), true, duration_ms),
         Ran::Waiting(calls) => Invoked::Waiting(calls),
+        Ran::HandOff { output, to } => Invoked::HandOff(output, duration_ms, to),
     }
 }
 

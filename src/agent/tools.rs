@@ -19,6 +19,9 @@ pub enum Ran {
     /// call's and [`NESTED`]) need approval. The call keeps no result, the turn pauses, and the
     /// resumed turn runs the call again with the person's decisions.
     Waiting(Vec<ToolCall>),
+    /// It hands the conversation to the agent `to` (its result is `output`): the turn's
+    /// remaining calls are not run, and the application goes on as that agent.
+    HandOff { output: Value, to: String },
 }
 
 /// The longest tool name every provider accepts.

@@ -36,6 +36,9 @@ const AGENTS = {
   },
   // Its tool waits for a person's approval (APPROVAL_REQUIRED_TOOLS), asked of the parent.
   writer: { description: "Writes documents", model: "openai:gpt-4o-mini", toolsets: ["artifacts"], tools: ["create_artifact"] },
+  // Hands the conversation over instead of asking.
+  triage: { description: "Sends each request where it belongs", model: "anthropic:claude-sonnet-4-5", tools: ["current_time", { type: "handoff", agent: "billing" }] },
+  billing: { description: "Answers questions about invoices", system: "You are the billing agent.", model: "openai:gpt-4o-mini", tools: [] },
   // Two agents deep: the lead asks the manager, which asks the writer.
   manager: { description: "Has the writer write", model: "openai:gpt-4o-mini", tools: [{ type: "agent", agent: "writer" }] },
   researcher: { description: "Finds facts", system: "You are the researcher.", model: "openai:gpt-4o-mini", tools: ["current_time"] },
@@ -368,4 +371,37 @@ test("two agents deep, the approval survives wrangler dev killed and restarted, 
   assert.ok(denied.is_error && /denied/.test(denied.content) && /not now/.test(denied.content), JSON.stringify(denied));
   assert.equal((await get(`/v1/conversations/${writer.id}/artifacts`)).artifacts.length, 0);
   assert.equal((await history(id)).at(-1).content[0].text, "The note was denied.");
+});
+
+test("a handoff moves the conversation to another agent from the next step: its instructions, model and tools, in the same stream and after", async () => {
+  const id = await e2e.create({ agent: "triage" });
+  anthropic.script({ text: "Let me get billing.", tools: [{ id: "toolu_h1", name: "transfer_to_billing", input: { reason: "an invoice question" } }] });
+  openai.script({ text: "Billing here: your invoice is paid." });
+  const before = { anthropic: anthropic.requests.length, openai: openai.requests.length };
+  const { chunks } = await post(id, { message: "Is my invoice paid?" });
+  const offered = anthropic.requests[before.anthropic].body.tools.map((t) => t.name);
+  assert.ok(offered.includes("transfer_to_billing"), offered.join());
+  // One stream: the handoff's call, the switch, then the other agent's answer.
+  const switched = chunks.find((c) => c.type === "data-agent-switch");
+  assert.deepEqual(switched?.data, { from: "triage", to: "billing" });
+  assert.deepEqual(chunks.find((c) => c.type === "tool-output-available" && c.toolCallId === "toolu_h1").output, { handed_to: "billing" });
+  const said = chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join("");
+  assert.ok(said.endsWith("Billing here: your invoice is paid."), said);
+  const after = chunks.slice(chunks.indexOf(switched)).filter((c) => c.type === "text-delta").map((c) => c.delta).join("");
+  assert.equal(after, "Billing here: your invoice is paid.", "the other agent's answer follows the switch");
+  assert.equal(anthropic.requests.length, before.anthropic + 1, "triage answered once");
+  const billing = openai.requests[before.openai].body;
+  assert.equal(billing.model, "gpt-4o-mini");
+  assert.match(openaiSystem(billing), /You are the billing agent\./);
+  assert.ok(!billing.tools?.some((t) => t.function.name === "current_time"), "billing's own tools (none)");
+  assert.match(JSON.stringify(billing.messages), /Is my invoice paid\?/);
+  // Kept: the conversation is billing's, and its next turn is too.
+  assert.equal((await get(`/v1/conversations/${id}`)).agent, "billing");
+  const h = await history(id);
+  assert.deepEqual(h.map((m) => m.kind), ["user", "assistant", "tool_result", "context_note", "assistant"]);
+  assert.match(h[3].text, /handed from the agent `triage` to `billing`/);
+  openai.script({ text: "Still billing." });
+  await post(id, { message: "And the next one?" });
+  assert.equal(openai.requests.length, before.openai + 2);
+  assert.equal(anthropic.requests.length, before.anthropic + 1);
 });

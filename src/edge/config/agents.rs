@@ -45,6 +45,20 @@ pub struct AgentSpec {
     pub output: Option<Rc<OutputSpec>>,
     /// The agents it may call as tools (`{"type": "agent"}` entries of its `tools`).
     pub agent_tools: Vec<Rc<AgentToolSpec>>,
+    /// The agents it may hand the conversation to (`{"type": "handoff"}` entries).
+    pub handoffs: Vec<Rc<HandoffSpec>>,
+}
+
+/// A tool that hands the conversation to another agent (`{"type": "handoff", "agent":
+/// "<name>"}` in an agent's `tools`): `transfer_to_<agent>`, whose call makes that agent the
+/// conversation's from the next step on (its instructions, model and tools).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandoffSpec {
+    /// `transfer_to_<agent>`.
+    pub name: String,
+    pub agent: String,
+    /// What the model is told of it (default: the agent's `description`).
+    pub description: Option<String>,
 }
 
 /// A tool that asks another agent (`{"type": "agent", "agent": "<name>"}` in an agent's
@@ -101,12 +115,15 @@ impl AgentSpec {
             max_llm_calls: defaults.max_llm_calls,
             output: None,
             agent_tools: Vec::new(),
+            handoffs: Vec::new(),
         }
     }
 
     /// Whether its calls offer tools: the built-in ones are always there, unless it names none.
     pub fn offers_tools(&self) -> bool {
-        self.tools.as_ref().is_none_or(|t| !t.is_empty()) || !self.agent_tools.is_empty()
+        self.tools.as_ref().is_none_or(|t| !t.is_empty())
+            || !self.agent_tools.is_empty()
+            || !self.handoffs.is_empty()
     }
 
     /// Refuses toolsets outside its own, naming them.
@@ -209,12 +226,16 @@ fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<Agent
     {
         return Err(e);
     }
-    let (tools, agent_tools) = match f.value("tools") {
+    let Tools {
+        names: tools,
+        agents: agent_tools,
+        handoffs,
+    } = match f.value("tools") {
         Some(Value::Array(entries)) => read_tools(entries)?,
         Some(_) => {
             return Err("`tools` must be an array of tool names and agent tools".into());
         }
-        None => (None, Vec::new()),
+        None => Tools::default(),
     };
     let max_llm_calls = f.optional("max_llm_calls", fields::U32)?;
     if max_llm_calls.is_some_and(|n| !(1..=100).contains(&n)) {
@@ -241,38 +262,82 @@ fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<Agent
         max_llm_calls: max_llm_calls.unwrap_or(defaults.max_llm_calls),
         output,
         agent_tools,
+        handoffs,
     })
 }
 
-/// The agents an agent may ask, as tools.
-type AgentTools = Vec<Rc<AgentToolSpec>>;
+/// An agent's `tools`: names of the tools it may call, the agents it may ask
+/// (`{"type": "agent", ...}`) and those it may hand the conversation to (`{"type": "handoff"}`).
+#[derive(Default)]
+struct Tools {
+    names: Option<Vec<String>>,
+    agents: Vec<Rc<AgentToolSpec>>,
+    handoffs: Vec<Rc<HandoffSpec>>,
+}
 
-/// An agent's `tools`: names of the tools it may call, and the agents it may ask
-/// (`{"type": "agent", ...}`).
-fn read_tools(entries: Vec<Value>) -> Result<(Option<Vec<String>>, AgentTools), String> {
+fn read_tools(entries: Vec<Value>) -> Result<Tools, String> {
     let mut names = Vec::new();
     let mut agents = Vec::new();
+    let mut handoffs = Vec::new();
     for (i, entry) in entries.into_iter().enumerate() {
         let at = |message: String| format!("`tools[{i}]`: {message}");
-        match entry {
-            Value::String(name) if is_tool_name(&name) => names.push(name),
+        let name = match entry {
+            Value::String(name) if is_tool_name(&name) => name,
             Value::String(name) => return Err(format!("`tools`: `{name}` is not a tool name")),
+            Value::Object(_) if entry["type"] == "handoff" => {
+                let spec = read_handoff(entry).map_err(at)?;
+                let name = spec.name.clone();
+                handoffs.push(Rc::new(spec));
+                name
+            }
             Value::Object(_) => {
                 let spec = read_agent_tool(entry).map_err(at)?;
-                if names.contains(&spec.name)
-                    || agents
-                        .iter()
-                        .any(|a: &Rc<AgentToolSpec>| a.name == spec.name)
-                {
-                    return Err(at(format!("the name `{}` is taken twice", spec.name)));
-                }
+                let name = spec.name.clone();
                 agents.push(Rc::new(spec));
+                name
             }
             _ => return Err(at("must be a tool name or an agent tool object".into())),
+        };
+        if names.contains(&name) {
+            return Err(at(format!("the name `{name}` is taken twice")));
         }
+        names.push(name);
     }
     // Agent tools alone leave the agent no other server tool: the list names every tool.
-    Ok((Some(names), agents))
+    let others =
+        |n: &String| !agents.iter().any(|a| &a.name == n) && !handoffs.iter().any(|h| &h.name == n);
+    let names = names.into_iter().filter(others).collect();
+    Ok(Tools {
+        names: Some(names),
+        agents,
+        handoffs,
+    })
+}
+
+fn read_handoff(entry: Value) -> Result<HandoffSpec, String> {
+    let mut f = Fields::of(entry, &["type", "agent", "description"])?;
+    let agent = f.required("agent", fields::STRING)?;
+    let name = format!("transfer_to_{agent}");
+    if !is_tool_name(&name) {
+        return Err(format!(
+            "the handoff's tool `{name}` is not a tool name (at most {MAX_TOOL_NAME} characters): \
+             give the agent a shorter name"
+        ));
+    }
+    let description = f.optional("description", fields::STRING)?;
+    if description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION_CHARS)
+    {
+        return Err(format!(
+            "`description` is longer than {MAX_DESCRIPTION_CHARS} characters"
+        ));
+    }
+    Ok(HandoffSpec {
+        name,
+        agent,
+        description,
+    })
 }
 
 fn read_agent_tool(entry: Value) -> Result<AgentToolSpec, String> {
@@ -289,10 +354,11 @@ fn read_agent_tool(entry: Value) -> Result<AgentToolSpec, String> {
     let mut f = Fields::of(entry, &known)?;
     match f.required("type", fields::STRING)?.as_str() {
         "agent" => {}
-        "handoff" => {
-            return Err("`handoff` tools are not supported yet; use `{\"type\": \"agent\"}`".into())
+        other => {
+            return Err(format!(
+                "`type` must be `agent` or `handoff`, not `{other}`"
+            ))
         }
-        other => return Err(format!("`type` must be `agent`, not `{other}`")),
     }
     let agent = f.required("agent", fields::STRING)?;
     let name = f
@@ -350,6 +416,14 @@ fn read_agent_tool(entry: Value) -> Result<AgentToolSpec, String> {
 /// the first.
 pub fn check_agent_graph(agents: &[Rc<AgentSpec>], max_depth: u32) -> Result<(), String> {
     for agent in agents {
+        for handoff in &agent.handoffs {
+            if handoff.agent == agent.name || !agents.iter().any(|a| a.name == handoff.agent) {
+                return Err(format!(
+                    "agent `{}`: `{}` hands to `{}`, which is not another declared agent",
+                    agent.name, handoff.name, handoff.agent
+                ));
+            }
+        }
         for tool in &agent.agent_tools {
             if !agents.iter().any(|a| a.name == tool.agent) {
                 let names: Vec<String> = agents.iter().map(|a| format!("`{}`", a.name)).collect();

@@ -479,6 +479,41 @@ fn agent_tools_name_declared_agents_without_cycles_within_the_depth() {
         let e = config(&[("AGENTS", &json)]).unwrap_err().to_string();
         assert!(e.contains("AGENTS") && e.contains(needle), "{json}: {e}");
     }
+    // Handoffs name another declared agent, under a tool name every provider takes.
+    let triage = config(&[(
+        "AGENTS",
+        r#"{"triage": {"description": "x", "tools": [{"type": "handoff", "agent": "billing"}]},
+            "billing": {"description": "y", "tools": [{"type": "handoff", "agent": "triage", "description": "Back to triage."}]}}"#,
+    )])
+    .unwrap();
+    let handoff = &triage.agent(Some("triage")).unwrap().handoffs[0];
+    assert_eq!(
+        (handoff.name.as_str(), handoff.agent.as_str()),
+        ("transfer_to_billing", "billing")
+    );
+    assert!(triage.agent(Some("triage")).unwrap().offers_tools());
+    for (json, needle) in [
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "handoff", "agent": "a"}]}}"#
+                .to_string(),
+            "`transfer_to_a` hands to `a`, which is not another declared agent",
+        ),
+        (
+            r#"{"a": {"description": "x", "tools": [{"type": "handoff", "agent": "ghost"}]}}"#
+                .to_string(),
+            "hands to `ghost`",
+        ),
+        (
+            format!(
+                r#"{{"a": {{"description": "x", "tools": [{{"type": "handoff", "agent": "{0}"}}]}}, "{0}": {{"description": "y"}}}}"#,
+                "b".repeat(60)
+            ),
+            "give the agent a shorter name",
+        ),
+    ] {
+        let e = config(&[("AGENTS", &json)]).unwrap_err().to_string();
+        assert!(e.contains(needle), "{json}: {e}");
+    }
     // Its child's calls are what a person approves, not the agent tool's.
     let gated = config(&[
         (
@@ -490,5 +525,8 @@ fn agent_tools_name_declared_agents_without_cycles_within_the_depth() {
     ])
     .unwrap_err()
     .to_string();
-    assert!(gated.contains("the agent tool `b` is in APPROVAL_REQUIRED_TOOLS"), "{gated}");
+    assert!(
+        gated.contains("the agent tool `b` is in APPROVAL_REQUIRED_TOOLS"),
+        "{gated}"
+    );
 }

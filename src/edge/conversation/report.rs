@@ -25,6 +25,8 @@ pub(super) fn log_turn(
         TurnOutcome::LimitReached(_) => "limit_reached",
         TurnOutcome::Failed { .. } => "failed",
         TurnOutcome::Cancelled => "cancelled",
+        // The turn goes on as the other agent (`turn::run`): never its end.
+        TurnOutcome::HandedOff(_) => "handed_off",
     };
     let stats = &result.stats;
     let mut cost: Option<f64> = None;

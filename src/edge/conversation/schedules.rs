@@ -98,6 +98,7 @@ pub fn run_outcome(outcome: &TurnOutcome) -> RunOutcome {
         TurnOutcome::LimitReached(which) => RunOutcome::LimitReached(which.clone()),
         TurnOutcome::Completed
         | TurnOutcome::Stopped
+        | TurnOutcome::HandedOff(_)
         | TurnOutcome::AwaitingToolResults(_)
         | TurnOutcome::AwaitingApproval(_) => RunOutcome::Completed,
     }

@@ -406,13 +406,15 @@ impl UiStream {
             TurnOutcome::Failed { .. } => "error",
             TurnOutcome::LimitReached(_) => "length",
             TurnOutcome::Cancelled => "other",
-            TurnOutcome::Completed | TurnOutcome::Stopped => match self.last_stop {
-                Some(StopReason::MaxTokens) => "length",
-                Some(StopReason::ContentFilter | StopReason::Refusal) => "content-filter",
-                Some(StopReason::ToolUse) => "tool-calls",
-                Some(StopReason::Other(_)) => "other",
-                _ => "stop",
-            },
+            TurnOutcome::Completed | TurnOutcome::Stopped | TurnOutcome::HandedOff(_) => {
+                match self.last_stop {
+                    Some(StopReason::MaxTokens) => "length",
+                    Some(StopReason::ContentFilter | StopReason::Refusal) => "content-filter",
+                    Some(StopReason::ToolUse) => "tool-calls",
+                    Some(StopReason::Other(_)) => "other",
+                    _ => "stop",
+                }
+            }
         };
         write(out, &Chunk::Finish { finish_reason });
         out.push_str("data: [DONE]\n\n");

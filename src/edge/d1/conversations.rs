@@ -347,6 +347,25 @@ impl Store {
         )))
     }
 
+    /// Conversation `id` belongs to the agent `agent` from now on, with its model (a handoff).
+    pub async fn hand_over(&self, id: &str, owner: &str, agent: &str) -> Result<(), ApiError> {
+        self.tick(1);
+        self.db
+            .prepare(
+                "UPDATE conversations SET agent = ?3, model = NULL, updated_at = ?4
+                 WHERE id = ?1 AND owner = ?2",
+            )
+            .bind_params(&[
+                id.into(),
+                owner.into(),
+                agent.into(),
+                (crate::edge::platform::clock::now_ms() as f64).into(),
+            ])?
+            .run()
+            .await?;
+        Ok(())
+    }
+
     /// The ids of `owner`'s conversations that `parent`'s agent tools started.
     pub async fn children(&self, owner: &str, parent: &str) -> Result<Vec<String>, ApiError> {
         struct Child {

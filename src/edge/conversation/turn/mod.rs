@@ -10,11 +10,13 @@
 //! - `partial`: the answer being streamed, kept for recovery; `summary`: the turn as JSON
 //! - `artifact_store`, `remote_tools`: the artifact tools' D1 store, HTTP and MCP tools
 //! - [`subagent`]: agent tools, each call a turn of another agent in a child conversation
+//! - `handoff`: handoff tools, which hand the conversation to another agent mid-turn
 //! - `files`: the users' files loaded from R2 for each call
 
 mod artifact_store;
 mod budget_store;
 pub(crate) mod files;
+mod handoff;
 mod hooks;
 mod partial;
 mod prepare;

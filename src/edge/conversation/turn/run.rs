@@ -13,7 +13,8 @@ use crate::agent::{
     artifacts, run_agent_turn, schedules, AgentEvent, AgentState, CancelToken, Compactor,
     ContextTransform, CurrentTime, ProviderResolver, ToolRegistry, TurnStats, UpdatePlan,
 };
-use crate::edge::config::agents::ChildHistory;
+use crate::agent::{AgentMessage, TurnHooks, TurnOutcome};
+use crate::edge::config::agents::{AgentSpec, ChildHistory};
 use crate::edge::conversation::replay::ChunkLog;
 use crate::edge::conversation::schedules::ObjectSchedules;
 use crate::edge::conversation::ui_stream::UiStream;
@@ -66,24 +67,12 @@ impl Prepared {
             new_chat,
         } = self;
         let config = &turn_env.config;
-        let info = config.models.info(&model);
         let history_len = history.len();
-        let system = agent.system_with(conversation.system.as_deref());
-        // The parent's latest exchanges, for children that are given them.
-        let excerpt = agent
-            .agent_tools
-            .iter()
-            .any(|t| t.history == ChildHistory::Summary)
-            .then(|| subagent::excerpt(&history));
-        let mut state = AgentState::new(system.clone(), history);
-        state.max_llm_calls = agent
-            .max_llm_calls
-            .min(conversation.max_llm_calls.unwrap_or(u32::MAX));
+        let mut state = AgentState::new(None, history);
         state.max_tool_calls = config.max_tool_calls;
         state.tool_timeout_ms = Some(config.tool_timeout_ms.into());
         state.turn_deadline_ms = Some(config.turn_deadline_ms.into());
         state.timer = Some(Rc::new(WorkerSleeper));
-        state.max_tokens = config.max_tokens.min(info.max_output_tokens);
         state.answers = answers;
         state.cancel = cancel.clone();
         let answer_tool = output.as_ref().map(|o| o.name.clone());
@@ -105,59 +94,11 @@ impl Prepared {
                     .inspect_err(|e| console_error!("BUDGET_MODEL {m}: {e}"))
                     .ok()
             });
-        let resolve_with = |answers: Rc<dyn Provider>| -> Rc<dyn ProviderResolver> {
-            match config.user_budget_usd {
-                Some(limit) => Rc::new(BudgetResolver {
-                    store: Rc::new(D1Budget {
-                        store: turn_env.store.clone(),
-                        env: turn_env.env.clone(),
-                        owner: conversation.owner.clone(),
-                        conversation_id: conversation.id.clone(),
-                        default: (limit, config.budget_period),
-                        renewing: RefCell::default(),
-                    }),
-                    model: answers,
-                    economy: economy.clone(),
-                    fallbacks: agent.fallback_models.clone(),
-                    models: config.models.clone(),
-                    switches: budget_switches.clone(),
-                    read: RefCell::new(budget.clone()),
-                    open: RefCell::default(),
-                    uncharged: Default::default(),
-                    // The first reservation of either kind (a summary's comes first) decides.
-                    first: first_call.clone(),
-                }),
-                None => Rc::new(FixedProvider(answers)),
-            }
-        };
-        // Summaries are written by `SUMMARY_MODEL` when set, else by the conversation's model.
-        let summaries = config
-            .summary_model
-            .as_ref()
-            .filter(|m| **m != model)
-            .and_then(|m| {
-                // The agent's fallbacks, which the budget's reservations are priced over.
-                let chain = (m, agent.fallback_models.as_slice());
-                resilient_provider(&turn_env.env, config, chain, Some(&signal))
-                    .inspect_err(|e| console_error!("SUMMARY_MODEL {m}: {e}"))
-                    .ok()
-            })
-            .unwrap_or_else(|| provider.clone());
-        state.compactor = Some(Rc::new(Compactor {
-            summariser: resolve_with(summaries),
-            context_window: info.context_window.into(),
-            threshold_ratio: config.compact_threshold,
-            max_output_tokens: info.max_output_tokens.into(),
-            provider: Some(model.provider.clone()),
-        }));
         let persisted = Rc::new(Persisted::new(seqs, pending, taken));
         state.queues = Rc::new(ObjectQueues {
             storage: turn_env.storage.clone(),
             persisted: persisted.clone(),
         });
-        let mut tools = ToolRegistry::new();
-        tools.register_server_tool(Box::new(CurrentTime::default()));
-        tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
         let artifact_context = Rc::new(ArtifactContext {
             store: Rc::new(D1Artifacts {
                 store: turn_env.store.clone(),
@@ -169,87 +110,7 @@ impl Prepared {
             changed: Default::default(),
             exists: Default::default(),
         });
-        artifacts::register(&mut tools, artifact_context.clone());
-        // Not a sub-agent's: its turns run its parent's tasks only.
-        if conversation.parent.is_none() {
-            schedules::register(
-                &mut tools,
-                Rc::new(ObjectSchedules {
-                    storage: turn_env.storage.clone(),
-                    limits: config.schedule_limits,
-                }),
-            );
-        }
-        remote_tools::register(&mut tools, config, &conversation.id, &signal, mcp);
-        if let Some(only) = &agent.tools {
-            tools.retain_server_tools(|name| only.iter().any(|t| t == name));
-            // A name no tool has (a typo, or an MCP server's tool it did not list this time)
-            // leaves the agent without it: said, since nothing else would.
-            for missing in only.iter().filter(|t| tools.classify(t).is_none()) {
-                console_warn!("agent `{}`: no tool `{missing}` this turn", agent.name);
-            }
-        }
-        if !agent.agent_tools.is_empty() {
-            let parent = Rc::new(subagent::Parent {
-                env: turn_env.env.clone(),
-                store: turn_env.store.clone(),
-                conversation: conversation.id.clone(),
-                owner: conversation.owner.clone(),
-                toolsets: toolsets.clone(),
-                excerpt,
-                log: log.clone(),
-                cancel,
-                deadline_at: now_ms() + i64::from(config.turn_deadline_ms),
-                request_id: reference.to_string(),
-            });
-            for spec in &agent.agent_tools {
-                let description = config
-                    .agents
-                    .iter()
-                    .find(|a| a.name == spec.agent)
-                    .map_or("", |a| a.description.as_str());
-                let tool = subagent::AgentTool::new(spec.clone(), description, parent.clone());
-                tools.register_server_tool(Box::new(tool));
-            }
-        }
-        if let Some(allowed) = toolsets {
-            // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
-            let has_artifacts = artifact_context.clone();
-            let had = !listed.is_empty();
-            // Not for an agent without the toolset, whatever made an artifact (a user's PUT).
-            let may = agent.has_toolset(artifacts::TOOLSET);
-            tools.set_toolset_selector(Box::new(move |_, names| {
-                let with_artifacts = had || has_artifacts.exists.get();
-                names
-                    .iter()
-                    .filter(|n| {
-                        allowed.iter().any(|a| a == *n)
-                            || (may && with_artifacts && **n == artifacts::TOOLSET)
-                    })
-                    .map(|n| n.to_string())
-                    .collect()
-            }));
-        }
-        for name in &config.approval_required_tools {
-            tools.require_approval(name);
-        }
-        tools.merge_client_tools(client_tools.clone());
-        let hooks = D1Hooks {
-            prompt: SystemPrompt::new(
-                system.as_deref(),
-                &conversation.owner,
-                &model.to_string(),
-                artifact_context,
-                &listed,
-            ),
-            store: turn_env.store.clone(),
-            conversation_id: conversation.id.clone(),
-            owner: conversation.owner.clone(),
-            config: config.clone(),
-            storage: turn_env.storage.clone(),
-            persisted: persisted.clone(),
-            ledger_failure: RefCell::default(),
-        };
+        let deadline_at = now_ms() + i64::from(config.turn_deadline_ms);
 
         let mut out = String::new();
         let mut ui = UiStream::for_request(reference);
@@ -269,47 +130,187 @@ impl Prepared {
             }
             out.clear();
         };
-        let resolver = resolve_with(provider);
         // History keeps references to the users' files; each call gets their contents.
         let files = Files::from_env(&turn_env.env).map(FileLoader::new);
         // The time of each event, for the turn's figures and the chunk log's batching: read
         // once per poll of the turn, which handles every event of a read's worth of tokens.
         let clock = PollClock::default();
-        let outcome = clock
-            .ticking(log.delivering(run_agent_turn(
-                resolver.as_ref(),
-                &mut state,
-                &tools,
-                files.as_ref().map(|f| f as &dyn ContextTransform),
-                &hooks,
-                &mut |event| {
-                    let now = clock.now();
-                    stats.record(&event, now as u64);
-                    if let AgentEvent::Error { message, .. } = &event {
-                        // The detail the stream leaves out, findable by the request id it shows.
-                        let line = serde_json::json!({
-                            "event": "turn_error",
-                            "level": "error",
-                            "request_id": reference,
-                            "conversation_id": conversation.id,
-                            "detail": message,
-                        });
-                        console_error!("{line}");
+        let conversation_id = conversation.id.clone();
+        let mut emit = |event: AgentEvent<'_>| {
+            let now = clock.now();
+            stats.record(&event, now as u64);
+            if let AgentEvent::Error { message, .. } = &event {
+                // The detail the stream leaves out, findable by the request id it shows.
+                let line = serde_json::json!({
+                    "event": "turn_error",
+                    "level": "error",
+                    "request_id": reference,
+                    "conversation_id": conversation_id,
+                    "detail": message,
+                });
+                console_error!("{line}");
+            }
+            if persisted.charged.take() {
+                // Charged already: nothing of it is saved again.
+                partial = PartialAnswer::default();
+            }
+            if partial.track(&event) {
+                if let Err(e) = storage.set_partial(None) {
+                    console_error!("clearing the partial answer: {e}");
+                }
+            }
+            ui.event(&event, &mut out);
+            send(&mut out, &mut partial, now);
+        };
+
+        // The turn runs as its conversation's agent, and goes on as another when a handoff
+        // tool hands the conversation over (`TurnOutcome::HandedOff`).
+        let mut conversation = conversation;
+        let (mut agent, mut model, mut provider) = (agent, model, provider);
+        let (mut mcp, mut toolsets) = (Some(mcp), toolsets);
+        let outcome = loop {
+            let info = config.models.info(&model);
+            state.max_tokens = config.max_tokens.min(info.max_output_tokens);
+            let system = agent.system_with(conversation.system.as_deref());
+            state.system_prompt = system.clone();
+            state.max_llm_calls = agent
+                .max_llm_calls
+                .min(conversation.max_llm_calls.unwrap_or(u32::MAX));
+            let resolve_with = |answers: Rc<dyn Provider>| -> Rc<dyn ProviderResolver> {
+                match config.user_budget_usd {
+                    Some(limit) => Rc::new(BudgetResolver {
+                        store: Rc::new(D1Budget {
+                            store: turn_env.store.clone(),
+                            env: turn_env.env.clone(),
+                            owner: conversation.owner.clone(),
+                            conversation_id: conversation.id.clone(),
+                            default: (limit, config.budget_period),
+                            renewing: RefCell::default(),
+                        }),
+                        model: answers,
+                        economy: economy.clone(),
+                        fallbacks: agent.fallback_models.clone(),
+                        models: config.models.clone(),
+                        switches: budget_switches.clone(),
+                        read: RefCell::new(budget.clone()),
+                        open: RefCell::default(),
+                        uncharged: Default::default(),
+                        // The first reservation of either kind (a summary's comes first) decides.
+                        first: first_call.clone(),
+                    }),
+                    None => Rc::new(FixedProvider(answers)),
+                }
+            };
+            // Summaries are written by `SUMMARY_MODEL` when set, else by the conversation's model.
+            let summaries = config
+                .summary_model
+                .as_ref()
+                .filter(|m| **m != model)
+                .and_then(|m| {
+                    // The agent's fallbacks, which the budget's reservations are priced over.
+                    let chain = (m, agent.fallback_models.as_slice());
+                    resilient_provider(&turn_env.env, config, chain, Some(&signal))
+                        .inspect_err(|e| console_error!("SUMMARY_MODEL {m}: {e}"))
+                        .ok()
+                })
+                .unwrap_or_else(|| provider.clone());
+            state.compactor = Some(Rc::new(Compactor {
+                summariser: resolve_with(summaries),
+                context_window: info.context_window.into(),
+                threshold_ratio: config.compact_threshold,
+                max_output_tokens: info.max_output_tokens.into(),
+                provider: Some(model.provider.clone()),
+            }));
+            // The MCP servers' tools were listed with the history; an agent handed to lists
+            // them again (the isolate keeps the lists).
+            let listed_mcp = match mcp.take() {
+                Some(listed) => listed,
+                None => remote_tools::list(config, &conversation.id, &signal).await,
+            };
+            let kit = Kit {
+                turn_env,
+                conversation: &conversation,
+                signal: &signal,
+                log: &log,
+                cancel: &cancel,
+                reference,
+                deadline_at,
+            };
+            let tools = kit.tools(
+                &agent,
+                &state,
+                (&artifact_context, !listed.is_empty()),
+                listed_mcp,
+                toolsets.clone(),
+                &client_tools,
+            );
+            let hooks = D1Hooks {
+                prompt: SystemPrompt::new(
+                    system.as_deref(),
+                    &conversation.owner,
+                    &model.to_string(),
+                    artifact_context.clone(),
+                    &listed,
+                ),
+                store: turn_env.store.clone(),
+                conversation_id: conversation.id.clone(),
+                owner: conversation.owner.clone(),
+                config: config.clone(),
+                storage: turn_env.storage.clone(),
+                persisted: persisted.clone(),
+                ledger_failure: RefCell::default(),
+            };
+            let resolver = resolve_with(provider.clone());
+            let outcome = clock
+                .ticking(log.delivering(run_agent_turn(
+                    resolver.as_ref(),
+                    &mut state,
+                    &tools,
+                    files.as_ref().map(|f| f as &dyn ContextTransform),
+                    &hooks,
+                    &mut emit,
+                )))
+                .await;
+            let TurnOutcome::HandedOff(to) = outcome else {
+                break outcome;
+            };
+            match super::handoff::hand_over(turn_env, &mut conversation, &to, &signal).await {
+                Ok((next, chosen)) => {
+                    // Said on the stream and in the history, for people: the model reads the
+                    // handoff tool's call and result.
+                    let note = AgentMessage::ContextNote {
+                        text: format!(
+                            "the conversation was handed from the agent `{}` to `{to}`",
+                            agent.name
+                        ),
+                    };
+                    if let Err(e) = hooks.on_message(&note).await {
+                        console_error!("storing the handoff's note: {e}");
                     }
-                    if persisted.charged.take() {
-                        // Charged already: nothing of it is saved again.
-                        partial = PartialAnswer::default();
-                    }
-                    if partial.track(&event) {
-                        if let Err(e) = storage.set_partial(None) {
-                            console_error!("clearing the partial answer: {e}");
-                        }
-                    }
-                    ui.event(&event, &mut out);
-                    send(&mut out, &mut partial, now);
-                },
-            )))
-            .await;
+                    state.messages.push(note);
+                    let switch = serde_json::json!({
+                        "type": "data-agent-switch",
+                        "data": {"from": agent.name, "to": to},
+                    });
+                    log.push(&format!("data: {switch}\n\n"), now_ms());
+                    toolsets = next.toolsets_within(conversation.toolsets.clone());
+                    agent = next;
+                    (model, provider) = chosen;
+                }
+                Err(e) => {
+                    let message = format!("the conversation could not be handed to `{to}`: {e}");
+                    emit(AgentEvent::Error {
+                        message: message.clone(),
+                        public: message.clone(),
+                        is_retryable: false,
+                    });
+                    break TurnOutcome::Failed {
+                        message,
+                        is_retryable: false,
+                    };
+                }
+            }
+        };
         // A turn that stored nothing still waits for its new messages to land (or fail), so
         // the queue the object looks at next no longer holds them.
         let unstored = persisted.settle().await.err().map(|e| e.to_string());
@@ -353,5 +354,115 @@ impl Prepared {
             output: output_raw,
             typed,
         }
+    }
+}
+
+/// What building a turn's tools for an agent needs of the turn.
+struct Kit<'a> {
+    turn_env: &'a TurnEnv,
+    conversation: &'a TurnConversation,
+    signal: &'a AbortSignal,
+    log: &'a Rc<ChunkLog>,
+    cancel: &'a CancelToken,
+    reference: &'a str,
+    deadline_at: i64,
+}
+
+impl Kit<'_> {
+    /// The tools a turn of `agent` offers: the built-in ones, the artifact and schedule tools,
+    /// the deployment's HTTP and MCP tools, its agent tools and handoffs, narrowed to its
+    /// `tools` and the turn's `toolsets`, and the client's.
+    fn tools(
+        &self,
+        agent: &Rc<AgentSpec>,
+        state: &AgentState,
+        (artifact_context, had_artifacts): (&Rc<ArtifactContext>, bool),
+        mcp: remote_tools::Listed,
+        toolsets: Option<Vec<String>>,
+        client_tools: &[crate::llm::ToolDef],
+    ) -> ToolRegistry {
+        let (turn_env, conversation) = (self.turn_env, self.conversation);
+        let config = &turn_env.config;
+        let mut tools = ToolRegistry::new();
+        tools.register_server_tool(Box::new(CurrentTime::default()));
+        tools.register_server_tool(Box::new(UpdatePlan::new(state.plan.clone())));
+        artifacts::register(&mut tools, artifact_context.clone());
+        // Not a sub-agent's: its turns run its parent's tasks only.
+        if conversation.parent.is_none() {
+            schedules::register(
+                &mut tools,
+                Rc::new(ObjectSchedules {
+                    storage: turn_env.storage.clone(),
+                    limits: config.schedule_limits,
+                }),
+            );
+        }
+        remote_tools::register(&mut tools, config, &conversation.id, self.signal, mcp);
+        if let Some(only) = &agent.tools {
+            tools.retain_server_tools(|name| only.iter().any(|t| t == name));
+            // A name no tool has (a typo, or an MCP server's tool it did not list this time)
+            // leaves the agent without it: said, since nothing else would.
+            for missing in only.iter().filter(|t| tools.classify(t).is_none()) {
+                console_warn!("agent `{}`: no tool `{missing}` this turn", agent.name);
+            }
+        }
+        let described = |name: &str| {
+            config
+                .agents
+                .iter()
+                .find(|a| a.name == name)
+                .map_or(String::new(), |a| a.description.clone())
+        };
+        if !agent.agent_tools.is_empty() {
+            // The parent's latest exchanges, for children that are given them.
+            let excerpt = agent
+                .agent_tools
+                .iter()
+                .any(|t| t.history == ChildHistory::Summary)
+                .then(|| subagent::excerpt(&state.messages));
+            let parent = Rc::new(subagent::Parent {
+                env: turn_env.env.clone(),
+                store: turn_env.store.clone(),
+                conversation: conversation.id.clone(),
+                owner: conversation.owner.clone(),
+                toolsets: toolsets.clone(),
+                excerpt,
+                log: self.log.clone(),
+                cancel: self.cancel.clone(),
+                deadline_at: self.deadline_at,
+                request_id: self.reference.to_string(),
+            });
+            for spec in &agent.agent_tools {
+                let tool =
+                    subagent::AgentTool::new(spec.clone(), &described(&spec.agent), parent.clone());
+                tools.register_server_tool(Box::new(tool));
+            }
+        }
+        for spec in &agent.handoffs {
+            let tool = super::handoff::TransferTool::new(spec, &described(&spec.agent));
+            tools.register_server_tool(Box::new(tool));
+        }
+        if let Some(allowed) = toolsets {
+            // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.
+            let has_artifacts = artifact_context.clone();
+            // Not for an agent without the toolset, whatever made an artifact (a user's PUT).
+            let may = agent.has_toolset(artifacts::TOOLSET);
+            tools.set_toolset_selector(Box::new(move |_, names| {
+                let with_artifacts = had_artifacts || has_artifacts.exists.get();
+                names
+                    .iter()
+                    .filter(|n| {
+                        allowed.iter().any(|a| a == *n)
+                            || (may && with_artifacts && **n == artifacts::TOOLSET)
+                    })
+                    .map(|n| n.to_string())
+                    .collect()
+            }));
+        }
+        for name in &config.approval_required_tools {
+            tools.require_approval(name);
+        }
+        tools.merge_client_tools(client_tools.iter().cloned());
+        tools
     }
 }
