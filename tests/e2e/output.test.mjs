@@ -9,8 +9,7 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { readUIMessageStream } from "ai";
-import { api, everyLoopback, readUiStream, startEveryProvider } from "./harness.mjs";
+import { api, everyLoopback, readUiStream, startEveryProvider, uiMessage } from "./harness.mjs";
 
 let worker;
 let loops = {};
@@ -114,18 +113,6 @@ const create = async (body) => (await (await api(worker.url, "POST", "/v1/conver
 const send = async (id, body) => readUiStream(await api(worker.url, "POST", `/v1/conversations/${id}/messages`, body));
 const history = async (id) => (await (await api(worker.url, "GET", `/v1/conversations/${id}/messages`)).json()).messages;
 
-/** The message a stock client makes of the chunks. */
-async function uiMessage(chunks) {
-  const stream = new ReadableStream({
-    start(c) {
-      for (const chunk of chunks) c.enqueue(chunk);
-      c.close();
-    },
-  });
-  let last;
-  for await (const message of readUIMessageStream({ stream })) last = message;
-  return last;
-}
 
 /** Checks a stream that answered `object`: one `data-output` part, formed in place, complete. */
 async function answeredWith(chunks, object) {

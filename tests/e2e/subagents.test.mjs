@@ -10,8 +10,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { readUIMessageStream } from "ai";
-import { api, readUiStream, setup, startWorker } from "./harness.mjs";
+import { api, readUiStream, setup, startWorker, uiMessage } from "./harness.mjs";
 
 const CITY = {
   type: "object",
@@ -80,18 +79,6 @@ const untilTrue = async (check, ms, what) => {
   }
 };
 
-/** The message a stock client makes of the chunks. */
-async function uiMessage(chunks) {
-  const stream = new ReadableStream({
-    start(c) {
-      for (const chunk of chunks) c.enqueue(chunk);
-      c.close();
-    },
-  });
-  let last;
-  for await (const message of readUIMessageStream({ stream })) last = message;
-  return last;
-}
 
 test("a parent asks two children at once, on two providers, streams their work and answers from both", async () => {
   const id = await e2e.create({ agent: "lead" });

@@ -169,6 +169,15 @@ impl AgentSpec {
     }
 }
 
+/// `max_llm_calls`, an agent's or an agent tool's: from 1 to 100.
+fn max_llm_calls(f: &mut Fields) -> Result<Option<u32>, String> {
+    let max = f.optional("max_llm_calls", fields::U32)?;
+    if max.is_some_and(|n| !(1..=100).contains(&n)) {
+        return Err("`max_llm_calls` must be from 1 to 100".into());
+    }
+    Ok(max)
+}
+
 /// Whether `name` may name an agent: 1 to [`MAX_AGENT_NAME`] letters, digits, `_` or `-`.
 pub fn is_agent_name(name: &str) -> bool {
     is_tool_name(name)
@@ -237,10 +246,7 @@ fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<Agent
         }
         None => Tools::default(),
     };
-    let max_llm_calls = f.optional("max_llm_calls", fields::U32)?;
-    if max_llm_calls.is_some_and(|n| !(1..=100).contains(&n)) {
-        return Err("`max_llm_calls` must be from 1 to 100".into());
-    }
+    let max_llm_calls = max_llm_calls(f)?;
     Ok(AgentSpec {
         name,
         description,
@@ -392,10 +398,7 @@ fn read_agent_tool(entry: Value) -> Result<AgentToolSpec, String> {
             ))
         }
     };
-    let max_llm_calls = f.optional("max_llm_calls", fields::U32)?;
-    if max_llm_calls.is_some_and(|n| !(1..=100).contains(&n)) {
-        return Err("`max_llm_calls` must be from 1 to 100".into());
-    }
+    let max_llm_calls = max_llm_calls(&mut f)?;
     let timeout_ms = f.optional("timeout_ms", fields::U32)?;
     if timeout_ms.is_some_and(|n| !(1_000..=3_600_000).contains(&n)) {
         return Err("`timeout_ms` must be from 1000 to 3600000".into());

@@ -1,6 +1,6 @@
 // The UI message stream, read as a browser would.
 
-import { uiMessageChunkSchema } from "ai";
+import { readUIMessageStream, uiMessageChunkSchema } from "ai";
 
 /** The protocol's fields per chunk type: anything else is an error (strict v6 clients). */
 const ALLOWED_KEYS = {
@@ -52,4 +52,17 @@ export function shape(chunks) {
     out.push(c.type.endsWith("-delta") ? c.type + "*" : c.type);
   }
   return out;
+}
+
+/** The message a stock client (`readUIMessageStream`) makes of a stream's chunks. */
+export async function uiMessage(chunks) {
+  const stream = new ReadableStream({
+    start(c) {
+      for (const chunk of chunks) c.enqueue(chunk);
+      c.close();
+    },
+  });
+  let last;
+  for await (const message of readUIMessageStream({ stream })) last = message;
+  return last;
 }

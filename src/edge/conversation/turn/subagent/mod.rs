@@ -388,19 +388,7 @@ impl AgentTool {
                 // Busy (a turn of the child's runs: this call's, resumed by an earlier run), or
                 // nothing it waits on: followed below.
                 Ok(response) if matches!(response.status_code(), 400 | 409) => {}
-                Ok(response) => {
-                    let status = response.status_code();
-                    let message = error_message(response).await;
-                    let kind = if status == 402 {
-                        Status::LimitReached
-                    } else {
-                        Status::Error
-                    };
-                    return failed(
-                        kind,
-                        format!("the agent `{agent}` could not go on: {message}"),
-                    );
-                }
+                Ok(response) => return refused(agent, "could not go on", response).await,
                 Err(e) => {
                     return failed(
                         Status::Interrupted,
@@ -427,18 +415,7 @@ impl AgentTool {
             // Taken before (a call run again): its turn is followed, or its answer read back
             // (204: it started this turn, whose stream outgrew its log).
             200 | 202 | 204 => {}
-            status => {
-                let message = error_message(response).await;
-                let kind = if status == 402 {
-                    Status::LimitReached
-                } else {
-                    Status::Error
-                };
-                return failed(
-                    kind,
-                    format!("the agent `{agent}` could not start: {message}"),
-                );
-            }
+            _ => return refused(agent, "could not start", response).await,
         }
         self.settle(call).await
     }
@@ -692,6 +669,21 @@ fn is_stream(response: &Response) -> bool {
         .ok()
         .flatten()
         .is_some_and(|t| t.starts_with("text/event-stream"))
+}
+
+/// A child's object refused the call's request: a budget spent is `limit_reached`, anything
+/// else an error, with the object's message.
+async fn refused(agent: &str, doing: &str, response: Response) -> Ran {
+    let kind = if response.status_code() == 402 {
+        Status::LimitReached
+    } else {
+        Status::Error
+    };
+    let message = error_message(response).await;
+    Ran::Done(Err(failure(
+        kind,
+        &format!("the agent `{agent}` {doing}: {message}"),
+    )))
 }
 
 /// The message of a JSON error answer (`{error: {message}}`), else its status.
