@@ -40,9 +40,11 @@ pub use message::{convert_to_llm, AgentMessage};
 pub use plan::{plan_from_history, Plan, PlanItem, UpdatePlan};
 pub use resolve::{AttemptLedger, CallSize, ProviderResolver, Resolved};
 pub use state::TurnOutcome;
-pub use state::{AgentState, Approval, CancelToken, LocalQueues, Queues, ToolAnswers};
+pub use state::{AgentState, CancelToken, LocalQueues, Queues, ToolAnswers};
 pub use stats::{CallStats, TurnStats};
 pub use tool_calls::CANCELLED;
 pub use tool_calls::{DENIED, SKIPPED_FOR_STEERING};
-pub use tools::{tool_fn, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector};
+pub use tools::{
+    tool_fn, Approval, CurrentTime, ServerTool, ToolKind, ToolRegistry, ToolsetSelector,
+};
 pub use turn::{pending_calls, run_agent_turn, ContextTransform, MOVED_ON};

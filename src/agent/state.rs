@@ -8,6 +8,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::plan::{plan_from_history, Plan};
+use super::tools::Approval;
 use super::{AgentEvent, AgentMessage, Compactor, TurnHooks};
 use crate::llm::{Sleeper, ToolCall, Usage};
 
@@ -66,13 +67,6 @@ impl CancelToken {
     pub fn is_cancelled(&self) -> bool {
         self.0.get()
     }
-}
-
-/// A person's decision on a tool call that needed approval.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Approval {
-    pub approved: bool,
-    pub reason: Option<String>,
 }
 
 /// What the caller brings back to a paused turn, by tool call id.

@@ -159,8 +159,16 @@ pub(super) async fn run_tools(
             After::Done => {}
             After::Waiting(calls) => approvals.extend(calls),
             // The calls after it are another agent's to make, or not.
+            // The calls after it, and those before it still waiting for a person or the
+            // client, are another agent's to make, or not: each gets a result saying so (a
+            // sub-agent's waiting call is not the history's: the call that ran it stays open).
             After::HandOff(to) => {
-                for call in &calls[i..] {
+                let waiting: Vec<ToolCall> = approvals
+                    .drain(..)
+                    .filter(|c| !c.id.contains(super::tools::NESTED))
+                    .chain(client_calls.drain(..))
+                    .collect();
+                for call in waiting.iter().chain(&calls[i..]) {
                     let message =
                         format!("not run: the conversation was handed to the agent `{to}`");
                     fail_call(state, hooks, emit, call, message).await;

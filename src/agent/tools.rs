@@ -4,8 +4,15 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
-use super::{AgentMessage, Approval};
+use super::AgentMessage;
 use crate::llm::{ToolCall, ToolDef};
+
+/// A person's decision on a tool call that needed approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    pub approved: bool,
+    pub reason: Option<String>,
+}
 
 /// What separates a call's id from the id of a call made within it (a sub-agent's): `p1/c9` is
 /// call `c9` of the child that call `p1` runs.

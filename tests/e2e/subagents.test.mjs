@@ -391,4 +391,10 @@ test("a handoff moves the conversation to another agent from the next step: its 
   await post(id, { message: "And the next one?" });
   assert.equal(openai.requests.length, before.openai + 2);
   assert.equal(anthropic.requests.length, before.anthropic + 1);
+  // A typed answer's turn is not handed over: it was checked against the agent it began with.
+  const typedId = await e2e.create({ agent: "triage" });
+  anthropic.script({ text: JSON.stringify({ city: "Oslo" }) });
+  await post(typedId, { message: "Which city?", output: CITY });
+  const typedOffer = (anthropic.requests.at(-1).body.tools ?? []).map((t) => t.name);
+  assert.ok(!typedOffer.includes("transfer_to_billing"), typedOffer.join());
 });

@@ -106,7 +106,8 @@ pub(super) struct D1Hooks {
     pub(super) persisted: Rc<Persisted>,
     /// Why the last answer's ledger row (or the messages before it) could not be written;
     /// `on_step_end` stops the turn.
-    pub(super) ledger_failure: RefCell<Option<String>>,
+    /// (Shared by the hooks of each agent a turn runs as: a handoff does not forget it.)
+    pub(super) ledger_failure: Rc<RefCell<Option<String>>>,
     pub(super) prompt: SystemPrompt,
 }
 

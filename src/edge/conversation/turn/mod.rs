@@ -96,6 +96,8 @@ pub struct Prepared {
     mcp: remote_tools::Listed,
     /// The toolsets the turn may use (`None`: all).
     toolsets: Option<Vec<String>>,
+    /// Those the message or the conversation chose, before its agent's cut (`None`: all).
+    chosen_toolsets: Option<Vec<String>>,
     /// The agent the turn runs as.
     agent: Rc<AgentSpec>,
     /// The typed answer the turn ends with.

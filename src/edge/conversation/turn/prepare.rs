@@ -246,6 +246,9 @@ pub async fn prepare(
         history.push(message);
         seqs.push(Some(seq));
     }
+    // The toolsets the message or the conversation chose; an agent handed to takes them within
+    // its own.
+    let chosen_toolsets = narrowed.or_else(|| conversation.toolsets.clone());
     Ok(Ready::Run(Box::new(Prepared {
         pending,
         taken,
@@ -259,7 +262,8 @@ pub async fn prepare(
         artifacts,
         budget,
         mcp,
-        toolsets: agent.toolsets_within(narrowed.or_else(|| conversation.toolsets.clone())),
+        toolsets: agent.toolsets_within(chosen_toolsets.clone()),
+        chosen_toolsets,
         output,
         output_raw,
         agent,

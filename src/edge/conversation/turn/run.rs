@@ -59,6 +59,7 @@ impl Prepared {
             budget,
             mcp,
             toolsets,
+            chosen_toolsets,
             agent,
             output,
             output_raw,
@@ -168,14 +169,21 @@ impl Prepared {
         let mut conversation = conversation;
         let (mut agent, mut model, mut provider) = (agent, model, provider);
         let (mut mcp, mut toolsets) = (Some(mcp), toolsets);
+        let mut handoffs = 0;
+        let ledger_failure = Rc::new(RefCell::default());
         let outcome = loop {
             let info = config.models.info(&model);
             state.max_tokens = config.max_tokens.min(info.max_output_tokens);
             let system = agent.system_with(conversation.system.as_deref());
             state.system_prompt = system.clone();
-            state.max_llm_calls = agent
-                .max_llm_calls
-                .min(conversation.max_llm_calls.unwrap_or(u32::MAX));
+            // Each agent has its own step limit from where it takes over; the turn's deadline
+            // is the turn's, whoever answers.
+            state.max_llm_calls = state.llm_calls.saturating_add(
+                agent
+                    .max_llm_calls
+                    .min(conversation.max_llm_calls.unwrap_or(u32::MAX)),
+            );
+            state.turn_deadline_ms = Some((deadline_at - now_ms()).max(0) as u64);
             let resolve_with = |answers: Rc<dyn Provider>| -> Rc<dyn ProviderResolver> {
                 match config.user_budget_usd {
                     Some(limit) => Rc::new(BudgetResolver {
@@ -235,6 +243,12 @@ impl Prepared {
                 cancel: &cancel,
                 reference,
                 deadline_at,
+                // Not in a sub-agent's conversation (its parent chose the agent it asks), nor
+                // in a typed answer's turn (checked against the agent it began with), nor past
+                // MAX_HANDOFFS in one turn.
+                handoffs: conversation.parent.is_none()
+                    && state.output.is_none()
+                    && handoffs < MAX_HANDOFFS,
             };
             let tools = kit.tools(
                 &agent,
@@ -258,7 +272,7 @@ impl Prepared {
                 config: config.clone(),
                 storage: turn_env.storage.clone(),
                 persisted: persisted.clone(),
-                ledger_failure: RefCell::default(),
+                ledger_failure: ledger_failure.clone(),
             };
             let resolver = resolve_with(provider.clone());
             let outcome = clock
@@ -274,7 +288,11 @@ impl Prepared {
             let TurnOutcome::HandedOff(to) = outcome else {
                 break outcome;
             };
-            match super::handoff::hand_over(turn_env, &mut conversation, &to, &signal).await {
+            if cancel.is_cancelled() {
+                break TurnOutcome::Cancelled;
+            }
+            handoffs += 1;
+            match super::handoff::next_agent(turn_env, &mut conversation, &to, &signal) {
                 Ok((next, chosen)) => {
                     // Said on the stream and in the history, for people: the model reads the
                     // handoff tool's call and result.
@@ -293,7 +311,9 @@ impl Prepared {
                         "data": {"from": agent.name, "to": to},
                     });
                     log.push(&format!("data: {switch}\n\n"), now_ms());
-                    toolsets = next.toolsets_within(conversation.toolsets.clone());
+                    // The toolsets the turn was narrowed to (a message's, the conversation's),
+                    // within the agent's own.
+                    toolsets = next.toolsets_within(chosen_toolsets.clone());
                     agent = next;
                     (model, provider) = chosen;
                 }
@@ -366,7 +386,12 @@ struct Kit<'a> {
     cancel: &'a CancelToken,
     reference: &'a str,
     deadline_at: i64,
+    /// Whether the agent's handoff tools are offered.
+    handoffs: bool,
 }
+
+/// Most handoffs in one turn: past them the handoff tools are not offered.
+const MAX_HANDOFFS: u32 = 3;
 
 impl Kit<'_> {
     /// The tools a turn of `agent` offers: the built-in ones, the artifact and schedule tools,
@@ -438,9 +463,17 @@ impl Kit<'_> {
                 tools.register_server_tool(Box::new(tool));
             }
         }
-        for spec in &agent.handoffs {
-            let tool = super::handoff::TransferTool::new(spec, &described(&spec.agent));
-            tools.register_server_tool(Box::new(tool));
+        if self.handoffs && !agent.handoffs.is_empty() {
+            let handing = Rc::new(super::handoff::Handing {
+                store: turn_env.store.clone(),
+                storage: turn_env.storage.clone(),
+                conversation: conversation.clone(),
+            });
+            for spec in &agent.handoffs {
+                let description = described(&spec.agent);
+                let tool = super::handoff::TransferTool::new(spec, &description, handing.clone());
+                tools.register_server_tool(Box::new(tool));
+            }
         }
         if let Some(allowed) = toolsets {
             // Inclusive once there is an artifact: `artifacts` joins whatever was chosen.

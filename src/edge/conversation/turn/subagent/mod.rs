@@ -121,7 +121,7 @@ fn task_text(arguments: &Map<String, Value>, excerpt: Option<&str>) -> String {
     }
 }
 
-/// The parent's latest user and assistant text, newest last, within [`EXCERPT_BYTES`].
+/// The parent's latest user and assistant text, newest last, within `EXCERPT_BYTES`.
 pub fn excerpt(history: &[AgentMessage]) -> String {
     let mut lines = Vec::new();
     let mut size = 0;

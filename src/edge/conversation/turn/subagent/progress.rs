@@ -192,7 +192,7 @@ impl Progress {
     }
 
     /// The child's message as it forms: the agent tool's preliminary output. Its tool parts
-    /// show their state and input (cut to [`SHOWN_INPUT_BYTES`]) but not their outputs, which
+    /// show their state and input (cut to `SHOWN_INPUT_BYTES`) but not their outputs, which
     /// may be large and are in the child's conversation: each show re-sends the whole message.
     pub fn shown(&self, conversation_id: &str, agent: &str) -> Value {
         let parts: Vec<Value> = self
