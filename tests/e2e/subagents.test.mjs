@@ -229,6 +229,20 @@ test("cancelling the parent stops its child mid-stream; deleting the parent dele
   await untilTrue(async () => openai.requests.length > before && (await childrenOf(id)).length === 1, 20_000, "the child to start");
   const [child] = await childrenOf(id);
   await untilTrue(async () => (await get(`/v1/conversations/${child.id}`)).status === "running", 10_000, "the child's turn");
+  // A reader re-attaching to the parent's stream (a reload) gets the child's progress too.
+  const attached = await fetch(`${worker.url}/v1/conversations/${id}/stream`);
+  assert.equal(attached.status, 200);
+  const reader = attached.body.getReader();
+  let seen = "";
+  while (!/"preliminary":true/.test(seen)) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    seen += Buffer.from(value).toString("utf8");
+  }
+  await reader.cancel();
+  const progress = seen.split("\n\n").filter((f) => f.includes('"preliminary":true')).map((f) => JSON.parse(f.slice(6)));
+  assert.ok(progress.length > 0 && progress[0].toolCallId === "toolu_k1", seen.slice(0, 500));
+  assert.equal(progress[0].output.conversation_id, child.id);
   await sleep(500);
   assert.equal((await api(worker.url, "POST", `/v1/conversations/${id}/cancel`)).status, 202);
   const { chunks } = await reading;
@@ -244,6 +258,14 @@ test("cancelling the parent stops its child mid-stream; deleting the parent dele
   assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${id}`)).status, 204);
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${child.id}`)).status, 404);
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${child.id}/messages`)).status, 404);
+});
+
+test("GET /v1/agents says which agents each asks and hands to", async () => {
+  const { agents } = await get("/v1/agents");
+  const lead = agents.find((a) => a.name === "lead");
+  assert.deepEqual(lead.agents, ["researcher", "critic", "extractor", "pricey", "planner", "writer", "manager"]);
+  assert.deepEqual(agents.find((a) => a.name === "triage").handoffs, ["billing"]);
+  assert.deepEqual(agents.find((a) => a.name === "billing").agents, []);
 });
 
 test("`parent` must be a conversation id", async () => {

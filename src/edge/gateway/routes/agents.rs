@@ -1,5 +1,6 @@
 //! `GET /v1/agents`: the agents a conversation may belong to (`AGENTS`), without their
-//! instructions: a name, what it is for, its model and the tools it may use.
+//! instructions: a name, what it is for, its model, the tools it may use, the agents it asks
+//! and those it may hand a conversation to.
 
 use worker::Response;
 
@@ -19,6 +20,8 @@ pub fn list(config: &Config) -> Result<Response, ApiError> {
                 "model": a.model.to_string(),
                 "toolsets": a.toolsets,
                 "tools": a.tools,
+                "agents": a.agent_tools.iter().map(|t| &t.agent).collect::<Vec<_>>(),
+                "handoffs": a.handoffs.iter().map(|h| &h.agent).collect::<Vec<_>>(),
                 "output": a.output.is_some(),
             })
         })
