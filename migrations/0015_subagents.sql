@@ -4,5 +4,7 @@
 ALTER TABLE conversations ADD COLUMN parent TEXT;
 ALTER TABLE conversations ADD COLUMN tool_call_id TEXT;
 CREATE INDEX conversations_by_parent ON conversations (parent, created_at DESC, id) WHERE parent IS NOT NULL;
--- The owner's own conversations: their list and their count, without reading the children.
-CREATE INDEX conversations_started ON conversations (owner, created_at DESC, id) WHERE parent IS NULL;
+-- The owner's own conversations (`parent IS NULL`) and a parent's children: their lists, and the
+-- count a new conversation is made within, read from the index alone (a partial index on
+-- `parent IS NULL` made that count read every row it counted).
+CREATE INDEX conversations_started ON conversations (owner, parent, created_at DESC, id);
