@@ -169,6 +169,20 @@ impl AgentSpec {
     }
 }
 
+/// An agent tool's or a handoff's own `description`, within [`MAX_DESCRIPTION_CHARS`].
+fn tool_description(f: &mut Fields) -> Result<Option<String>, String> {
+    let description = f.optional("description", fields::STRING)?;
+    if description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION_CHARS)
+    {
+        return Err(format!(
+            "`description` is longer than {MAX_DESCRIPTION_CHARS} characters"
+        ));
+    }
+    Ok(description)
+}
+
 /// `max_llm_calls`, an agent's or an agent tool's: from 1 to 100.
 fn max_llm_calls(f: &mut Fields) -> Result<Option<u32>, String> {
     let max = f.optional("max_llm_calls", fields::U32)?;
@@ -330,15 +344,7 @@ fn read_handoff(entry: Value) -> Result<HandoffSpec, String> {
              give the agent a shorter name"
         ));
     }
-    let description = f.optional("description", fields::STRING)?;
-    if description
-        .as_ref()
-        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION_CHARS)
-    {
-        return Err(format!(
-            "`description` is longer than {MAX_DESCRIPTION_CHARS} characters"
-        ));
-    }
+    let description = tool_description(&mut f)?;
     Ok(HandoffSpec {
         name,
         agent,
@@ -375,15 +381,7 @@ fn read_agent_tool(entry: Value) -> Result<AgentToolSpec, String> {
             "`{name}` is not a tool name (1 to {MAX_TOOL_NAME} letters, digits, `_` or `-`)"
         ));
     }
-    let description = f.optional("description", fields::STRING)?;
-    if description
-        .as_ref()
-        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION_CHARS)
-    {
-        return Err(format!(
-            "`description` is longer than {MAX_DESCRIPTION_CHARS} characters"
-        ));
-    }
+    let description = tool_description(&mut f)?;
     let input_schema = match f.value("input_schema") {
         Some(schema @ Value::Object(_)) if schema["type"] == "object" => schema,
         Some(_) => return Err("`input_schema` must be a JSON Schema of `type: object`".into()),

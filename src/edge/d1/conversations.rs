@@ -486,12 +486,18 @@ pub fn is_conversation_id(id: &str) -> bool {
 /// every conversation id. Ids are scoped to their owner this way, so no user can learn or
 /// block another's.
 pub fn scoped_id(owner: &str, id: &str) -> String {
+    derived_id(b"edge-agent conversation id\0", owner, id)
+}
+
+/// A conversation id derived from two strings for one use (`domain`, which ends in a NUL): 32
+/// hex digits of a SHA-256 over the three, the shape of every conversation id.
+pub fn derived_id(domain: &[u8], a: &str, b: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::new()
-        .chain_update(b"edge-agent conversation id\0")
-        .chain_update(owner.as_bytes())
+        .chain_update(domain)
+        .chain_update(a.as_bytes())
         .chain_update(b"\0")
-        .chain_update(id.as_bytes())
+        .chain_update(b.as_bytes())
         .finalize();
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -96,14 +96,7 @@ impl AgentTool {
 /// The id of the child conversation that answers call `call_id` of conversation `parent`: 32
 /// hex digits, the shape of every conversation id.
 pub fn child_id(parent: &str, call_id: &str) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::new()
-        .chain_update(b"edge-agent child conversation\0")
-        .chain_update(parent.as_bytes())
-        .chain_update(b"\0")
-        .chain_update(call_id.as_bytes())
-        .finalize();
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    crate::edge::d1::conversations::derived_id(b"edge-agent child conversation\0", parent, call_id)
 }
 
 /// What the child is asked: the task when the arguments are just that, else the arguments as
@@ -239,23 +232,13 @@ impl ServerTool for AgentTool {
         };
         let mut conversation = TurnConversation::from(&row);
         conversation.max_llm_calls = self.spec.max_llm_calls;
-        let start = Handover {
-            conversation: Some(conversation),
-            caller: parent.owner.clone(),
-            request: TurnRequest::Message {
-                id: keyed_id(&parent.owner, &child, &keyed.key),
-                message: AgentMessage::user_text(&task),
-                delivery: Delivery::Steering,
-                keyed: Some(keyed),
-            },
-            client_tools: Vec::new(),
-            stream: true,
-            toolsets: None,
-            chat: None,
-            output: None,
-            probe: false,
-            from_parent: true,
+        let request = TurnRequest::Message {
+            id: keyed_id(&parent.owner, &child, &keyed.key),
+            message: AgentMessage::user_text(&task),
+            delivery: Delivery::Steering,
+            keyed: Some(keyed),
         };
+        let start = from_parent(Some(conversation), &parent.owner, request);
         let deadline_at = match self.spec.timeout_ms {
             Some(ms) => parent.deadline_at.min(now + i64::from(ms)),
             None => parent.deadline_at,
@@ -359,24 +342,14 @@ impl AgentTool {
                 })
                 .collect();
             let decided: Vec<String> = approvals.iter().map(|a| a.tool_call_id.clone()).collect();
-            let resume = Handover {
-                conversation: None,
-                caller: start.caller.clone(),
-                request: TurnRequest::Resume {
-                    results: Vec::new(),
-                    approvals,
-                    // Decisions on calls the child no longer waits on (taken by an earlier run
-                    // of this call) are dropped, not refused with the rest.
-                    only_pending: true,
-                },
-                client_tools: Vec::new(),
-                stream: true,
-                toolsets: None,
-                chat: None,
-                output: None,
-                probe: false,
-                from_parent: true,
+            let request = TurnRequest::Resume {
+                results: Vec::new(),
+                approvals,
+                // Decisions on calls the child no longer waits on (taken by an earlier run of
+                // this call) are dropped, not refused with the rest.
+                only_pending: true,
             };
+            let resume = from_parent(None, &start.caller, request);
             match call.client.send(&resume).await {
                 Ok(response) if response.status_code() == 200 && is_stream(&response) => {
                     match self.read(response, call, &decided).await {
@@ -659,6 +632,27 @@ impl Spacing {
             self.changed = false;
         }
         due
+    }
+}
+
+/// What the parent's agent tool hands the child's object: `request`, streamed, with no client
+/// tools, narrowing or typed answer of its own (the child's agent has those).
+fn from_parent(
+    conversation: Option<TurnConversation>,
+    owner: &str,
+    request: TurnRequest,
+) -> Handover {
+    Handover {
+        conversation,
+        caller: owner.to_string(),
+        request,
+        client_tools: Vec::new(),
+        stream: true,
+        toolsets: None,
+        chat: None,
+        output: None,
+        probe: false,
+        from_parent: true,
     }
 }
 
