@@ -17,6 +17,7 @@ pub mod compact;
 pub mod estimate;
 pub mod event;
 pub mod hooks;
+pub mod memory;
 pub mod message;
 pub mod output;
 pub mod plan;

@@ -93,6 +93,13 @@ pub trait ServerTool {
     fn bounds_own_time(&self) -> bool {
         false
     }
+
+    /// Whether a call of it needs no reply of its own (`update_memory`): a step that said
+    /// something and called only such tools ends the turn once they have run, rather than
+    /// calling the model again to answer their results (which is how a memory update loops).
+    fn quiet(&self) -> bool {
+        false
+    }
 }
 
 /// How a tool the model called is executed.
@@ -179,6 +186,11 @@ impl ToolRegistry {
             .iter()
             .find(|t| t.name == name)
             .map(ToolKind::Client)
+    }
+
+    /// Whether `name` is a server tool whose calls need no reply ([`ServerTool::quiet`]).
+    pub fn quiet(&self, name: &str) -> bool {
+        matches!(self.classify(name), Some(ToolKind::Server(tool)) if tool.quiet())
     }
 
     /// Every tool the model may call.

@@ -79,11 +79,34 @@ pub async fn run_agent_turn(
             if let Some(paused) = tools_run.await {
                 return paused;
             }
+            // Calls that need no reply, made alongside an answer, that went through: the answer
+            // stands. (One that failed is the model's to read and act on.)
+            let went_through = |call: &ToolCall| {
+                state.messages.iter().rev().any(|m| {
+                    matches!(m, AgentMessage::ToolResult(r) if r.tool_call_id == call.id && !r.is_error)
+                })
+            };
+            let answered = answering.is_none()
+                && pending
+                    .iter()
+                    .all(|c| tools.quiet(&c.name) && went_through(c))
+                && state.messages.iter().rev().find_map(|m| match m {
+                    AgentMessage::Assistant(a) => Some(!a.text().trim().is_empty()),
+                    _ => None,
+                }) == Some(true);
             pending.clear();
             // A message that arrived during the last tool joins before the next call.
             let steering = state.queues.drain_steering().await;
             if !steering.is_empty() {
                 inject(state, hooks, emit, &[], steering).await;
+            } else if answered {
+                // Ends as an answer without calls does: with the follow-ups, if any.
+                let waiting = state.queues.drain_at_end().await;
+                if waiting.is_empty() {
+                    done(state, emit);
+                    return TurnOutcome::Completed;
+                }
+                inject(state, hooks, emit, &[], waiting).await;
             }
         }
         if state.cancel.is_cancelled() {

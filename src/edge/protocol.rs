@@ -211,6 +211,9 @@ pub struct TurnConversation {
     /// A child conversation's: the conversation whose agent tool asks it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// Made with `memory: false`: its turns neither read nor write memory.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub memory_off: bool,
 }
 
 crate::json_struct!(TurnConversation {
@@ -222,6 +225,7 @@ crate::json_struct!(TurnConversation {
     "agent" => agent: default,
     "max_llm_calls" => max_llm_calls: default,
     "parent" => parent: default,
+    "memory_off" => memory_off: default,
 });
 
 impl TurnConversation {
@@ -259,6 +263,7 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
             agent: c.agent.clone(),
             max_llm_calls: None,
             parent: c.parent.clone(),
+            memory_off: c.memory_off,
         }
     }
 }

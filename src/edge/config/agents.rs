@@ -47,6 +47,8 @@ pub struct AgentSpec {
     pub agent_tools: Vec<Rc<AgentToolSpec>>,
     /// The agents it may hand the conversation to (`{"type": "handoff"}` entries).
     pub handoffs: Vec<Rc<HandoffSpec>>,
+    /// What it remembers of a user across conversations (`memory`; `None`: nothing).
+    pub memory: Option<Rc<super::memory::MemorySpec>>,
 }
 
 /// A tool that hands the conversation to another agent (`{"type": "handoff", "agent":
@@ -116,6 +118,7 @@ impl AgentSpec {
             output: None,
             agent_tools: Vec::new(),
             handoffs: Vec::new(),
+            memory: None,
         }
     }
 
@@ -216,6 +219,7 @@ pub fn parse_agents(json: &str, defaults: &Defaults) -> Result<Vec<AgentSpec>, S
         "tools",
         "output",
         "max_llm_calls",
+        "memory",
     ];
     map.into_iter()
         .map(|(name, value)| {
@@ -261,6 +265,7 @@ fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<Agent
         None => Tools::default(),
     };
     let max_llm_calls = max_llm_calls(f)?;
+    let memory = f.value("memory").map(super::memory::read).transpose()?;
     Ok(AgentSpec {
         name,
         description,
@@ -283,6 +288,7 @@ fn read_agent(name: String, f: &mut Fields, defaults: &Defaults) -> Result<Agent
         output,
         agent_tools,
         handoffs,
+        memory: memory.map(Rc::new),
     })
 }
 

@@ -13,6 +13,7 @@ use crate::edge::error::ApiError;
 
 pub mod access;
 pub mod agents;
+pub mod memory;
 mod parse;
 use access::{auth, AuthConfig, CorsOrigins};
 use agents::{parse_agents, AgentSpec, Defaults};
@@ -92,6 +93,8 @@ pub struct Config {
     pub max_conversations_per_user: u32,
     /// How many agents deep one agent may ask others (`MAX_AGENT_DEPTH`).
     pub max_agent_depth: u32,
+    /// `MEMORY_MAX_BYTES`, `MEMORY_RECALL_MS`, `MEMORY_MODEL`.
+    pub memory: memory::MemorySettings,
     /// How many artifacts a conversation, and versions an artifact, may hold
     /// (`MAX_ARTIFACTS_PER_CONVERSATION`, `MAX_ARTIFACT_VERSIONS`).
     pub artifact_limits: ArtifactLimits,
@@ -243,6 +246,13 @@ impl Config {
                 1..=1_000_000,
             )?,
             max_agent_depth: number(get, "MAX_AGENT_DEPTH", 3, 1..=10)?,
+            memory: memory::MemorySettings {
+                max_bytes: number(get, "MEMORY_MAX_BYTES", 16 * 1024, 256..=256 * 1024)?,
+                recall_ms: number(get, "MEMORY_RECALL_MS", 150, 1..=10_000)?,
+                model: get("MEMORY_MODEL")
+                    .map(|id| ModelRef::parse(&id).map_err(|e| ApiError::config("MEMORY_MODEL", e)))
+                    .transpose()?,
+            },
             artifact_limits: ArtifactLimits {
                 artifacts: number(get, "MAX_ARTIFACTS_PER_CONVERSATION", 50, 1..=10_000)?,
                 versions: number(get, "MAX_ARTIFACT_VERSIONS", 100, 1..=10_000)?,
@@ -342,6 +352,7 @@ impl Config {
                     .iter()
                     .map(|m| ("SUMMARY_MODEL", None, m)),
             )
+            .chain(self.memory.model.iter().map(|m| ("MEMORY_MODEL", None, m)))
             .chain(agents);
         for (variable, agent, model) in named {
             if self.models.info(model).price.is_none() {
@@ -408,6 +419,7 @@ impl Config {
         let mut sets = vec![
             crate::agent::artifacts::TOOLSET.to_string(),
             crate::agent::schedules::TOOLSET.to_string(),
+            crate::agent::memory::TOOLSET.to_string(),
         ];
         let http = self
             .http_tools
@@ -507,6 +519,15 @@ impl Config {
             if let Some(output) = &agent.output {
                 self.check_output(output, &agent.model, agent.offers_tools())
                     .map_err(at)?;
+            }
+            if agent.memory.as_ref().is_some_and(|m| m.by_tool())
+                && !agent.has_toolset(crate::agent::memory::TOOLSET)
+            {
+                return Err(at(
+                    "its `memory` is kept by the model (`update_memory`), but its `toolsets` \
+                     leave out `memory`: add it, or set `managed_by: \"background\"`"
+                        .into(),
+                ));
             }
         }
         Ok(())

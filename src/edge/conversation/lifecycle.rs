@@ -160,6 +160,7 @@ impl Object {
             updated_at: now,
             parent: None,
             tool_call_id: None,
+            memory_off: conversation.memory_off,
         };
         let start = Start {
             kickoff,

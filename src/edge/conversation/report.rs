@@ -71,6 +71,7 @@ pub(super) fn log_turn(
         "fallbacks": stats.fallbacks,
         "budget_switches": stats.budget_switches,
         "messages": result.messages.len(),
+        "memory": result.memory,
         "object_requests": object.requests.get().wrapping_sub(claimed.requests_before),
         "d1_round_trips": turn_env.store.round_trips().wrapping_sub(claimed.d1_before),
         "sql_statements": claimed

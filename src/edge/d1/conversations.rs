@@ -35,6 +35,9 @@ pub struct Conversation {
     /// A child conversation's: the tool call it answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Made with `memory: false`: never recalled, nor given recall or working memory.
+    #[serde(rename = "memory", serialize_with = "inverted")]
+    pub memory_off: bool,
 }
 
 crate::json_struct!(Conversation {
@@ -50,6 +53,7 @@ crate::json_struct!(Conversation {
     "updated_at" => updated_at,
     "parent" => parent: default,
     "tool_call_id" => tool_call_id: default,
+    "memory" => memory_off: default_with(off_column),
 });
 
 /// Most child conversations one conversation's agent tools may start, over its life.
@@ -89,6 +93,7 @@ impl Conversation {
             updated_at: now_ms,
             parent: None,
             tool_call_id: None,
+            memory_off: false,
         }
     }
 }
@@ -200,12 +205,13 @@ impl Store {
     ) -> Result<worker::D1PreparedStatement, ApiError> {
         let mut values = conversation_values(c);
         values.push(f64::from(max).into());
+        values.push(if c.memory_off { 0.0 } else { 1.0 }.into());
         self.db
             .prepare(format!(
                 "INSERT INTO conversations
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets,
-                    agent)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9
+                    agent, memory)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?11
                  WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2 AND parent IS NULL) < ?10
                    AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                  {tail}"
@@ -507,6 +513,17 @@ pub fn derived_id(domain: &[u8], a: &str, b: &str) -> String {
 fn json_column<'a, T: FromJsonOwned>(r: &mut Reader<'a>) -> json::Result<Option<T>> {
     let text: Option<Cow<'a, str>> = FromJson::read(r)?;
     Ok(text.and_then(|t| json::from_str(&t).ok()))
+}
+
+/// The `memory` column (1 by default, 0 for a conversation made with `memory: false`), read as
+/// whether memory is off.
+fn off_column(r: &mut Reader<'_>) -> json::Result<bool> {
+    let on: Option<i64> = FromJson::read(r)?;
+    Ok(on == Some(0))
+}
+
+fn inverted<S: serde::Serializer>(off: &bool, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(!off)
 }
 
 fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {

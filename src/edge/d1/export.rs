@@ -338,6 +338,9 @@ impl Store {
                 )
                 .bind_params(&[owner.into()])?,
             self.db
+                .prepare("DELETE FROM memories WHERE owner = ?1")
+                .bind_params(&[owner.into()])?,
+            self.db
                 .prepare("DELETE FROM erasures WHERE owner = ?1")
                 .bind_params(&[owner.into()])?,
         ];

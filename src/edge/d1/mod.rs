@@ -5,6 +5,7 @@
 //! - [`history`]: messages, a turn's history
 //! - [`usage`]: the usage ledger and budgets
 //! - [`artifacts`]: artifacts and their versions
+//! - [`memory`]: working memories, and the search recall reads
 //! - [`files`]: the files attached to messages; [`export`]: a user's data whole (export, erasure)
 //! - [`rows`]: reading D1's results into Rust types; [`params`]: binding a statement's parameters
 //! - [`shards`]: which D1 database holds an owner's data
@@ -16,6 +17,7 @@ pub mod conversations;
 pub mod export;
 pub mod files;
 pub mod history;
+pub mod memory;
 pub mod params;
 pub mod rows;
 pub mod shards;

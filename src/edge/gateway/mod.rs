@@ -154,6 +154,20 @@ async fn dispatch(
         }
         Handler::ExportMe => out_of_line(routes::me::export(&req, env, user)),
         Handler::EraseMe => out_of_line(routes::me::erase(env, ctx, caller, None)),
+        Handler::ListMemory => out_of_line(routes::memory::list(env, config, user)),
+        Handler::SearchMemory => out_of_line(routes::memory::search(&req, env, user)),
+        Handler::PutMemory => {
+            target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+            out_of_line(routes::memory::put(req, env, config, user, &target))
+        }
+        Handler::PatchMemory => {
+            target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+            out_of_line(routes::memory::patch(req, env, config, user, &target))
+        }
+        Handler::DeleteMemory => {
+            target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+            out_of_line(routes::memory::delete(env, user, &target))
+        }
         Handler::Chat => out_of_line(routes::chat::post(req, env, config, user, request_id)),
         Handler::AttachChat | Handler::AttachConversation => {
             out_of_line(routes::conversations::stream(env, user, id))

@@ -54,6 +54,10 @@ pub struct SystemPrompt {
     base: Option<String>,
     artifacts: Rc<ArtifactContext>,
     index: RefCell<Option<String>>,
+    /// The working memory (as `update_memory` last left it) and whether the model keeps it;
+    /// then what recall found. Both follow the stable instructions.
+    memory: Option<(Rc<RefCell<String>>, bool)>,
+    recalled: Option<String>,
 }
 
 impl SystemPrompt {
@@ -70,7 +74,20 @@ impl SystemPrompt {
             base: template.map(|t| fill(t, &date[..10], user, model)),
             artifacts,
             index: RefCell::new(index(listed, INDEX_BUDGET)),
+            memory: None,
+            recalled: None,
         }
+    }
+
+    /// Shows the user's working memory (`by_tool`: kept by the model) and what recall found.
+    pub fn remembering(
+        mut self,
+        memory: Option<(Rc<RefCell<String>>, bool)>,
+        recalled: Option<String>,
+    ) -> Self {
+        self.memory = memory;
+        self.recalled = recalled;
+        self
     }
 
     /// The prompt for the next LLM call.
@@ -82,11 +99,28 @@ impl SystemPrompt {
                 Err(e) => worker::console_error!("reading the artifact index: {e}"),
             }
         }
-        match (&self.base, self.index.borrow().as_deref()) {
-            (base, None) => base.clone(),
-            (None, Some(index)) => Some(index.to_string()),
-            (Some(base), Some(index)) => Some(format!("{base}\n\n{index}")),
+        let memory = self
+            .memory
+            .as_ref()
+            .map(|(shown, by_tool)| crate::agent::memory::block(&shown.borrow(), *by_tool));
+        let index = self.index.borrow();
+        let parts = [
+            self.base.as_deref(),
+            memory.as_deref(),
+            self.recalled.as_deref(),
+            index.as_deref(),
+        ];
+        let mut prompt: Option<String> = None;
+        for part in parts.into_iter().flatten() {
+            match &mut prompt {
+                None => prompt = Some(part.to_string()),
+                Some(p) => {
+                    p.push_str("\n\n");
+                    p.push_str(part);
+                }
+            }
         }
+        prompt
     }
 }
 

@@ -12,12 +12,14 @@
 //! - [`subagent`]: agent tools, each call a turn of another agent in a child conversation
 //! - `handoff`: handoff tools, which hand the conversation to another agent mid-turn
 //! - `files`: the users' files loaded from R2 for each call
+//! - `memory`: the user's working memory and recall; `extract`: memory kept after the answer
 
 mod artifact_store;
 mod budget_store;
 pub(crate) mod files;
 mod handoff;
 mod hooks;
+pub mod memory;
 mod partial;
 mod prepare;
 mod remote_tools;
@@ -109,6 +111,8 @@ pub struct Prepared {
     first_call: Option<Rc<resolver::FirstCall>>,
     own_id: Option<String>,
     new_chat: bool,
+    /// The user's memory with the agent (none when it keeps none, or the conversation may not).
+    memory: Option<memory::TurnMemory>,
 }
 
 /// What preparing found.
@@ -226,6 +230,8 @@ pub struct TurnResult {
     pub output: Option<serde_json::Value>,
     /// It was asked for a typed answer.
     pub typed: bool,
+    /// How memory went, for the log line (`None`: the turn had none).
+    pub memory: Option<serde_json::Value>,
 }
 
 pub struct FixedProvider(pub Rc<dyn Provider>);

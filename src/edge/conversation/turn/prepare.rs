@@ -97,21 +97,38 @@ pub async fn prepare(
         owner: &conversation.owner,
         default: (limit, turn_env.config.budget_period),
     });
-    // The MCP servers' tools are listed (when the isolate's lists are stale) while the history
-    // loads, not after it.
-    let (history, mcp) = futures::future::join(
-        store.turn_history(
-            id,
-            create.as_ref().filter(|_| !alongside).map(|row| CreateRow {
-                row,
-                within: create_within,
-            }),
-            &stored_first,
-            budget_read,
-            &left_out,
-            now_ms(),
+    // What recall looks for: the turn's newest message of the user's own.
+    let asked: Option<String> = incoming.iter().rev().find_map(|(_, m, _)| match m {
+        AgentMessage::User { content } => Some(
+            content
+                .iter()
+                .filter_map(|b| match b {
+                    crate::llm::ContentBlock::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
         ),
-        remote_tools::list(&turn_env.config, id, signal),
+        _ => None,
+    });
+    // The MCP servers' tools are listed (when the isolate's lists are stale) and memory is read
+    // while the history loads, not after it.
+    let ((history, mcp), memory) = futures::future::join(
+        futures::future::join(
+            store.turn_history(
+                id,
+                create.as_ref().filter(|_| !alongside).map(|row| CreateRow {
+                    row,
+                    within: create_within,
+                }),
+                &stored_first,
+                budget_read,
+                &left_out,
+                now_ms(),
+            ),
+            remote_tools::list(&turn_env.config, id, signal),
+        ),
+        super::memory::load(turn_env, conversation, &agent, asked.as_deref()),
     )
     .await;
     let TurnHistory {
@@ -270,6 +287,7 @@ pub async fn prepare(
         first_call,
         own_id,
         new_chat: create_within.is_some(),
+        memory,
     })))
 }
 

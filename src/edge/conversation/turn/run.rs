@@ -66,6 +66,7 @@ impl Prepared {
             first_call,
             own_id,
             new_chat,
+            memory,
         } = self;
         let config = &turn_env.config;
         let history_len = history.len();
@@ -112,6 +113,11 @@ impl Prepared {
             exists: Default::default(),
         });
         let deadline_at = now_ms() + i64::from(config.turn_deadline_ms);
+        // What recall found, told to the client as the turn begins (transient: not kept).
+        if let Some(part) = memory.as_ref().and_then(|m| m.recalled_part()) {
+            log.push(&part, now_ms());
+        }
+        let recalled = memory.as_ref().and_then(|m| m.recall_block());
 
         let mut out = String::new();
         let mut ui = UiStream::for_request(reference);
@@ -249,6 +255,8 @@ impl Prepared {
                 handoffs: conversation.parent.is_none()
                     && state.output.is_none()
                     && handoffs < MAX_HANDOFFS,
+                // The user's memory with this agent (an agent handed to has none this turn).
+                memory: memory.as_ref().filter(|m| m.agent == agent.name),
             };
             let tools = kit.tools(
                 &agent,
@@ -265,6 +273,10 @@ impl Prepared {
                     &model.to_string(),
                     artifact_context.clone(),
                     &listed,
+                )
+                .remembering(
+                    kit.memory.map(|m| (m.shown.clone(), m.spec.by_tool())),
+                    kit.memory.and(recalled.clone()),
                 ),
                 store: turn_env.store.clone(),
                 conversation_id: conversation.id.clone(),
@@ -373,6 +385,7 @@ impl Prepared {
             answer_id: persisted.last_answer.take(),
             output: output_raw,
             typed,
+            memory: memory.map(|m| m.report),
         }
     }
 }
@@ -388,6 +401,7 @@ struct Kit<'a> {
     deadline_at: i64,
     /// Whether the agent's handoff tools are offered.
     handoffs: bool,
+    memory: Option<&'a super::memory::TurnMemory>,
 }
 
 /// Most handoffs in one turn: past them the handoff tools are not offered.
@@ -430,6 +444,16 @@ impl Kit<'_> {
             for missing in only.iter().filter(|t| tools.classify(t).is_none()) {
                 console_warn!("agent `{}`: no tool `{missing}` this turn", agent.name);
             }
+        }
+        // Whatever its `tools`: its `memory` asks for it.
+        if let Some(memory) = self.memory.filter(|m| m.spec.by_tool()) {
+            crate::agent::memory::register(
+                &mut tools,
+                memory.spec.shape.clone(),
+                memory.store(turn_env, &conversation.owner),
+                config.memory.max_bytes,
+                memory.shown.clone(),
+            );
         }
         let described = |name: &str| {
             config

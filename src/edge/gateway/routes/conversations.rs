@@ -25,6 +25,8 @@ struct Create {
     toolsets: Option<Vec<String>>,
     /// The agent it belongs to (default: the deployment's default agent).
     agent: Option<String>,
+    /// `false`: it is neither remembered nor given memory.
+    memory: Option<bool>,
 }
 
 crate::json_struct!(#[deny_unknown_fields] Create {
@@ -34,6 +36,7 @@ crate::json_struct!(#[deny_unknown_fields] Create {
     "metadata" => metadata,
     "toolsets" => toolsets,
     "agent" => agent,
+    "memory" => memory,
 });
 
 pub async fn create(
@@ -76,6 +79,7 @@ pub async fn create(
         updated_at: now,
         parent: None,
         tool_call_id: None,
+        memory_off: body.memory == Some(false),
     };
     Store::for_owner(env, user)
         .await?

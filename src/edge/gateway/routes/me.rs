@@ -9,8 +9,10 @@
 //! {"user", "exported_at", "conversations": [{...the conversation, "messages": [...],
 //!   "artifacts": [...], "files": [{id, media_type, size, name, created_at, url}],
 //!   "schedules": [...]}, ...],
-//!  "usage": [...], "next": "<cursor>" | null}
+//!  "usage": [...], "memory": [{agent, memory, version, updated_at}], "next": "<cursor>" | null}
 //! ```
+//!
+//! `memory` (the caller's working memory with each agent) is in the first part only.
 //!
 //! A request may make at most 1,000 subrequests (each D1 query, each call to a Durable Object),
 //! and schedules live in each conversation's object, not in D1: one call per conversation. So
@@ -304,13 +306,21 @@ async fn write_part(env: &Env, part: &mut Part<'_>, user: &str, from: Resume) ->
         serde_json::to_string(user)?,
         now_ms()
     );
+    let opening = from == Resume::Conversations(None);
     let stopped = write_conversations(env, part, user, from).await?;
     part.out.push_str("],\"usage\":[");
     let next = match stopped {
         Resume::Usage(after) => write_usage(part, user, after).await?.map(Resume::Usage),
         stopped => Some(stopped),
     };
-    part.out.push_str("],\"next\":");
+    if opening {
+        // Small (one document per agent): whole, in the first part.
+        let memory = part.store.memories(user).await?;
+        let _ = write!(part.out, "],\"memory\":{}", serde_json::to_string(&memory)?);
+        part.out.push_str(",\"next\":");
+    } else {
+        part.out.push_str("],\"next\":");
+    }
     match next {
         Some(next) => part.out.push_str(&serde_json::to_string(&next.encode())?),
         None => part.out.push_str("null"),

@@ -9,6 +9,7 @@ pub mod conversations;
 pub mod files;
 pub mod health;
 pub mod me;
+pub mod memory;
 pub mod messages;
 pub mod models;
 pub mod openapi;

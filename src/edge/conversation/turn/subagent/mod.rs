@@ -205,6 +205,8 @@ impl ServerTool for AgentTool {
             updated_at: now,
             parent: Some(parent.conversation.clone()),
             tool_call_id: Some(call_id.to_string()),
+            // A child's turns run its parent's tasks: they keep no memory of their own.
+            memory_off: true,
         };
         let unavailable = |e: &dyn std::fmt::Display| {
             Ran::Done(Err(failure(

@@ -1,0 +1,54 @@
+-- Memory across conversations.
+-- A conversation made with `memory: false` is neither remembered (indexed) nor given recall.
+ALTER TABLE conversations ADD COLUMN memory INTEGER NOT NULL DEFAULT 1;
+-- Working memory: one document per user and agent. `version` counts its writes: a write names
+-- the version it read, so two conversations writing at once never lose one another's update.
+CREATE TABLE memories (
+  owner      TEXT NOT NULL,
+  agent      TEXT NOT NULL,
+  body       TEXT NOT NULL,
+  version    INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (owner, agent)
+) WITHOUT ROWID;
+-- Recall: the text of users' and assistants' messages, searched per owner by BM25. `scope` is
+-- the owner's UTF-8 bytes in hex and a `0` (so the stemmer leaves it whole): one token no other
+-- owner's can match, and no message's words can be read as.
+CREATE VIRTUAL TABLE message_search USING fts5(
+  body, scope, message_id UNINDEXED, conversation_id UNINDEXED, created_at UNINDEXED,
+  tokenize = 'porter unicode61 remove_diacritics 2'
+);
+-- The search row a message has (its rowid there), so deleting the message deletes it.
+ALTER TABLE messages ADD COLUMN search_rowid INTEGER;
+-- Kept up to date by the database itself as messages are written and deleted (a conversation's
+-- deletion, retention, erasure, a message taken back): nothing in the Worker can forget it.
+CREATE TRIGGER message_search_add AFTER INSERT ON messages
+WHEN new.kind IN ('user', 'assistant')
+  AND EXISTS (SELECT 1 FROM conversations c
+              WHERE c.id = new.conversation_id AND c.memory = 1 AND c.parent IS NULL)
+BEGIN
+  INSERT INTO message_search (body, scope, message_id, conversation_id, created_at)
+  SELECT coalesce((SELECT group_concat(json_extract(value, '$.text'), ' ')
+                   FROM json_each(new.body, '$.content')
+                   WHERE json_extract(value, '$.type') = 'text'), ''),
+         hex(c.owner) || '0', new.id, new.conversation_id, new.created_at
+  FROM conversations c WHERE c.id = new.conversation_id;
+  UPDATE messages SET search_rowid = last_insert_rowid() WHERE rowid = new.rowid;
+END;
+CREATE TRIGGER message_search_drop AFTER DELETE ON messages
+WHEN old.search_rowid IS NOT NULL
+BEGIN
+  DELETE FROM message_search WHERE rowid = old.search_rowid;
+END;
+-- Messages written before this migration, indexed as the trigger would have.
+INSERT INTO message_search (rowid, body, scope, message_id, conversation_id, created_at)
+SELECT m.rowid,
+       coalesce((SELECT group_concat(json_extract(value, '$.text'), ' ')
+                 FROM json_each(m.body, '$.content')
+                 WHERE json_extract(value, '$.type') = 'text'), ''),
+       hex(c.owner) || '0', m.id, m.conversation_id, m.created_at
+FROM messages m JOIN conversations c ON c.id = m.conversation_id
+WHERE m.kind IN ('user', 'assistant') AND c.parent IS NULL;
+UPDATE messages SET search_rowid = rowid
+WHERE kind IN ('user', 'assistant')
+  AND conversation_id IN (SELECT id FROM conversations WHERE parent IS NULL);

@@ -1,0 +1,199 @@
+//! Memory in a turn ([`crate::agent::memory`]): the user's working memory with the turn's
+//! agent, read while the history loads and shown in the system prompt, written by
+//! `update_memory` (or after the answer, [`super::extract`]); and recall, the messages of the
+//! user's other conversations that match the new one, found within `MEMORY_RECALL_MS`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use futures::future::{select, Either};
+use worker::console_error;
+
+use super::TurnEnv;
+use crate::agent::memory::recall::{self, Recalled};
+use crate::agent::memory::MemoryStore;
+use crate::edge::config::agents::AgentSpec;
+use crate::edge::config::memory::MemorySpec;
+use crate::edge::d1::Store;
+use crate::edge::platform::clock::now_ms;
+use crate::edge::protocol::TurnConversation;
+
+/// Most bytes of the recalled messages a turn's prompt is given.
+const RECALL_BYTES: usize = 6 * 1024;
+
+/// Times a write is tried against other writers before it gives up.
+const WRITE_TRIES: u32 = 8;
+
+/// What a turn has of its user's memory.
+pub struct TurnMemory {
+    pub spec: Rc<MemorySpec>,
+    /// The agent whose memory it is.
+    pub agent: String,
+    /// The document the prompt shows; `update_memory` changes it for the turn's next step.
+    pub shown: Rc<RefCell<String>>,
+    /// What recall found, best first.
+    pub recalled: Vec<Recalled>,
+    /// For the turn's log line: how recall went.
+    pub report: serde_json::Value,
+}
+
+impl TurnMemory {
+    /// The recalled messages as the system prompt gives them.
+    pub fn recall_block(&self) -> Option<String> {
+        recall::context(&self.recalled, RECALL_BYTES)
+    }
+
+    /// The transient `data-memory` part that tells the client what was recalled.
+    pub fn recalled_part(&self) -> Option<String> {
+        if self.recalled.is_empty() {
+            return None;
+        }
+        let recalled: Vec<serde_json::Value> = self
+            .recalled
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "conversation_id": r.conversation_id,
+                    "message_id": r.message_id,
+                    "title": r.title,
+                    "created_at": r.created_at,
+                })
+            })
+            .collect();
+        let part = serde_json::json!({
+            "type": "data-memory",
+            "data": {"recalled": recalled},
+            "transient": true,
+        });
+        Some(format!("data: {part}\n\n"))
+    }
+
+    /// The store `update_memory` writes through.
+    pub fn store(&self, turn_env: &TurnEnv, owner: &str) -> Rc<dyn MemoryStore> {
+        Rc::new(D1Memory {
+            store: turn_env.store.clone(),
+            owner: owner.to_string(),
+            agent: self.agent.clone(),
+            initial: self.spec.shape.initial(),
+        })
+    }
+}
+
+/// The memory a turn of `agent` in `conversation` has: none for an agent without `memory`, a
+/// conversation made with `memory: false` or a child's. `asked`: the text of the turn's new
+/// message, which recall looks for (none: no recall). Read together, the working memory in
+/// full and the recall within `MEMORY_RECALL_MS` (past it the turn goes on without it).
+pub async fn load(
+    turn_env: &TurnEnv,
+    conversation: &TurnConversation,
+    agent: &AgentSpec,
+    asked: Option<&str>,
+) -> Option<TurnMemory> {
+    let spec = agent.memory.clone()?;
+    if conversation.memory_off || conversation.parent.is_some() {
+        return None;
+    }
+    let store = &turn_env.store;
+    let owner = conversation.owner.as_str();
+    let terms = asked
+        .filter(|_| spec.top_k > 0)
+        .and_then(recall::search_terms);
+    let budget_ms = turn_env.config.memory.recall_ms;
+    let started = now_ms();
+    let recalling = async {
+        let Some(terms) = &terms else {
+            return Ok::<_, RecallError>(None);
+        };
+        let search = store.recall(owner, terms, Some(&conversation.id), spec.top_k);
+        let timer = worker::Delay::from(std::time::Duration::from_millis(budget_ms.into()));
+        match select(Box::pin(search), timer).await {
+            Either::Left((found, _)) => found.map(Some).map_err(RecallError::from),
+            Either::Right(_) => Err(RecallError(format!(
+                "past MEMORY_RECALL_MS ({budget_ms} ms)"
+            ))),
+        }
+    };
+    let (working, recalled) =
+        futures::future::join(store.memory(owner, &agent.name), recalling).await;
+    let document = match working {
+        Ok(Some(row)) => row.body,
+        Ok(None) => spec.shape.initial(),
+        Err(e) => {
+            // Shown as empty for this turn; `update_memory` reads it again before it writes.
+            console_error!("reading the working memory of `{}`: {e}", agent.name);
+            spec.shape.initial()
+        }
+    };
+    let took = now_ms() - started;
+    let (recalled, report) = match recalled {
+        Ok(None) => (Vec::new(), serde_json::json!({"recalled": null})),
+        Ok(Some(found)) => {
+            let report = serde_json::json!({"recalled": found.len(), "recall_ms": took});
+            (found, report)
+        }
+        Err(e) => (
+            Vec::new(),
+            serde_json::json!({"recalled": 0, "recall_ms": took, "recall_skipped": e.0}),
+        ),
+    };
+    Some(TurnMemory {
+        spec,
+        agent: agent.name.clone(),
+        shown: Rc::new(RefCell::new(document)),
+        recalled,
+        report,
+    })
+}
+
+/// Why recall gave nothing: its time ran out, or the search failed.
+struct RecallError(String);
+
+impl From<crate::edge::error::ApiError> for RecallError {
+    fn from(e: crate::edge::error::ApiError) -> Self {
+        Self(format!("the search failed: {e}"))
+    }
+}
+
+/// A user's working memory with one agent in D1, written by compare-and-set on its version: a
+/// change made on a version another writer has moved past is made again on the newer one.
+pub struct D1Memory {
+    pub store: Rc<Store>,
+    pub owner: String,
+    pub agent: String,
+    /// The document before anything is kept.
+    pub initial: String,
+}
+
+#[async_trait(?Send)]
+impl MemoryStore for D1Memory {
+    async fn update(
+        &self,
+        change: &dyn for<'a> Fn(&'a str) -> Result<String, String>,
+    ) -> Result<String, String> {
+        for _ in 0..WRITE_TRIES {
+            let kept = self
+                .store
+                .memory(&self.owner, &self.agent)
+                .await
+                .map_err(|e| format!("the memory could not be read: {e}"))?;
+            let (current, version) = match kept {
+                Some(row) => (row.body, row.version),
+                None => (self.initial.clone(), 0),
+            };
+            let next = change(&current)?;
+            if next == current {
+                return Ok(next);
+            }
+            let written = self
+                .store
+                .write_memory(&self.owner, &self.agent, &next, version, now_ms())
+                .await
+                .map_err(|e| format!("the memory could not be written: {e}"))?;
+            if written {
+                return Ok(next);
+            }
+        }
+        Err("the memory is being changed elsewhere right now; nothing was written".into())
+    }
+}
