@@ -213,6 +213,8 @@ mod tests {
             (Method::Post, "/v1/conversations"),
             (Method::Post, "/v1/conversations/x/schedules"),
             (Method::Put, "/v1/conversations/x/artifacts/a"),
+            (Method::Put, "/v1/me/memory/a"),
+            (Method::Patch, "/v1/me/memory/a"),
         ] {
             assert_eq!(class(method, path), Class::Write, "{path}");
         }
@@ -220,7 +222,7 @@ mod tests {
             .iter()
             .filter(|r| matches!(r.class, Class::Write | Class::Turn))
             .count();
-        assert_eq!(limited, 6, "only these six count against the rate limit");
+        assert_eq!(limited, 8, "only these eight count against the rate limit");
     }
 
     #[test]

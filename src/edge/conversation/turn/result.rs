@@ -136,6 +136,7 @@ mod tests {
             answer_id: None,
             output: None,
             typed: false,
+            memory: None,
         };
         let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
         let json = summary.into_json(stream, &config);
@@ -166,6 +167,7 @@ mod tests {
                 answer_id: Some("m9".into()),
                 output: None,
                 typed: true,
+                memory: None,
             }
         };
         let stream = "data: {\"type\":\"finish\",\"finishReason\":\"stop\"}\n\ndata: [DONE]\n\n";
