@@ -22,14 +22,20 @@ const PREFS = {
 const AGENTS = {
   concierge: { description: "Plans meals and trips", system: "You are the concierge.", model: "anthropic:claude-sonnet-4-5", memory: { working: { schema: PREFS } } },
   scribe: { description: "Keeps notes", model: "anthropic:claude-sonnet-4-5", memory: { working: { template: "# About the user\n" }, recall: { top_k: 2 } } },
+  // Its memory is kept after each answer by MEMORY_MODEL (the OpenAI loopback).
+  diarist: { description: "Keeps a diary of the user", model: "anthropic:claude-sonnet-4-5", memory: { working: { template: "# About the user\n" }, managed_by: "background" } },
   plain: { description: "Remembers nothing", model: "anthropic:claude-sonnet-4-5" },
 };
-const KEYS = { ana: "sk-mem-ana", ben: "sk-mem-ben", cy: "sk-mem-cy" };
+const KEYS = { ana: "sk-mem-ana", ben: "sk-mem-ben", cy: "sk-mem-cy", dee: "sk-mem-dee", eve: "sk-mem-eve", fay: "sk-mem-fay" };
 const as = (user) => ({ authorization: `Bearer ${KEYS[user]}` });
-const { anthropic, worker, persistDir, create, send } = setup({
+const { anthropic, openai, worker, persistDir, create, send } = setup({
+  providers: ["anthropic", "openai"],
   args: ["--test-scheduled"],
   vars: {
     AGENTS: JSON.stringify(AGENTS),
+    MEMORY_MODEL: "openai:gpt-4o-mini",
+    // Budgets on: the extractor's call is reserved and charged like any.
+    USER_BUDGET_USD: "100",
     ALLOW_ANONYMOUS: "false",
     API_KEYS: Object.entries(KEYS).map(([u, k]) => `${u}:${k}`).join(","),
   },
@@ -112,4 +118,152 @@ test("two conversations updating memory at once lose nothing", async () => {
   assert.equal(kept.memory.diet, "vegetarian");
   assert.equal(kept.memory.city, "Porto");
   assert.equal(kept.version, 2);
+});
+
+test("user B never recalls user A, nor reads or changes their memory", async () => {
+  const anas = await create({ agent: "concierge" }, as("ana"));
+  await say("ana", anas, "My locker code is zebra-lantern-42.");
+  const bens = await create({ agent: "concierge" }, as("ben"));
+  const { chunks } = await say("ben", bens, "What is the zebra-lantern locker code?");
+  const system = systemOf(anthropic.requests.at(-1).body);
+  assert.ok(!system.includes("zebra") && !system.includes("<recalled>"), system);
+  assert.ok(!chunks.some((c) => c.type === "data-memory"));
+  // Ben finds his own question only; Ana finds her message.
+  const bensFound = (await get("/v1/me/memory/search?q=zebra+lantern", "ben")).results;
+  assert.deepEqual(bensFound.map((r) => r.conversation_id), [bens]);
+  assert.ok((await get("/v1/me/memory/search?q=zebra+lantern", "ana")).results.some((r) => r.conversation_id === anas));
+  // Memory routes name an agent; the owner is always the caller.
+  assert.ok((await get("/v1/me/memory", "ben")).memory.every((m) => !JSON.stringify(m.memory).includes("zebra")));
+});
+
+test("a deleted conversation and an erased user leave no search row and are never recalled", async () => {
+  const gone = await create({ agent: "scribe", title: "Secret plans" }, as("dee"));
+  await say("dee", gone, "The surprise party is at the lighthouse on Friday.");
+  const kept = await create({ agent: "scribe", title: "Kept" }, as("dee"));
+  await say("dee", kept, "The lighthouse keeper is my uncle.");
+  assert.equal(await searchRows(`conversation_id = '${gone}'`), 2, "the user's and the assistant's message");
+  assert.equal((await api(worker.url, "DELETE", `/v1/conversations/${gone}`, undefined, as("dee"))).status, 204);
+  assert.equal(await searchRows(`conversation_id = '${gone}'`), 0);
+  const next = await create({ agent: "scribe" }, as("dee"));
+  await say("dee", next, "Where is the lighthouse party?");
+  const system = systemOf(anthropic.requests.at(-1).body);
+  assert.ok(!system.includes("surprise party"), "the deleted conversation is not recalled");
+  assert.match(system, /lighthouse keeper is my uncle/);
+  const found = await get("/v1/me/memory/search?q=lighthouse", "dee");
+  assert.ok(found.results.every((r) => r.conversation_id !== gone));
+
+  // Erased: every conversation's search rows and every working memory go.
+  assert.equal((await api(worker.url, "PUT", "/v1/me/memory/scribe", { memory: "# About the user\n- has an uncle\n" }, as("dee"))).status, 200);
+  assert.equal((await api(worker.url, "DELETE", "/v1/me", undefined, as("dee"))).status, 202);
+  const scope = Buffer.from("key:dee").toString("hex").toUpperCase() + "0";
+  for (let i = 0; ; i++) {
+    const [row] = await d1Query(persistDir, `SELECT (SELECT COUNT(*) FROM erasures WHERE owner = 'key:dee') AS erasing,
+      (SELECT COUNT(*) FROM message_search WHERE message_search MATCH 'scope:"${scope}"') AS search,
+      (SELECT COUNT(*) FROM memories WHERE owner = 'key:dee') AS memories`);
+    if (row.erasing === 0) {
+      assert.deepEqual(row, { erasing: 0, search: 0, memories: 0 });
+      break;
+    }
+    assert.ok(i < 100, "the erasure finishes");
+    await sleep(200);
+  }
+  assert.deepEqual((await get("/v1/me/memory/search?q=lighthouse", "dee")).results, []);
+});
+
+test("a memory: false conversation neither writes nor reads memory", async () => {
+  const told = await create({ agent: "concierge" }, as("eve"));
+  await say("eve", told, "I collect antique typewriters.", {
+    text: "Lovely.",
+    tools: [{ id: "toolu_e1", name: "update_memory", input: { patch: { city: "Rome" } } }],
+  });
+  const off = await create({ agent: "concierge", memory: false }, as("eve"));
+  assert.equal((await get(`/v1/conversations/${off}`, "eve")).memory, false);
+  await say("eve", off, "Tell me about antique typewriters; my diary password is quartz.");
+  const body = anthropic.requests.at(-1).body;
+  const system = systemOf(body);
+  assert.ok(!system.includes("<memory>") && !system.includes("<recalled>") && !system.includes("Rome"), system);
+  assert.ok(!toolsOf(body).includes("update_memory"), "no update_memory offered");
+  assert.equal(await searchRows(`conversation_id = '${off}'`), 0, "nothing of it is indexed");
+  const later = await create({ agent: "concierge" }, as("eve"));
+  await say("eve", later, "What was my diary password, quartz or not?");
+  assert.ok(!systemOf(anthropic.requests.at(-1).body).includes("diary password is quartz"));
+  // The conversation that was remembered is recalled.
+  assert.match(systemOf(anthropic.requests.at(-1).body), /<memory>[\s\S]*Rome/);
+});
+
+test("the user sees, replaces, patches and clears their memory, and exports it", async () => {
+  const r = async (method, path, body) => api(worker.url, method, path, body, as("fay"));
+  const listed = (await (await r("GET", "/v1/me/memory")).json()).memory;
+  // Each agent that keeps memory, at its initial document until something is kept.
+  assert.deepEqual(listed.map((m) => [m.agent, m.kind, m.managed_by, m.version]), [
+    ["concierge", "schema", "tool", 0], ["scribe", "text", "tool", 0], ["diarist", "text", "background", 0],
+  ]);
+  assert.deepEqual(listed[0].memory, {});
+  assert.equal(listed[1].memory, "# About the user\n");
+
+  let res = await r("PUT", "/v1/me/memory/concierge", { memory: { diet: "pescatarian", allergies: ["shellfish"] } });
+  assert.equal(res.status, 200);
+  assert.deepEqual((await res.json()).memory, { diet: "pescatarian", allergies: ["shellfish"] });
+  res = await r("PATCH", "/v1/me/memory/concierge", { allergies: null, city: "Nice" });
+  assert.equal(res.status, 200);
+  const patched = await res.json();
+  assert.deepEqual(patched.memory, { diet: "pescatarian", city: "Nice" });
+  assert.equal(patched.version, 2);
+  // What the schema refuses, a text memory patched, an agent that keeps none, too large.
+  res = await r("PATCH", "/v1/me/memory/concierge", { city: 7 });
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).error.message, /schema/);
+  assert.equal((await r("PATCH", "/v1/me/memory/scribe", { a: 1 })).status, 400);
+  assert.equal((await r("PUT", "/v1/me/memory/plain", { memory: "x" })).status, 404);
+  assert.equal((await r("PUT", "/v1/me/memory/nobody", { memory: "x" })).status, 404);
+  assert.equal((await r("PUT", "/v1/me/memory/scribe", { memory: "x".repeat(17 * 1024) })).status, 400);
+  assert.equal((await r("PUT", "/v1/me/memory/scribe", { text: "x" })).status, 400);
+  assert.equal((await r("PUT", "/v1/me/memory/scribe", { memory: "# About the user\n- sails\n" })).status, 200);
+
+  // The export holds it.
+  const exported = await (await r("GET", "/v1/me/export")).json();
+  assert.deepEqual(exported.memory.map((m) => m.agent).sort(), ["concierge", "scribe"]);
+  assert.equal(exported.memory.find((m) => m.agent === "scribe").memory, "# About the user\n- sails\n");
+
+  // A turn sees what the user set.
+  const id = await create({ agent: "concierge" }, as("fay"));
+  await say("fay", id, "Dinner ideas?");
+  assert.match(systemOf(anthropic.requests.at(-1).body), /\{"diet":"pescatarian","city":"Nice"\}/);
+
+  assert.equal((await r("DELETE", "/v1/me/memory/concierge")).status, 204);
+  const cleared = (await (await r("GET", "/v1/me/memory")).json()).memory.find((m) => m.agent === "concierge");
+  assert.deepEqual([cleared.memory, cleared.version], [{}, 0]);
+  assert.equal((await r("GET", "/v1/me/memory/search")).status, 400, "`q` is required");
+});
+
+test("background extraction runs after the stream has ended, is charged, and keeps what it found", async () => {
+  const id = await create({ agent: "diarist" }, as("ana"));
+  // The extractor answers slowly: the turn's stream must not wait for it.
+  openai.script({ text: "# About the user\n- Sails on weekends\n", writes: "event", gapMs: 150 });
+  const calls = openai.requests.length;
+  const { chunks } = await say("ana", id, "I go sailing every weekend.", { text: "Sounds lovely!" });
+  assert.equal(chunks.at(-1).type, "finish");
+  const memoryOf = async () => (await get("/v1/me/memory", "ana")).memory.find((m) => m.agent === "diarist");
+  assert.equal((await memoryOf()).version, 0, "the stream ended before the memory was written");
+  assert.ok(!toolsOf(anthropic.requests.at(-1).body).includes("update_memory"), "the model does not keep it");
+  let kept;
+  for (let i = 0; !(kept = await memoryOf()).version; i++) {
+    assert.ok(i < 100, "the extraction finishes");
+    await sleep(100);
+  }
+  assert.equal(kept.memory, "# About the user\n- Sails on weekends\n");
+  assert.equal(openai.requests.length, calls + 1);
+  const extractor = openai.requests.at(-1).body;
+  assert.equal(extractor.model, "gpt-4o-mini");
+  assert.ok(!extractor.tools, "the extractor is offered no tools");
+  assert.match(JSON.stringify(extractor.messages), /I go sailing every weekend[\s\S]*Sounds lovely!/);
+  const line = await worker.logLine((l) => l.event === "memory_extraction" && l.conversation_id === id);
+  assert.equal(line.changed, true);
+  // Charged: a ledger row of the extractor's model for the conversation.
+  const rows = await d1Query(persistDir, `SELECT model FROM usage_ledger WHERE conversation_id = '${id}'`);
+  assert.deepEqual(rows.map((r) => r.model).sort(), ["claude-sonnet-4-5", "gpt-4o-mini"]);
+  // The next answer's model sees it.
+  openai.script({ text: "NO_CHANGE" });
+  await say("ana", id, "Any plans for me?", { text: "Go sailing." });
+  assert.match(systemOf(anthropic.requests.at(-1).body), /<memory>[\s\S]*Sails on weekends/);
 });

@@ -9,6 +9,7 @@
 //! quiet`]): a step that answers and updates memory ends the turn. Where it is kept, and how two
 //! writers are kept from losing each other's update, is the application's ([`MemoryStore`]).
 
+pub mod extract;
 pub mod patch;
 pub mod recall;
 

@@ -90,7 +90,7 @@ impl Object {
             if answered {
                 worker::Delay::from(std::time::Duration::ZERO).await;
             }
-            let result = prepared
+            let mut result = prepared
                 .run(
                     &turn_env,
                     claimed.cancel.clone(),
@@ -116,8 +116,14 @@ impl Object {
                 }
             }
             log_turn(&claimed, &result, &object, &turn_env, &who);
+            let extract = result.extract.take();
             if let Some(tx) = summary {
                 let _ = tx.send(result);
+            }
+            // The stream has ended (`finish` closed it): memory is kept after it, never on the
+            // way to the answer.
+            if let Some(extract) = extract {
+                extract.run(&turn_env).await;
             }
         });
     }

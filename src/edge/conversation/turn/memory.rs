@@ -36,6 +36,8 @@ pub struct TurnMemory {
     pub recalled: Vec<Recalled>,
     /// For the turn's log line: how recall went.
     pub report: serde_json::Value,
+    /// The text of the turn's new message, if it has one.
+    pub asked: Option<String>,
 }
 
 impl TurnMemory {
@@ -143,6 +145,7 @@ pub async fn load(
         shown: Rc::new(RefCell::new(document)),
         recalled,
         report,
+        asked: asked.map(str::to_string),
     })
 }
 

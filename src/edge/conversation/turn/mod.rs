@@ -16,6 +16,7 @@
 
 mod artifact_store;
 mod budget_store;
+pub mod extract;
 pub(crate) mod files;
 mod handoff;
 mod hooks;
@@ -232,6 +233,8 @@ pub struct TurnResult {
     pub typed: bool,
     /// How memory went, for the log line (`None`: the turn had none).
     pub memory: Option<serde_json::Value>,
+    /// Memory to keep once the stream has ended (`managed_by: "background"`).
+    pub extract: Option<extract::Pending>,
 }
 
 pub struct FixedProvider(pub Rc<dyn Provider>);

@@ -137,6 +137,7 @@ mod tests {
             output: None,
             typed: false,
             memory: None,
+            extract: None,
         };
         let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
         let json = summary.into_json(stream, &config);
@@ -168,6 +169,7 @@ mod tests {
                 output: None,
                 typed: true,
                 memory: None,
+            extract: None,
             }
         };
         let stream = "data: {\"type\":\"finish\",\"finishReason\":\"stop\"}\n\ndata: [DONE]\n\n";

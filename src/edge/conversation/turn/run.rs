@@ -371,6 +371,31 @@ impl Prepared {
             }
         }
         stats.budget_switches = budget_switches.get();
+        let memory_report = memory.as_ref().map(|m| m.report.clone());
+        // An answer's memory kept in the background, by the agent that answered.
+        let extract = match (&outcome, memory) {
+            (TurnOutcome::Completed, Some(memory))
+                if memory.spec.background && memory.agent == agent.name =>
+            {
+                let answer = state
+                    .messages
+                    .iter()
+                    .rev()
+                    .find_map(|m| match m {
+                        AgentMessage::Assistant(a) => Some(a.text()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                memory.asked.clone().map(|asked| super::extract::Pending {
+                    memory,
+                    agent: agent.clone(),
+                    owner: conversation.owner.clone(),
+                    conversation_id: conversation.id.clone(),
+                    exchange: (asked, answer),
+                })
+            }
+            _ => None,
+        };
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial, now_ms());
         TurnResult {
@@ -385,7 +410,8 @@ impl Prepared {
             answer_id: persisted.last_answer.take(),
             output: output_raw,
             typed,
-            memory: memory.map(|m| m.report),
+            memory: memory_report,
+            extract,
         }
     }
 }
