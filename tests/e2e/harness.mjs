@@ -9,6 +9,7 @@
 //   harness/local.mjs      local Python servers: startLocalModel, startMcpServer
 //   harness/setup.mjs      a file's usual set-up: setup() (loopbacks and a Worker, create/send/talk)
 //   harness/golden.mjs     every wire API at once: everyLoopback, startEveryProvider
+//   harness/vectors.mjs    semantic recall's bindings: vectorLoopback, startWithVectors
 
 export * from "./harness/worker.mjs";
 export * from "./harness/storage.mjs";
@@ -18,3 +19,4 @@ export * from "./harness/client.mjs";
 export * from "./harness/local.mjs";
 export * from "./harness/setup.mjs";
 export * from "./harness/golden.mjs";
+export * from "./harness/vectors.mjs";

@@ -154,7 +154,10 @@ mod tests {
         assert_eq!(read_update(&schema, " NO_CHANGE "), Ok(None));
         assert_eq!(read_update(&schema, "{}"), Ok(None));
         assert_eq!(
-            read_update(&schema, "Here:\n```json\n{\"diet\": \"vegan\", \"city\": null}\n```"),
+            read_update(
+                &schema,
+                "Here:\n```json\n{\"diet\": \"vegan\", \"city\": null}\n```"
+            ),
             Ok(Some(json!({"diet": "vegan", "city": null})))
         );
         assert!(read_update(&schema, "vegan").is_err());

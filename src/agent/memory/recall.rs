@@ -60,6 +60,28 @@ pub fn search_terms(text: &str) -> Option<String> {
     Some(format!("({})", quoted.join(" OR ")))
 }
 
+/// Lists of what searches found (each best first) made one, best first: each message scored by
+/// reciprocal rank fusion (the sum of `1 / (60 + rank)` over the lists that hold it), so what
+/// two searches agree on leads, at most `top_k`.
+pub fn fuse(lists: Vec<Vec<Recalled>>, top_k: usize) -> Vec<Recalled> {
+    let mut scored: Vec<(f64, Recalled)> = Vec::new();
+    for list in lists {
+        for (rank, found) in list.into_iter().enumerate() {
+            let score = 1.0 / (60.0 + rank as f64);
+            match scored
+                .iter_mut()
+                .find(|(_, r)| r.message_id == found.message_id)
+            {
+                Some((total, _)) => *total += score,
+                None => scored.push((score, found)),
+            }
+        }
+    }
+    // Stable: ties keep the order of the lists.
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().take(top_k).map(|(_, r)| r).collect()
+}
+
 /// The block the model is given: each message with its conversation and date, best first, as
 /// many as fit in `max_bytes`. `None` when nothing was found (or nothing fits).
 pub fn context(recalled: &[Recalled], max_bytes: usize) -> Option<String> {
@@ -126,6 +148,21 @@ mod tests {
         assert!(search_terms("Köln straße")
             .expect("words")
             .contains("\"köln\""));
+    }
+
+    #[test]
+    fn what_two_searches_agree_on_leads() {
+        let ids = |list: &[Recalled]| {
+            list.iter()
+                .map(|r| r.message_id.clone())
+                .collect::<Vec<_>>()
+        };
+        let words = vec![found("a", ""), found("b", ""), found("c", "")];
+        let meaning = vec![found("d", ""), found("c", "")];
+        let fused = fuse(vec![words, meaning], 3);
+        assert_eq!(ids(&fused), ["m-c", "m-a", "m-d"]);
+        assert_eq!(fuse(vec![vec![found("a", "")], vec![]], 5).len(), 1);
+        assert!(fuse(vec![], 5).is_empty());
     }
 
     #[test]

@@ -43,7 +43,14 @@ pub struct MemorySettings {
     pub recall_ms: u32,
     /// The model of the background extractor (`MEMORY_MODEL`; default: the agent's).
     pub model: Option<crate::llm::ModelRef>,
+    /// The Workers AI model that embeds messages for semantic recall, when `VECTORS` and `AI`
+    /// are bound (`MEMORY_EMBEDDING_MODEL`).
+    pub embedding_model: String,
 }
+
+/// The embedding model unless `MEMORY_EMBEDDING_MODEL` names another (its dimensions are the
+/// index's: 768).
+pub const EMBEDDING_MODEL: &str = "@cf/baai/bge-base-en-v1.5";
 
 /// Reads an agent's `memory`.
 pub fn read(value: Value) -> Result<MemorySpec, String> {

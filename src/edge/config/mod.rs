@@ -252,6 +252,8 @@ impl Config {
                 model: get("MEMORY_MODEL")
                     .map(|id| ModelRef::parse(&id).map_err(|e| ApiError::config("MEMORY_MODEL", e)))
                     .transpose()?,
+                embedding_model: get("MEMORY_EMBEDDING_MODEL")
+                    .unwrap_or_else(|| memory::EMBEDDING_MODEL.into()),
             },
             artifact_limits: ArtifactLimits {
                 artifacts: number(get, "MAX_ARTIFACTS_PER_CONVERSATION", 50, 1..=10_000)?,

@@ -8,6 +8,7 @@ use crate::edge::conversation::storage::{Deleted, DELETED};
 use crate::edge::d1::Store;
 use crate::edge::error::ApiError;
 use crate::edge::platform::files::Files;
+use crate::edge::platform::vectors::Vectors;
 use std::rc::Rc;
 use worker::{console_error, Env};
 
@@ -52,6 +53,15 @@ pub async fn delete_stored(
         let ids = store.conversation_files(owner, id).await?;
         if !ids.is_empty() {
             files.delete(&ids).await?;
+        }
+    }
+    // Semantic recall's vectors too (recall never gives a deleted conversation's messages,
+    // whatever the index holds, but the index is the user's data).
+    let config = crate::edge::config::Config::cached(env)?;
+    if let Some(vectors) = Vectors::from_env(env, &config.memory.embedding_model) {
+        let ids = store.remembered_ids(id).await?;
+        if !ids.is_empty() {
+            vectors.delete(&ids).await.map_err(ApiError::Internal)?;
         }
     }
     Ok(store

@@ -116,12 +116,15 @@ impl Object {
                 }
             }
             log_turn(&claimed, &result, &object, &turn_env, &who);
-            let extract = result.extract.take();
+            let (extract, embed) = (result.extract.take(), result.embed.take());
             if let Some(tx) = summary {
                 let _ = tx.send(result);
             }
             // The stream has ended (`finish` closed it): memory is kept after it, never on the
             // way to the answer.
+            if let Some(embed) = embed {
+                embed.run(&turn_env).await;
+            }
             if let Some(extract) = extract {
                 extract.run(&turn_env).await;
             }

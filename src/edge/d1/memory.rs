@@ -46,6 +46,19 @@ crate::json_struct!(RecallRow {
     "text" => text: default,
 });
 
+impl RecallRow {
+    fn recalled(self) -> Recalled {
+        Recalled {
+            conversation_id: self.conversation_id,
+            title: self.title,
+            message_id: self.message_id,
+            role: self.kind,
+            created_at: self.created_at,
+            text: self.text,
+        }
+    }
+}
+
 /// The token `message_search`'s `scope` column holds for `owner`: their id's UTF-8 bytes in
 /// hex, as SQLite's `hex()` writes them, then `0` (which no stemmer rule ends with). No other
 /// owner's can equal it, and a message's words can never be read as it.
@@ -172,14 +185,64 @@ impl Store {
         Ok(rows::all::<RecallRow>(&statement)
             .await?
             .into_iter()
-            .map(|r| Recalled {
-                conversation_id: r.conversation_id,
-                title: r.title,
-                message_id: r.message_id,
-                role: r.kind,
-                created_at: r.created_at,
-                text: r.text,
-            })
+            .map(RecallRow::recalled)
+            .collect())
+    }
+
+    /// The messages of `ids` (what semantic search found, nearest first) that recall may give:
+    /// `owner`'s, still stored and indexed (so never a deleted conversation's, whatever the
+    /// index still holds), not in `except`, not superseded. In the order of `ids`.
+    pub async fn recalled_by_ids(
+        &self,
+        owner: &str,
+        ids: &[String],
+        except: Option<&str>,
+    ) -> Result<Vec<Recalled>, ApiError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.tick(1);
+        let list = serde_json::to_string(ids)?;
+        let statement = self
+            .db
+            .prepare(
+                "SELECT m.conversation_id, c.title, m.id AS message_id, m.kind, m.created_at,
+                        substr(s.body, 1, 600) AS text
+                 FROM messages m
+                 JOIN conversations c ON c.id = m.conversation_id
+                 JOIN message_search s ON s.rowid = m.search_rowid
+                 WHERE m.id IN (SELECT value FROM json_each(?1)) AND c.owner = ?2
+                   AND m.conversation_id IS NOT ?3 AND m.superseded = 0",
+            )
+            .bind_params(&[list.into(), owner.into(), except.into()])?;
+        let mut found: Vec<Recalled> = rows::all::<RecallRow>(&statement)
+            .await?
+            .into_iter()
+            .map(RecallRow::recalled)
+            .collect();
+        found.sort_by_key(|r| ids.iter().position(|id| *id == r.message_id));
+        Ok(found)
+    }
+
+    /// The ids of a conversation's messages that recall indexed (and semantic recall may hold
+    /// vectors of).
+    pub async fn remembered_ids(&self, conversation_id: &str) -> Result<Vec<String>, ApiError> {
+        struct Id {
+            id: String,
+        }
+
+        crate::json_struct!(Id { "id" => id });
+        self.tick(1);
+        let statement = self
+            .db
+            .prepare(
+                "SELECT id FROM messages WHERE conversation_id = ?1 AND search_rowid IS NOT NULL",
+            )
+            .bind_params(&[conversation_id.into()])?;
+        Ok(rows::all::<Id>(&statement)
+            .await?
+            .into_iter()
+            .map(|r| r.id)
             .collect())
     }
 }

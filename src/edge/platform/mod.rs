@@ -4,7 +4,7 @@
 //! - [`fetch`]: the `fetch` transport the providers and tools use, and response bodies read in
 //!   large pieces (`bulk_read.js`)
 //! - [`push_body`]: the response body the turn's stream is written into (`push_body.js`)
-//! - [`ai`]: the Workers AI binding
+//! - [`ai`]: the Workers AI binding; [`vectors`]: Vectorize and embeddings, for recall
 //! - [`files`]: the R2 bucket where attached files are kept
 //! - [`rate_limit`]: the per-user limit on messages (and scheduled turns)
 //! - [`providers`]: the provider factory (a model id to a configured provider, with fallbacks)
@@ -21,6 +21,7 @@ pub mod providers;
 pub mod push_body;
 pub mod rate_limit;
 pub mod timers;
+pub mod vectors;
 
 use worker::js_sys::Reflect;
 use worker::wasm_bindgen::JsValue;

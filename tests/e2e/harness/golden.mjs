@@ -7,6 +7,26 @@ import path from "node:path";
 import { anthropicLoopback, anthropicVars, geminiLoopback, ollamaLoopback, openaiLoopback, workersAiLoopback } from "./providers.mjs";
 import { ROOT, freshPersistDir, startWorker } from "./worker.mjs";
 
+/** The project's wrangler.toml with `bindings` (binding → entrypoint) bound to a stand-in Worker
+ * (`standInMain`, whose `LOOPBACK_URL` is `loopbackUrl`), and the stand-in's own; named after
+ * the loopback's port, so files running at once keep their own. The two configs' paths. */
+export function standInConfigs(name, standInMain, loopbackUrl, bindings) {
+  const dir = path.join(ROOT, "target", "e2e");
+  mkdirSync(dir, { recursive: true });
+  const tag = new URL(loopbackUrl).port;
+  const main = path.join(dir, `wrangler-${name}-main-${tag}.toml`);
+  const standIn = path.join(dir, `wrangler-${name}-${tag}.toml`);
+  const service = `${name}-${tag}`;
+  const own = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")
+    .replace('main = "build/index.js"', 'main = "../../build/index.js"')
+    .replace('directory = "web/dist"', 'directory = "../../web/dist"')
+    .replace('migrations_dir = "migrations"', 'migrations_dir = "../../migrations"');
+  const services = Object.entries(bindings).map(([binding, entrypoint]) => `\n[[services]]\nbinding = "${binding}"\nservice = "${service}"\nentrypoint = "${entrypoint}"\n`);
+  writeFileSync(main, `${own}${services.join("")}`);
+  writeFileSync(standIn, `name = "${service}"\nmain = "../../${standInMain}"\ncompatibility_date = "2026-10-15"\n\n[vars]\nLOOPBACK_URL = "${loopbackUrl}"\n`);
+  return [main, standIn];
+}
+
 /** Starts the five loopbacks, by provider name. */
 export async function everyLoopback() {
   const [anthropic, openai, gemini, ollama, workersAi] = await Promise.all([
@@ -18,23 +38,9 @@ export async function everyLoopback() {
 /** Starts `wrangler dev` with each provider pointed at its loopback in `loops`, then `vars`.
  * The Worker has `restart()`: the same Worker again on the same state (after `kill()`). */
 export async function startEveryProvider(loops, vars = {}) {
-  // The project's wrangler.toml with `AI` bound to the stand-in Worker, and the stand-in's own;
-  // named after this file's stand-in, so files running at once keep their own.
-  const dir = path.join(ROOT, "target", "e2e");
-  mkdirSync(dir, { recursive: true });
-  const tag = new URL(loops["workers-ai"].url).port;
-  const main = path.join(dir, `wrangler-golden-${tag}.toml`);
-  const standIn = path.join(dir, `wrangler-ai-stand-in-${tag}.toml`);
-  const service = `ai-stand-in-${tag}`;
-  const own = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")
-    .replace('main = "build/index.js"', 'main = "../../build/index.js"')
-    .replace('directory = "web/dist"', 'directory = "../../web/dist"')
-    .replace('migrations_dir = "migrations"', 'migrations_dir = "../../migrations"');
-  writeFileSync(main, `${own}\n[[services]]\nbinding = "AI"\nservice = "${service}"\nentrypoint = "Ai"\n`);
-  writeFileSync(standIn, `name = "${service}"\nmain = "../../tests/e2e/workers_ai/stand_in.js"\ncompatibility_date = "2026-10-15"\n\n[vars]\nLOOPBACK_URL = "${loops["workers-ai"].url}"\n`);
   const options = {
     persistDir: freshPersistDir(),
-    config: [main, standIn],
+    config: standInConfigs("ai-stand-in", "tests/e2e/workers_ai/stand_in.js", loops["workers-ai"].url, { AI: "Ai" }),
     migrate: ["DB"],
     vars: {
       ...anthropicVars(loops.anthropic),

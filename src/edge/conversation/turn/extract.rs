@@ -114,7 +114,8 @@ impl Pending {
                 Ok(row) => row.map_or_else(|| shape.initial(), |r| r.body),
                 Err(e) => return Err(format!("reading the memory: {e}")),
             };
-            let extraction = extract(resolver.as_ref(), &ledger, &shape, &seen, (asked, answer)).await;
+            let extraction =
+                extract(resolver.as_ref(), &ledger, &shape, &seen, (asked, answer)).await;
             for (model, usage) in &extraction.calls {
                 ledger.row(model, usage).await;
             }

@@ -35,7 +35,8 @@ pub(super) struct Persisted {
     /// of it for recovery is gone, and nothing more of it may be saved (recovery would charge it
     /// again).
     pub(super) charged: Cell<bool>,
-    /// The id of the last answer stored (a typed answer's `message_id`).
+    /// The id of the last answer stored (a typed answer's `message_id`; the id semantic recall
+    /// keeps an answer's vector under).
     pub(super) last_answer: RefCell<Option<String>>,
 }
 
@@ -201,10 +202,8 @@ impl TurnHooks for D1Hooks {
                     .store
                     .append_answer(&self.conversation_id, &id, message, &row, now_ms())
                     .await;
-                if let (Ok(_), AgentMessage::Assistant(a)) = (&stored, message) {
-                    if a.output.is_some() {
-                        *self.persisted.last_answer.borrow_mut() = Some(id.clone());
-                    }
+                if stored.is_ok() {
+                    *self.persisted.last_answer.borrow_mut() = Some(id.clone());
                 }
                 if let Err(e) = &stored {
                     *self.ledger_failure.borrow_mut() = Some(e.to_string());

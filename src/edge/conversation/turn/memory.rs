@@ -17,6 +17,7 @@ use crate::edge::config::agents::AgentSpec;
 use crate::edge::config::memory::MemorySpec;
 use crate::edge::d1::Store;
 use crate::edge::platform::clock::now_ms;
+use crate::edge::platform::vectors::Vectors;
 use crate::edge::protocol::TurnConversation;
 
 /// Most bytes of the recalled messages a turn's prompt is given.
@@ -36,8 +37,8 @@ pub struct TurnMemory {
     pub recalled: Vec<Recalled>,
     /// For the turn's log line: how recall went.
     pub report: serde_json::Value,
-    /// The text of the turn's new message, if it has one.
-    pub asked: Option<String>,
+    /// The turn's new message (its id and text), if it has one.
+    pub asked: Option<(String, String)>,
 }
 
 impl TurnMemory {
@@ -83,14 +84,15 @@ impl TurnMemory {
 }
 
 /// The memory a turn of `agent` in `conversation` has: none for an agent without `memory`, a
-/// conversation made with `memory: false` or a child's. `asked`: the text of the turn's new
-/// message, which recall looks for (none: no recall). Read together, the working memory in
-/// full and the recall within `MEMORY_RECALL_MS` (past it the turn goes on without it).
+/// conversation made with `memory: false` or a child's. `asked`: the turn's new message (its id
+/// and text), which recall looks for (none: no recall). Read together, the working memory in
+/// full and the recall within `MEMORY_RECALL_MS` (past it the turn goes on without it): words
+/// by full-text search, and meaning by the `VECTORS` index when it is bound.
 pub async fn load(
     turn_env: &TurnEnv,
     conversation: &TurnConversation,
     agent: &AgentSpec,
-    asked: Option<&str>,
+    asked: Option<(&str, &str)>,
 ) -> Option<TurnMemory> {
     let spec = agent.memory.clone()?;
     if conversation.memory_off || conversation.parent.is_some() {
@@ -98,23 +100,57 @@ pub async fn load(
     }
     let store = &turn_env.store;
     let owner = conversation.owner.as_str();
-    let terms = asked
-        .filter(|_| spec.top_k > 0)
-        .and_then(recall::search_terms);
-    let budget_ms = turn_env.config.memory.recall_ms;
+    let config = &turn_env.config;
+    let budget_ms = config.memory.recall_ms;
+    let top_k = spec.top_k;
+    let except = Some(conversation.id.as_str());
     let started = now_ms();
     let recalling = async {
-        let Some(terms) = &terms else {
+        let Some((_, text)) = asked.filter(|_| top_k > 0) else {
             return Ok::<_, RecallError>(None);
         };
-        let search = store.recall(owner, terms, Some(&conversation.id), spec.top_k);
+        let words = async {
+            match recall::search_terms(text) {
+                Some(terms) => store.recall(owner, &terms, except, top_k).await,
+                None => Ok(Vec::new()),
+            }
+        };
+        let meaning = async {
+            let vectors = Vectors::from_env(&turn_env.env, &config.memory.embedding_model)?;
+            let found = async {
+                let [asked] = <[_; 1]>::try_from(vectors.embed(&[text]).await?)
+                    .map_err(|_| "no embedding".to_string())?;
+                let ids = vectors.query(&asked, &namespace(owner), top_k).await?;
+                store
+                    .recalled_by_ids(owner, &ids, except)
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            Some(found.await)
+        };
+        let both = futures::future::join(words, meaning);
         let timer = worker::Delay::from(std::time::Duration::from_millis(budget_ms.into()));
-        match select(Box::pin(search), timer).await {
-            Either::Left((found, _)) => found.map(Some).map_err(RecallError::from),
-            Either::Right(_) => Err(RecallError(format!(
-                "past MEMORY_RECALL_MS ({budget_ms} ms)"
-            ))),
-        }
+        let (words, meaning) = match select(Box::pin(both), timer).await {
+            Either::Left((found, _)) => found,
+            Either::Right(_) => {
+                return Err(RecallError(format!(
+                    "past MEMORY_RECALL_MS ({budget_ms} ms)"
+                )))
+            }
+        };
+        let words = words.map_err(RecallError::from)?;
+        let meaning = match meaning {
+            None => None,
+            Some(Ok(found)) => Some(found),
+            // Words alone, then: the failure is said in the log line.
+            Some(Err(e)) => {
+                console_error!("semantic recall failed; words alone were used: {e}");
+                None
+            }
+        };
+        let semantic = meaning.as_ref().map(Vec::len);
+        let fused = recall::fuse(vec![words, meaning.unwrap_or_default()], top_k as usize);
+        Ok(Some((fused, semantic)))
     };
     let (working, recalled) =
         futures::future::join(store.memory(owner, &agent.name), recalling).await;
@@ -130,8 +166,12 @@ pub async fn load(
     let took = now_ms() - started;
     let (recalled, report) = match recalled {
         Ok(None) => (Vec::new(), serde_json::json!({"recalled": null})),
-        Ok(Some(found)) => {
-            let report = serde_json::json!({"recalled": found.len(), "recall_ms": took});
+        Ok(Some((found, semantic))) => {
+            let report = serde_json::json!({
+                "recalled": found.len(),
+                "by_meaning": semantic,
+                "recall_ms": took,
+            });
             (found, report)
         }
         Err(e) => (
@@ -145,8 +185,51 @@ pub async fn load(
         shown: Rc::new(RefCell::new(document)),
         recalled,
         report,
-        asked: asked.map(str::to_string),
+        asked: asked.map(|(id, text)| (id.to_string(), text.to_string())),
     })
+}
+
+/// The Vectorize namespace of `owner`'s vectors: a digest, within the index's 64 bytes.
+pub fn namespace(owner: &str) -> String {
+    crate::edge::d1::conversations::derived_id(b"edge-agent memory namespace\0", owner, "")
+}
+
+/// Messages to embed once the stream has ended, for semantic recall: the turn's new message and
+/// its answer, each under its message id.
+pub struct Embed {
+    pub owner: String,
+    pub messages: Vec<(String, String)>,
+}
+
+impl Embed {
+    /// Embeds and writes them, when `VECTORS` and `AI` are bound; a failure costs a log line.
+    pub async fn run(self, turn_env: &TurnEnv) {
+        let Some(vectors) =
+            Vectors::from_env(&turn_env.env, &turn_env.config.memory.embedding_model)
+        else {
+            return;
+        };
+        // Nothing to find in an answer that only called tools.
+        let messages: Vec<&(String, String)> = self
+            .messages
+            .iter()
+            .filter(|(_, text)| !text.trim().is_empty())
+            .collect();
+        if messages.is_empty() {
+            return;
+        }
+        let texts: Vec<&str> = messages.iter().map(|(_, t)| t.as_str()).collect();
+        let written = async {
+            let embeddings = vectors.embed(&texts).await?;
+            let ids = messages.iter().map(|(id, _)| id.as_str());
+            vectors
+                .upsert(&namespace(&self.owner), ids.zip(embeddings).collect())
+                .await
+        };
+        if let Err(e) = written.await {
+            console_error!("writing the vectors of a turn's messages: {e}");
+        }
+    }
 }
 
 /// Why recall gave nothing: its time ran out, or the search failed.

@@ -235,6 +235,8 @@ pub struct TurnResult {
     pub memory: Option<serde_json::Value>,
     /// Memory to keep once the stream has ended (`managed_by: "background"`).
     pub extract: Option<extract::Pending>,
+    /// Messages to embed once the stream has ended, for semantic recall.
+    pub embed: Option<memory::Embed>,
 }
 
 pub struct FixedProvider(pub Rc<dyn Provider>);

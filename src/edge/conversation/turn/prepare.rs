@@ -97,9 +97,10 @@ pub async fn prepare(
         owner: &conversation.owner,
         default: (limit, turn_env.config.budget_period),
     });
-    // What recall looks for: the turn's newest message of the user's own.
-    let asked: Option<String> = incoming.iter().rev().find_map(|(_, m, _)| match m {
-        AgentMessage::User { content } => Some(
+    // What recall looks for: the turn's newest message of the user's own (its id and text).
+    let asked: Option<(String, String)> = incoming.iter().rev().find_map(|(id, m, _)| match m {
+        AgentMessage::User { content } => Some((
+            id.clone(),
             content
                 .iter()
                 .filter_map(|b| match b {
@@ -108,7 +109,7 @@ pub async fn prepare(
                 })
                 .collect::<Vec<_>>()
                 .join(" "),
-        ),
+        )),
         _ => None,
     });
     // The MCP servers' tools are listed (when the isolate's lists are stale) and memory is read
@@ -128,7 +129,14 @@ pub async fn prepare(
             ),
             remote_tools::list(&turn_env.config, id, signal),
         ),
-        super::memory::load(turn_env, conversation, &agent, asked.as_deref()),
+        super::memory::load(
+            turn_env,
+            conversation,
+            &agent,
+            asked
+                .as_ref()
+                .map(|(id, text)| (id.as_str(), text.as_str())),
+        ),
     )
     .await;
     let TurnHistory {

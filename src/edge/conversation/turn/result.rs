@@ -138,6 +138,7 @@ mod tests {
             typed: false,
             memory: None,
             extract: None,
+            embed: None,
         };
         let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
         let json = summary.into_json(stream, &config);
@@ -169,7 +170,8 @@ mod tests {
                 output: None,
                 typed: true,
                 memory: None,
-            extract: None,
+                extract: None,
+                embed: None,
             }
         };
         let stream = "data: {\"type\":\"finish\",\"finishReason\":\"stop\"}\n\ndata: [DONE]\n\n";

@@ -372,27 +372,36 @@ impl Prepared {
         }
         stats.budget_switches = budget_switches.get();
         let memory_report = memory.as_ref().map(|m| m.report.clone());
+        let answer_id = persisted.last_answer.take();
+        // The exchange's vectors, for semantic recall (when its index is bound).
+        let embed = match (&outcome, &memory, &answer_id) {
+            (TurnOutcome::Completed, Some(memory), Some(answer_id)) if memory.spec.top_k > 0 => {
+                memory
+                    .asked
+                    .clone()
+                    .map(|(asked_id, asked)| super::memory::Embed {
+                        owner: conversation.owner.clone(),
+                        messages: vec![(asked_id, asked), (answer_id.clone(), final_text(&state))],
+                    })
+            }
+            _ => None,
+        };
         // An answer's memory kept in the background, by the agent that answered.
         let extract = match (&outcome, memory) {
             (TurnOutcome::Completed, Some(memory))
                 if memory.spec.background && memory.agent == agent.name =>
             {
-                let answer = state
-                    .messages
-                    .iter()
-                    .rev()
-                    .find_map(|m| match m {
-                        AgentMessage::Assistant(a) => Some(a.text()),
-                        _ => None,
+                let answer = final_text(&state);
+                memory
+                    .asked
+                    .clone()
+                    .map(|(_, asked)| super::extract::Pending {
+                        memory,
+                        agent: agent.clone(),
+                        owner: conversation.owner.clone(),
+                        conversation_id: conversation.id.clone(),
+                        exchange: (asked, answer),
                     })
-                    .unwrap_or_default();
-                memory.asked.clone().map(|asked| super::extract::Pending {
-                    memory,
-                    agent: agent.clone(),
-                    owner: conversation.owner.clone(),
-                    conversation_id: conversation.id.clone(),
-                    exchange: (asked, answer),
-                })
             }
             _ => None,
         };
@@ -407,13 +416,27 @@ impl Prepared {
             client_tools,
             stats,
             unstored,
-            answer_id: persisted.last_answer.take(),
+            answer_id,
             output: output_raw,
             typed,
             memory: memory_report,
             extract,
+            embed,
         }
     }
+}
+
+/// The text of the turn's last answer.
+fn final_text(state: &AgentState) -> String {
+    state
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            AgentMessage::Assistant(a) => Some(a.text()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// What building a turn's tools for an agent needs of the turn.
