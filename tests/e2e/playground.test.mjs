@@ -524,3 +524,58 @@ test("a scheduled turn that waits behind the page's own turn streams into the pa
     anthropic.respond = null;
   }
 });
+
+test("the memory panel shows, edits and clears what an agent remembers, and an answer marks what it recalled", async () => {
+  const agents = {
+    concierge: {
+      description: "Remembers your tastes",
+      memory: { working: { schema: { type: "object", properties: { diet: { type: "string" }, city: { type: "string" } }, additionalProperties: false } } },
+    },
+  };
+  const remembering = await startWorker({ persistDir: freshPersistDir(), vars: { ...anthropicVars(anthropic), AGENTS: JSON.stringify(agents) } });
+  try {
+    await onPage(
+      "memory",
+      async (page) => {
+        // The agent keeps a fact as it answers.
+        anthropic.script({ text: "Noted: you are vegan.", tools: [{ id: "toolu_m", name: "update_memory", input: { patch: { diet: "vegan" } } }] });
+        await send(page, "I am vegan and I love ramen.");
+        await idle(page);
+        const first = conversationId(page);
+
+        // The panel shows it; an edit is saved and kept; Clear forgets it.
+        await page.getByTestId("open-memory").click();
+        const entry = page.locator('[data-testid="memory-entry"][data-agent="concierge"]');
+        await until("the memory entry", async () => (await entry.count()) === 1);
+        const text = entry.getByTestId("memory-text");
+        await until("what was kept", async () => JSON.parse(await text.inputValue()).diet === "vegan");
+        await text.fill(JSON.stringify({ diet: "vegan", city: "Kyoto" }));
+        await entry.getByTestId("memory-save").click();
+        await until("the saved version", async () => (await entry.getAttribute("data-version")) === "2");
+        const kept = (await (await api(remembering.url, "GET", "/v1/me/memory")).json()).memory[0].memory;
+        assert.deepEqual(kept, { diet: "vegan", city: "Kyoto" });
+        // What the schema refuses is shown, and nothing changes.
+        await text.fill(JSON.stringify({ shoe: 42 }));
+        await entry.getByTestId("memory-save").click();
+        await until("the refusal", async () => /schema/.test(await entry.locator(".error").innerText().catch(() => "")));
+        await page.reload();
+        await until("the memory after a reload", async () => (await text.count()) === 1 && JSON.parse(await text.inputValue()).city === "Kyoto");
+        await entry.getByTestId("memory-clear").click();
+        await until("the cleared memory", async () => (await entry.getAttribute("data-version")) === "0" && (await text.inputValue()).trim() === "{}");
+
+        // A new conversation recalls the first, and its answer says where from.
+        await page.getByTestId("new").click();
+        anthropic.script({ text: "Try a vegan ramen shop." });
+        await send(page, "Where should I eat ramen tonight?");
+        await idle(page);
+        const recalled = page.getByTestId("recalled");
+        await until("the recalled line", async () => (await recalled.count()) === 1);
+        assert.equal(await recalled.locator("a").first().getAttribute("href"), `#c=${first}`);
+        assert.match(await recalled.innerText(), /Remembered from I am vegan and I love ramen\./);
+      },
+      remembering.url,
+    );
+  } finally {
+    await remembering.stop();
+  }
+});

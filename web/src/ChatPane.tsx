@@ -7,7 +7,7 @@
 import { Chat, useChat } from "@ai-sdk/react";
 import type { FileUIPart } from "ai";
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
-import { useCallback, useEffect, useRef, useState } from "react";
+import { Fragment, useCallback, useEffect, useRef, useState } from "react";
 import type { ConversationState, ModelEntry } from "./api";
 import { ArtifactsPanel, artifactVersions } from "./Artifacts";
 import { SchedulesList } from "./Schedules";
@@ -50,6 +50,31 @@ interface Queued {
   state: "queued" | "delivered";
 }
 
+/** A message of another conversation that recall gave a turn. */
+interface Recalled {
+  conversation_id: string;
+  message_id: string;
+  title: string | null;
+  created_at: number;
+}
+
+/** "Remembered from…": the conversations recall drew on for the latest answer. */
+function RecalledFrom({ recalled }: { recalled: Recalled[] }) {
+  const seen = new Map<string, Recalled>();
+  for (const r of recalled) if (!seen.has(r.conversation_id)) seen.set(r.conversation_id, r);
+  return (
+    <div className="recalled" data-testid="recalled">
+      Remembered from{" "}
+      {[...seen.values()].map((r, i) => (
+        <span key={r.conversation_id}>
+          {i > 0 && ", "}
+          <a href={`#c=${r.conversation_id}`}>{r.title || "a conversation"}</a> ({new Date(r.created_at).toLocaleDateString()})
+        </span>
+      ))}
+    </div>
+  );
+}
+
 const textOf = (m: Message) => m.parts.map((p: any) => (p.type === "text" ? p.text : "")).join("");
 
 /** The first message of a conversation the page creates: sent once the conversation is open. */
@@ -76,6 +101,8 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
   const [files, setFiles] = useState<FileUIPart[]>([]);
   const [delivery, setDelivery] = useState<"auto" | "steer" | "followup">("auto");
   const [problem, setProblem] = useState<string | null>(null);
+  // What recall gave the latest turn (a transient `data-memory` part): shown above its answer.
+  const [recalled, setRecalled] = useState<Recalled[]>([]);
   const queueRef = useRef(queue);
   queueRef.current = queue;
 
@@ -96,6 +123,8 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
         if (part.type === "data-usage") {
           const messageId = chat.lastMessage?.role === "assistant" ? chat.lastMessage.id : null;
           if (messageId) setLiveUsage((u) => ({ ...u, [messageId]: [...(u[messageId] ?? []), part.data] }));
+        } else if (part.type === "data-memory") {
+          setRecalled(part.data.recalled);
         } else if (part.type === "data-steering") {
           const texts = new Set<string>(part.data.messages);
           setQueue((q) => q.map((item) => (texts.has(item.text) ? { ...item, state: "delivered" } : item)));
@@ -230,6 +259,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
     setProblem(null);
     if (!busy) {
       clearError();
+      setRecalled([]);
       await sendMessage(attached.length > 0 ? { text, files: attached } : { text });
       return;
     }
@@ -289,8 +319,9 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
         {messages.map((m, i) => {
           const calls = liveUsage[m.id] ?? m.metadata?.usage;
           return (
+            <Fragment key={m.id}>
+            {i === lastAssistant && recalled.length > 0 && <RecalledFrom recalled={recalled} />}
             <MessageView
-              key={m.id}
               message={m}
               usage={calls?.length && !(busy && i === messages.length - 1) ? formatUsage(turnUsage(calls, models)) : undefined}
               actions={{
@@ -300,6 +331,7 @@ export function ChatPane({ conversation, initial, firstMessage, models, onActivi
                 nested: !!conversation.parent,
               }}
             />
+            </Fragment>
           );
         })}
         {status === "submitted" && <div className="thinking">…</div>}

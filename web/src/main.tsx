@@ -10,6 +10,7 @@ import { ApiError, conversationPath, json, setToken, token } from "./api";
 import type { FirstMessage } from "./ChatPane";
 import { ChatPane } from "./ChatPane";
 import { Composer } from "./Composer";
+import { MemoryPanel } from "./Memory";
 import type { Message } from "./history";
 import { storedView } from "./history";
 
@@ -20,6 +21,7 @@ interface Open {
 }
 
 const openId = () => new URLSearchParams(location.hash.slice(1)).get("c");
+const memoryOpen = () => location.hash === "#memory";
 
 function SignIn({ onDone, failed }: { onDone(): void; failed: boolean }) {
   const [value, setValue] = useState("");
@@ -102,6 +104,7 @@ function App() {
   const [agents, setAgents] = useState<Agents | null>(null);
   const [open, setOpen] = useState<Open | null>(null);
   const [hashId, setHashId] = useState(openId());
+  const [showMemory, setShowMemory] = useState(memoryOpen());
   const [problem, setProblem] = useState<string | null>(null);
 
   const fail = useCallback((e: unknown) => {
@@ -130,7 +133,10 @@ function App() {
     json<Agents>("GET", "/v1/agents").then(setAgents, fail);
   }, [auth, models, fail]);
   useEffect(() => {
-    const onHash = () => setHashId(openId());
+    const onHash = () => {
+      setHashId(openId());
+      setShowMemory(memoryOpen());
+    };
     addEventListener("hashchange", onHash);
     return () => removeEventListener("hashchange", onHash);
   }, []);
@@ -208,6 +214,9 @@ function App() {
             </li>
           ))}
         </ul>
+        <button className="secondary" data-testid="open-memory" onClick={() => (location.hash = "memory")}>
+          Memory
+        </button>
         {token() && (
           <button
             className="secondary"
@@ -226,7 +235,9 @@ function App() {
             {problem}
           </div>
         )}
-        {open && models ? (
+        {showMemory ? (
+          <MemoryPanel />
+        ) : open && models ? (
           <ChatPane
             key={open.conversation.id}
             conversation={open.conversation}

@@ -136,7 +136,7 @@ fn read_update(shape: &Shape, reply: &str) -> Result<Option<Value>, String> {
             let text = reply
                 .strip_prefix("```markdown")
                 .or_else(|| reply.strip_prefix("```"))
-                .map(|t| t.trim_end_matches("```").trim())
+                .map(|t| t.strip_suffix("```").unwrap_or(t).trim())
                 .unwrap_or(reply);
             Ok(Some(Value::String(format!("{text}\n"))))
         }

@@ -42,12 +42,14 @@ pub struct Recalled {
 /// quoted so that nothing in a message is read as the query language. `None`: nothing to look
 /// for.
 pub fn search_terms(text: &str) -> Option<String> {
+    // Only ASCII is folded here (the search folds the rest): a word that differs in case
+    // elsewhere is looked for twice, which costs nothing.
     let mut terms: Vec<String> = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         if word.chars().count() < 2 || terms.len() >= MAX_TERMS {
             continue;
         }
-        let word = word.to_lowercase();
+        let word = word.to_ascii_lowercase();
         if STOPWORDS.contains(&word.as_str()) || terms.contains(&word) {
             continue;
         }

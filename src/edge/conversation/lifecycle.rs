@@ -122,11 +122,16 @@ impl Object {
             }
             // The stream has ended (`finish` closed it): memory is kept after it, never on the
             // way to the answer.
-            if let Some(embed) = embed {
-                embed.run(&turn_env).await;
-            }
-            if let Some(extract) = extract {
-                extract.run(&turn_env).await;
+            if extract.is_some() || embed.is_some() {
+                // Behind a `dyn Future`: compiled as code of its own, for the turns that keep
+                // memory only.
+                let remembering: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> =
+                    Box::pin(crate::edge::conversation::turn::memory::after_stream(
+                        turn_env.clone(),
+                        embed,
+                        extract,
+                    ));
+                remembering.await;
             }
         });
     }

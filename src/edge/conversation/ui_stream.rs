@@ -393,6 +393,15 @@ impl UiStream {
             write(out, &Chunk::DataOutput { id, data: &data });
         }
         self.close_step(out);
+        // Ended on calls that need no reply (`update_memory`, beside the answer): an empty last
+        // step, or a stock client (`lastAssistantMessageIsCompleteWithToolCalls`) would take
+        // the answered calls for its own and send them back.
+        let quiet_end =
+            *outcome == TurnOutcome::Completed && self.last_stop == Some(StopReason::ToolUse);
+        if quiet_end {
+            write(out, &Chunk::StartStep);
+            write(out, &Chunk::FinishStep);
+        }
         if *outcome == TurnOutcome::Cancelled {
             write(
                 out,
@@ -410,7 +419,7 @@ impl UiStream {
                 match self.last_stop {
                     Some(StopReason::MaxTokens) => "length",
                     Some(StopReason::ContentFilter | StopReason::Refusal) => "content-filter",
-                    Some(StopReason::ToolUse) => "tool-calls",
+                    Some(StopReason::ToolUse) if !quiet_end => "tool-calls",
                     Some(StopReason::Other(_)) => "other",
                     _ => "stop",
                 }
@@ -761,6 +770,60 @@ mod tests {
             json!({"type": "text-delta", "id": "text-2-0", "delta": "It is 5."})
         );
         assert_eq!(got[14], json!({"type": "finish", "finishReason": "stop"}));
+    }
+
+    #[test]
+    fn a_turn_ended_on_calls_that_need_no_reply_closes_with_an_empty_step() {
+        let model = ModelRef::parse("openai:gpt-4o").unwrap();
+        let call = ToolCall {
+            id: "m1".into(),
+            name: "update_memory".into(),
+            input: json!({"patch": {}}),
+            signature: None,
+        };
+        let answer = AssistantMessage {
+            content: vec![],
+            stop_reason: StopReason::ToolUse,
+            model: "gpt-4o".into(),
+            provider: "openai".into(),
+            usage: Usage::default(),
+            output: None,
+        };
+        let mut out = String::new();
+        let mut s = UiStream::new();
+        s.event(
+            &AgentEvent::StepStart {
+                step: 1,
+                model: &model,
+            },
+            &mut out,
+        );
+        s.event(
+            &AgentEvent::StepEnd {
+                step: 1,
+                message: &answer,
+            },
+            &mut out,
+        );
+        s.event(
+            &AgentEvent::ToolExecution {
+                call: &call,
+                output: &json!({"ok": true}),
+                is_error: false,
+                duration_ms: 1,
+            },
+            &mut out,
+        );
+        s.finish(&TurnOutcome::Completed, &mut out);
+        let got = chunks(&out);
+        let types: Vec<&str> = got.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        // The stock client's `lastAssistantMessageIsCompleteWithToolCalls` reads the last step:
+        // it has no call, so the answered one is not sent back.
+        assert_eq!(
+            types[types.len() - 4..],
+            ["finish-step", "start-step", "finish-step", "finish"]
+        );
+        assert_eq!(got.last().unwrap()["finishReason"], "stop");
     }
 
     #[test]

@@ -156,13 +156,16 @@ async fn dispatch(
         Handler::EraseMe => out_of_line(routes::me::erase(env, ctx, caller, None)),
         Handler::ListMemory => out_of_line(routes::memory::list(env, config, user)),
         Handler::SearchMemory => out_of_line(routes::memory::search(&req, env, user)),
-        Handler::PutMemory => {
+        Handler::PutMemory | Handler::PatchMemory => {
             target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
-            out_of_line(routes::memory::put(req, env, config, user, &target))
-        }
-        Handler::PatchMemory => {
-            target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
-            out_of_line(routes::memory::patch(req, env, config, user, &target))
+            let whole = route.handler == Handler::PutMemory;
+            out_of_line(routes::memory::change(
+                req,
+                env,
+                config,
+                user,
+                (&target, whole),
+            ))
         }
         Handler::DeleteMemory => {
             target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();

@@ -189,6 +189,21 @@ pub async fn load(
     })
 }
 
+/// What a turn that keeps memory does once its stream has ended: the exchange's vectors
+/// written, the working memory extracted.
+pub async fn after_stream(
+    turn_env: Rc<TurnEnv>,
+    embed: Option<Embed>,
+    extract: Option<super::extract::Pending>,
+) {
+    if let Some(embed) = embed {
+        embed.run(&turn_env).await;
+    }
+    if let Some(extract) = extract {
+        extract.run(&turn_env).await;
+    }
+}
+
 /// The Vectorize namespace of `owner`'s vectors: a digest, within the index's 64 bytes.
 pub fn namespace(owner: &str) -> String {
     crate::edge::d1::conversations::derived_id(b"edge-agent memory namespace\0", owner, "")

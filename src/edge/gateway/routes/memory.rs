@@ -37,47 +37,39 @@ pub async fn list(env: &Env, config: &Config, user: &str) -> Result<Response, Ap
     json_response(200, &json!({"memory": entries}))
 }
 
-/// `PUT /v1/me/memory/{agent}`: `{"memory": ...}` replaces the caller's memory with the agent
-/// (a JSON object valid against its schema, or text).
-pub async fn put(
+/// `PUT /v1/me/memory/{agent}` (`whole`): `{"memory": ...}` replaces the caller's memory with
+/// the agent (a JSON object valid against its schema, or text). `PATCH`: a JSON Merge Patch on
+/// a memory with a schema.
+pub async fn change(
     req: Request,
     env: &Env,
     config: &Config,
     user: &str,
-    agent: &str,
+    (agent, whole): (&str, bool),
 ) -> Result<Response, ApiError> {
     let spec = keeping(config, agent)?;
-    let body: Value = json_body(req).await?;
-    let Some(document) = body.get("memory") else {
-        return Err(ApiError::BadRequest(
-            "the body must be `{\"memory\": ...}`: the whole new memory".into(),
-        ));
-    };
-    let max = config.memory.max_bytes;
-    let shape = spec.shape.clone();
-    let kept = write(env, user, agent, &spec, &|_| shape.replace(document, max)).await?;
-    json_response(200, &entry(agent, Some(&spec), kept))
-}
-
-/// `PATCH /v1/me/memory/{agent}`: a JSON Merge Patch on a memory with a schema.
-pub async fn patch(
-    req: Request,
-    env: &Env,
-    config: &Config,
-    user: &str,
-    agent: &str,
-) -> Result<Response, ApiError> {
-    let spec = keeping(config, agent)?;
-    if matches!(&*spec.shape, Shape::Template(_)) {
+    if !whole && matches!(&*spec.shape, Shape::Template(_)) {
         return Err(ApiError::BadRequest(format!(
             "the agent `{agent}` keeps its memory as text: replace it whole with PUT"
         )));
     }
-    let patch: Value = json_body(req).await?;
+    let body: Value = json_body(req).await?;
+    let update = match (whole, body) {
+        (false, patch) => patch,
+        (true, Value::Object(mut fields)) if fields.contains_key("memory") => {
+            fields.remove("memory").unwrap_or_default()
+        }
+        (true, _) => {
+            return Err(ApiError::BadRequest(
+                "the body must be `{\"memory\": ...}`: the whole new memory".into(),
+            ))
+        }
+    };
     let max = config.memory.max_bytes;
     let shape = spec.shape.clone();
-    let kept = write(env, user, agent, &spec, &|current| {
-        shape.apply(current, &patch, max)
+    let kept = write(env, user, agent, &spec, &|current| match whole {
+        true => shape.replace(&update, max),
+        false => shape.apply(current, &update, max),
     })
     .await?;
     json_response(200, &entry(agent, Some(&spec), kept))
