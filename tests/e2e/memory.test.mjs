@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { api, d1Query, readUiStream, setup } from "./harness.mjs";
+import { lastAssistantMessageIsCompleteWithToolCalls } from "ai";
+import { api, d1Query, readUiStream, setup, uiMessage } from "./harness.mjs";
 
 const PREFS = {
   type: "object",
@@ -84,9 +85,11 @@ test("update_memory ends a step that answered, is shown in the next conversation
   assert.equal(anthropic.requests.length, calls + 1, "one model call: the update needs no reply");
   assert.ok(toolsOf(anthropic.requests.at(-1).body).includes("update_memory"));
   assert.ok(chunks.some((c) => c.type === "tool-output-available" && c.toolCallId === "toolu_m1"));
-  // Ended with an empty step: a stock client does not take the answered call for its own.
+  // Ended with an empty step: a stock client does not take the answered call for its own and
+  // send it back (useChat's `lastAssistantMessageIsCompleteWithToolCalls`).
   assert.deepEqual(chunks.slice(-3).map((c) => c.type), ["start-step", "finish-step", "finish"]);
   assert.equal(chunks.at(-1).finishReason, "stop");
+  assert.equal(lastAssistantMessageIsCompleteWithToolCalls({ messages: [await uiMessage(chunks)] }), false);
   const { memory } = await get("/v1/me/memory", "cy");
   const concierge = memory.find((m) => m.agent === "concierge");
   assert.deepEqual(concierge.memory, { diet: "vegan", city: "Lisbon" });

@@ -13,6 +13,10 @@ use crate::agent::artifacts;
 use crate::agent::{AgentEvent, AgentMessage, TurnOutcome, SKIPPED_FOR_STEERING};
 use crate::llm::{ContentBlock, LlmEvent, StopReason, Usage};
 
+/// `{}`.
+#[derive(Serialize)]
+struct EmptyObject {}
+
 /// The chunks of the protocol that we emit.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -119,6 +123,10 @@ enum Chunk<'a> {
     #[serde(rename_all = "camelCase")]
     Finish {
         finish_reason: &'a str,
+        /// `{}` after an empty last step: a stock client keeps a message's parts as of its last
+        /// update, and only a chunk like this one updates it after a `start-step`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_metadata: Option<EmptyObject>,
     },
     Abort {
         reason: &'a str,
@@ -425,7 +433,13 @@ impl UiStream {
                 }
             }
         };
-        write(out, &Chunk::Finish { finish_reason });
+        write(
+            out,
+            &Chunk::Finish {
+                finish_reason,
+                message_metadata: quiet_end.then_some(EmptyObject {}),
+            },
+        );
         out.push_str("data: [DONE]\n\n");
     }
 
@@ -823,7 +837,10 @@ mod tests {
             types[types.len() - 4..],
             ["finish-step", "start-step", "finish-step", "finish"]
         );
-        assert_eq!(got.last().unwrap()["finishReason"], "stop");
+        assert_eq!(
+            got.last().unwrap(),
+            &json!({"type": "finish", "finishReason": "stop", "messageMetadata": {}})
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ import { readUIMessageStream, uiMessageChunkSchema } from "ai";
 
 /** The protocol's fields per chunk type: anything else is an error (strict v6 clients). */
 const ALLOWED_KEYS = {
-  start: ["messageId"], "start-step": [], "finish-step": [], finish: ["finishReason"],
+  start: ["messageId"], "start-step": [], "finish-step": [], finish: ["finishReason", "messageMetadata"],
   "text-start": ["id"], "text-delta": ["id", "delta"], "text-end": ["id"],
   "reasoning-start": ["id"], "reasoning-delta": ["id", "delta"], "reasoning-end": ["id"],
   "tool-input-start": ["toolCallId", "toolName"], "tool-input-delta": ["toolCallId", "inputTextDelta"],
