@@ -1,6 +1,9 @@
 -- Memory across conversations.
--- A conversation made with `memory: false` is neither remembered (indexed) nor given recall.
-ALTER TABLE conversations ADD COLUMN memory INTEGER NOT NULL DEFAULT 1;
+-- Whether a conversation is remembered: 1, its messages are indexed for recall as they are
+-- written; 0, made with `memory: false` (neither remembered nor given memory); 2, made while no
+-- agent of the deployment kept memory (not indexed: the index costs D1 writes). Every insert
+-- says which; those made before this migration are 2 (docs/memory.md says how to index them).
+ALTER TABLE conversations ADD COLUMN memory INTEGER NOT NULL DEFAULT 2;
 -- Working memory: one document per user and agent. `version` counts its writes: a write names
 -- the version it read, so two conversations writing at once never lose one another's update.
 CREATE TABLE memories (
@@ -40,15 +43,3 @@ WHEN old.search_rowid IS NOT NULL
 BEGIN
   DELETE FROM message_search WHERE rowid = old.search_rowid;
 END;
--- Messages written before this migration, indexed as the trigger would have.
-INSERT INTO message_search (rowid, body, scope, message_id, conversation_id, created_at)
-SELECT m.rowid,
-       coalesce((SELECT group_concat(json_extract(value, '$.text'), ' ')
-                 FROM json_each(m.body, '$.content')
-                 WHERE json_extract(value, '$.type') = 'text'), ''),
-       hex(c.owner) || '0', m.id, m.conversation_id, m.created_at
-FROM messages m JOIN conversations c ON c.id = m.conversation_id
-WHERE m.kind IN ('user', 'assistant') AND c.parent IS NULL;
-UPDATE messages SET search_rowid = rowid
-WHERE kind IN ('user', 'assistant')
-  AND conversation_id IN (SELECT id FROM conversations WHERE parent IS NULL);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: the decoders natively, then what a turn costs the Worker in requests and CPU,
 # a cold start, a warm request after V8 drops the baseline wasm code, the first token with D1
-# far away, and many turns at once.
+# far away, many turns at once, and what memory adds to a turn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Figures from a stale build measure old code, and a debug build's (names kept, no wasm-opt)
@@ -27,3 +27,4 @@ echo
 "$NODE" benches/flush.mjs
 "$NODE" benches/d1_far.mjs
 "$NODE" benches/many_turns.mjs
+"$NODE" benches/memory.mjs

@@ -530,3 +530,38 @@ fn agent_tools_name_declared_agents_without_cycles_within_the_depth() {
         "{gated}"
     );
 }
+
+#[test]
+fn an_agents_memory_is_read_and_checked_against_its_toolsets_and_the_settings() {
+    let agents = r#"{"concierge": {"description": "d", "memory": {"recall": {"top_k": 3}}},
+        "plain": {"description": "p"}}"#;
+    let c = config(&[("AGENTS", agents)]).unwrap();
+    let memory = c.agents[0].memory.as_ref().expect("memory");
+    assert_eq!(memory.top_k, 3);
+    assert!(c.agents[1].memory.is_none());
+    assert!(c.toolsets().contains(&"memory".to_string()));
+    assert_eq!(c.memory.max_bytes, 16 * 1024);
+    assert_eq!(c.memory.recall_ms, 150);
+    assert_eq!(c.memory.embedding_model, memory::EMBEDDING_MODEL);
+    // Kept by the model, the agent must have the toolset `update_memory` is in.
+    let narrowed = r#"{"a": {"description": "d", "toolsets": ["artifacts"], "memory": {}}}"#;
+    let e = config(&[("AGENTS", narrowed)]).unwrap_err().to_string();
+    assert!(e.contains("leave out `memory`"), "{e}");
+    let background = r#"{"a": {"description": "d", "toolsets": ["artifacts"],
+        "memory": {"managed_by": "background"}}}"#;
+    assert!(config(&[("AGENTS", background)]).is_ok());
+    // A memory field that is wrong names the agent.
+    let wrong = r#"{"a": {"description": "d", "memory": {"recall": 3}}}"#;
+    let e = config(&[("AGENTS", wrong)]).unwrap_err().to_string();
+    assert!(e.contains("agent `a`: `memory`"), "{e}");
+    // The extractor's model is priced when budgets are on, like any.
+    let e = config(&[
+        ("USER_BUDGET_USD", "5"),
+        ("MEMORY_MODEL", "openai:unpriced-x"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("MEMORY_MODEL"), "{e}");
+    assert!(config(&[("MEMORY_MAX_BYTES", "10")]).is_err());
+    assert!(config(&[("MEMORY_RECALL_MS", "0")]).is_err());
+}

@@ -175,6 +175,7 @@ impl Object {
             parent: None,
             tool_call_id: None,
             memory_off: conversation.memory_off,
+            indexed: turn_env.config.remembers(),
         };
         let start = Start {
             kickoff,

@@ -130,6 +130,7 @@ impl Object {
         // is always what a chat creates: nothing to read first. Every turn of such a chat
         // creates the row unless it exists, in its history's round trip (so a first turn that
         // failed before storing anything leaves no conversation without its row).
+        let remembered = crate::edge::config::Config::cached(&self.env)?.remembers();
         let create = chat
             .as_ref()
             .filter(|c| !is_conversation_id(&c.raw_id) && c.target == scoped_id(&caller, &c.raw_id))
@@ -138,7 +139,7 @@ impl Object {
                     c.target.clone(),
                     caller.clone(),
                     c.title.clone(),
-                    c.agent.clone(),
+                    (c.agent.clone(), remembered),
                     now_ms(),
                 )
             });
@@ -443,18 +444,19 @@ impl Object {
         chat: ChatStart,
     ) -> std::result::Result<std::result::Result<TurnConversation, TurnConversation>, ApiError>
     {
+        let config = crate::edge::config::Config::cached(&self.env)?;
         let candidate = Conversation::new_chat(
             scoped_id(caller, &chat.raw_id),
             caller.to_string(),
             chat.title,
-            chat.agent,
+            (chat.agent, config.remembers()),
             now_ms(),
         );
         // The caller's database, not this object's: the Worker guessed this object from an id
         // that may be another user's conversation (in another shard), whose row, count and
         // erasure are not the caller's.
         let store = crate::edge::d1::Store::for_owner(&self.env, caller).await?;
-        let max = crate::edge::config::Config::cached(&self.env)?.max_conversations_per_user;
+        let max = config.max_conversations_per_user;
         let resolved = store
             .chat_conversation(&chat.raw_id, &candidate, max)
             .await?;

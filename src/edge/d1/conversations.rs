@@ -38,6 +38,10 @@ pub struct Conversation {
     /// Made with `memory: false`: never recalled, nor given recall or working memory.
     #[serde(rename = "memory", serialize_with = "inverted")]
     pub memory_off: bool,
+    /// Its messages are indexed for recall as they are written: made while some agent keeps
+    /// memory, and not `memory_off` (only written, never read back).
+    #[serde(skip)]
+    pub indexed: bool,
 }
 
 crate::json_struct!(Conversation {
@@ -54,6 +58,7 @@ crate::json_struct!(Conversation {
     "parent" => parent: default,
     "tool_call_id" => tool_call_id: default,
     "memory" => memory_off: default_with(off_column),
+    "indexed" => indexed: default,
 });
 
 /// Most child conversations one conversation's agent tools may start, over its life.
@@ -72,12 +77,12 @@ pub enum Listing<'a> {
 
 impl Conversation {
     /// A conversation as a `/v1/chat` id starts it: the caller's, titled by its first message,
-    /// with the deployment's defaults.
+    /// with the deployment's defaults (`remembered`: whether some agent keeps memory).
     pub fn new_chat(
         id: String,
         owner: String,
         title: Option<String>,
-        agent: Option<String>,
+        (agent, remembered): (Option<String>, bool),
         now_ms: i64,
     ) -> Self {
         Self {
@@ -94,6 +99,7 @@ impl Conversation {
             parent: None,
             tool_call_id: None,
             memory_off: false,
+            indexed: remembered,
         }
     }
 }
@@ -154,8 +160,8 @@ impl Store {
                     .prepare(
                         "INSERT INTO conversations
                            (id, owner, title, system, model, metadata, created_at, updated_at,
-                            toolsets, agent)
-                         SELECT ?1, ?2, ?3, NULL, NULL, NULL, ?4, ?4, NULL, ?7
+                            toolsets, agent, memory)
+                         SELECT ?1, ?2, ?3, NULL, NULL, NULL, ?4, ?4, NULL, ?7, ?8
                          WHERE NOT EXISTS
                            (SELECT 1 FROM conversations WHERE id = ?5 AND owner = ?2)
                            AND (SELECT COUNT(*) FROM conversations WHERE owner = ?2 AND parent IS NULL) < ?6
@@ -170,6 +176,7 @@ impl Store {
                         raw_id.into(),
                         f64::from(max).into(),
                         c.agent.as_deref().into(),
+                        memory_column(c),
                     ])?,
                 self.db
                     .prepare(
@@ -205,14 +212,13 @@ impl Store {
     ) -> Result<worker::D1PreparedStatement, ApiError> {
         let mut values = conversation_values(c);
         values.push(f64::from(max).into());
-        values.push(if c.memory_off { 0.0 } else { 1.0 }.into());
         self.db
             .prepare(format!(
                 "INSERT INTO conversations
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets,
                     agent, memory)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?11
-                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2 AND parent IS NULL) < ?10
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10
+                 WHERE (SELECT COUNT(*) FROM conversations WHERE owner = ?2 AND parent IS NULL) < ?11
                    AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
                  {tail}"
             ))
@@ -228,8 +234,8 @@ impl Store {
             .prepare(format!(
                 "INSERT INTO conversations
                    (id, owner, title, system, model, metadata, created_at, updated_at, toolsets,
-                    agent)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9) {on_conflict}"
+                    agent, memory)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10) {on_conflict}"
             ))
             .bind_params(&conversation_values(c))
     }
@@ -320,11 +326,11 @@ impl Store {
                 .prepare(
                     "INSERT INTO conversations
                        (id, owner, title, system, model, metadata, created_at, updated_at,
-                        toolsets, agent, parent, tool_call_id)
-                     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11
+                        toolsets, agent, memory, parent, tool_call_id)
+                     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11, ?12
                      WHERE NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?2)
-                       AND EXISTS (SELECT 1 FROM conversations WHERE id = ?10 AND owner = ?2)
-                       AND (SELECT COUNT(*) FROM conversations WHERE parent = ?10) < ?12
+                       AND EXISTS (SELECT 1 FROM conversations WHERE id = ?11 AND owner = ?2)
+                       AND (SELECT COUNT(*) FROM conversations WHERE parent = ?11) < ?13
                      ON CONFLICT (id) DO NOTHING",
                 )
                 .bind_params(&values)?,
@@ -515,8 +521,7 @@ fn json_column<'a, T: FromJsonOwned>(r: &mut Reader<'a>) -> json::Result<Option<
     Ok(text.and_then(|t| json::from_str(&t).ok()))
 }
 
-/// The `memory` column (1 by default, 0 for a conversation made with `memory: false`), read as
-/// whether memory is off.
+/// The `memory` column ([`memory_column`]), read as whether memory is off.
 fn off_column(r: &mut Reader<'_>) -> json::Result<bool> {
     let on: Option<i64> = FromJson::read(r)?;
     Ok(on == Some(0))
@@ -530,8 +535,8 @@ fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::E
     v.serialize(s)
 }
 
-/// A conversation row's values, bound as `?1` to `?9` (id, owner, title, system, model,
-/// metadata, created, toolsets, agent).
+/// A conversation row's values, bound as `?1` to `?10` (id, owner, title, system, model,
+/// metadata, created, toolsets, agent, memory).
 fn conversation_values(c: &Conversation) -> Vec<Param<'_>> {
     let metadata = c.metadata.as_ref().map(Value::to_string);
     let toolsets = c
@@ -548,7 +553,19 @@ fn conversation_values(c: &Conversation) -> Vec<Param<'_>> {
         (c.created_at as f64).into(),
         toolsets.into(),
         c.agent.as_deref().into(),
+        memory_column(c),
     ]
+}
+
+/// The `memory` column: 0 for a conversation made with `memory: false`, 1 for one indexed for
+/// recall (the migration's trigger reads it), 2 for one made while no agent kept memory.
+fn memory_column(c: &Conversation) -> Param<'static> {
+    match (c.memory_off, c.indexed) {
+        (true, _) => 0.0,
+        (false, true) => 1.0,
+        (false, false) => 2.0,
+    }
+    .into()
 }
 
 #[cfg(test)]

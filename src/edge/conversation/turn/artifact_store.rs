@@ -152,4 +152,55 @@ mod tests {
         );
         assert_eq!(fill("plain", "d", "u", "m"), "plain");
     }
+
+    #[test]
+    fn memory_and_recall_follow_the_stable_instructions() {
+        use crate::agent::artifacts::ArtifactStore;
+        struct NoArtifacts;
+        #[async_trait::async_trait(?Send)]
+        impl ArtifactStore for NoArtifacts {
+            async fn get(&self, _: &str, _: Option<u32>) -> Result<Option<Artifact>, String> {
+                Ok(None)
+            }
+            async fn list(&self) -> Result<Vec<ArtifactSummary>, String> {
+                Ok(vec![])
+            }
+            async fn put(&self, _: &Artifact) -> Result<(), String> {
+                Ok(())
+            }
+        }
+        let context = Rc::new(ArtifactContext {
+            store: Rc::new(NoArtifacts),
+            now: Box::new(|| 0),
+            new_id: Box::new(|| "a".into()),
+            changed: Default::default(),
+            exists: Default::default(),
+        });
+        let shown = Rc::new(RefCell::new("{\"diet\":\"vegan\"}".to_string()));
+        let prompt = SystemPrompt {
+            base: Some("You are the concierge.".into()),
+            artifacts: context,
+            index: RefCell::new(None),
+            memory: None,
+            recalled: None,
+        }
+        .remembering(
+            Some((shown.clone(), true)),
+            Some("<recalled>\n- x\n</recalled>".into()),
+        );
+        let built = futures::executor::block_on(prompt.build()).expect("a prompt");
+        // The agent's instructions first, a prefix a provider's cache keeps; then the memory,
+        // then what was recalled.
+        assert!(
+            built.starts_with("You are the concierge.\n\n<memory>\n"),
+            "{built}"
+        );
+        let memory_at = built.find("{\"diet\":\"vegan\"}").expect("the memory");
+        assert!(memory_at < built.find("<recalled>").expect("the recall"));
+        // An update during the turn shows from the next step.
+        *shown.borrow_mut() = "{\"diet\":\"pescatarian\"}".into();
+        assert!(futures::executor::block_on(prompt.build())
+            .expect("a prompt")
+            .contains("pescatarian"));
+    }
 }

@@ -80,6 +80,8 @@ pub async fn create(
         parent: None,
         tool_call_id: None,
         memory_off: body.memory == Some(false),
+        // Indexed for recall only where some agent keeps memory.
+        indexed: config.remembers(),
     };
     Store::for_owner(env, user)
         .await?

@@ -207,6 +207,7 @@ impl ServerTool for AgentTool {
             tool_call_id: Some(call_id.to_string()),
             // A child's turns run its parent's tasks: they keep no memory of their own.
             memory_off: true,
+            indexed: false,
         };
         let unavailable = |e: &dyn std::fmt::Display| {
             Ran::Done(Err(failure(
