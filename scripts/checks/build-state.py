@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["src", "Cargo.toml", "Cargo.lock", "migrations", "web/src", "web/index.html", "web/style.css", "web/favicon.svg"]
+SOURCES = ["src", "api/openapi.json", "Cargo.toml", "Cargo.lock", "migrations", "web/src", "web/index.html", "web/style.css", "web/favicon.svg"]
 BUILT = [ROOT / "build/index_bg.wasm", ROOT / "build/index.js", ROOT / "web/dist/app.js"]
 
 
