@@ -14,32 +14,10 @@ CREATE TABLE memories (
   updated_at INTEGER NOT NULL,
   PRIMARY KEY (owner, agent)
 ) WITHOUT ROWID;
--- Recall: the text of users' and assistants' messages, searched per owner by BM25. `scope` is
--- the owner's UTF-8 bytes in hex and a `0` (so the stemmer leaves it whole): one token no other
--- owner's can match, and no message's words can be read as.
-CREATE VIRTUAL TABLE message_search USING fts5(
-  body, scope, message_id UNINDEXED, conversation_id UNINDEXED, created_at UNINDEXED,
-  tokenize = 'porter unicode61 remove_diacritics 2'
-);
--- The search row a message has (its rowid there), so deleting the message deletes it.
+-- Retention forgets the memories not written for `RETENTION_DAYS`.
+CREATE INDEX memories_by_age ON memories (updated_at);
+-- The search row a message has in the recall index (`message_search`, an FTS5 table the Worker
+-- makes with its triggers when it first needs them, `edge/d1/memory.rs`: a database with a
+-- virtual table cannot be exported by `wrangler d1 export`, and a deployment whose agents keep
+-- no memory should keep that).
 ALTER TABLE messages ADD COLUMN search_rowid INTEGER;
--- Kept up to date by the database itself as messages are written and deleted (a conversation's
--- deletion, retention, erasure, a message taken back): nothing in the Worker can forget it.
-CREATE TRIGGER message_search_add AFTER INSERT ON messages
-WHEN new.kind IN ('user', 'assistant')
-  AND EXISTS (SELECT 1 FROM conversations c
-              WHERE c.id = new.conversation_id AND c.memory = 1 AND c.parent IS NULL)
-BEGIN
-  INSERT INTO message_search (body, scope, message_id, conversation_id, created_at)
-  SELECT coalesce((SELECT group_concat(json_extract(value, '$.text'), ' ')
-                   FROM json_each(new.body, '$.content')
-                   WHERE json_extract(value, '$.type') = 'text'), ''),
-         hex(c.owner) || '0', new.id, new.conversation_id, new.created_at
-  FROM conversations c WHERE c.id = new.conversation_id;
-  UPDATE messages SET search_rowid = last_insert_rowid() WHERE rowid = new.rowid;
-END;
-CREATE TRIGGER message_search_drop AFTER DELETE ON messages
-WHEN old.search_rowid IS NOT NULL
-BEGIN
-  DELETE FROM message_search WHERE rowid = old.search_rowid;
-END;

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use edge_agent::agent::memory::{self, MemoryStore, Shape};
+use edge_agent::agent::memory::{self, MemoryError, MemoryStore, Shape};
 use edge_agent::agent::{AgentMessage, ToolRegistry, TurnOutcome};
 use serde_json::json;
 use support::*;
@@ -26,10 +26,10 @@ impl MemoryStore for Kept {
     async fn update(
         &self,
         change: &dyn for<'a> Fn(&'a str) -> Result<String, String>,
-    ) -> Result<String, String> {
+    ) -> Result<String, MemoryError> {
         loop {
             let read = self.document.borrow().clone();
-            let next = change(&read)?;
+            let next = change(&read).map_err(MemoryError::Refused)?;
             if let Some(other) = self.interloper.borrow_mut().take() {
                 // Compare-and-set fails: the other writer's document is read again.
                 *self.document.borrow_mut() = other;
@@ -170,4 +170,51 @@ fn a_refused_update_is_the_models_to_answer() {
         kinds(&state),
         ["user", "assistant", "tool_result", "assistant"]
     );
+}
+
+#[test]
+fn a_whole_text_made_on_an_older_memory_is_refused_with_the_newer_one() {
+    let store = Rc::new(Kept::default());
+    *store.document.borrow_mut() = "# User\n- vegan\n".into();
+    // The turn read an older text (before another conversation added a line).
+    let shown = Rc::new(RefCell::new("# User\n".to_string()));
+    let mut tools = ToolRegistry::new();
+    let shape = Rc::new(Shape::Template("# User\n".into()));
+    memory::register(&mut tools, shape, store.clone(), 1024, shown.clone());
+    let mut answer = calls(vec![(
+        "m1",
+        "update_memory",
+        json!({"memory": "# User\n- sails\n"}),
+    )]);
+    answer.text = "Noted.";
+    let provider = Scripted::new(vec![
+        answer,
+        calls(vec![(
+            "m2",
+            "update_memory",
+            json!({"memory": "# User\n- vegan\n- sails\n"}),
+        )]),
+        text("Noted, both."),
+    ]);
+    let (outcome, _, state) = run_turn(
+        &Resolver(provider.clone()),
+        &tools,
+        &Recorder::default(),
+        asking("I sail"),
+    );
+    assert_eq!(outcome, TurnOutcome::Completed);
+    let AgentMessage::ToolResult(refused) = &state.messages[2] else {
+        panic!("a result")
+    };
+    assert!(
+        refused.is_error && refused.content.contains("- vegan"),
+        "{}",
+        refused.content
+    );
+    assert_eq!(
+        *store.document.borrow(),
+        "# User\n- vegan\n- sails\n",
+        "nothing lost"
+    );
+    assert_eq!(*shown.borrow(), "# User\n- vegan\n- sails\n");
 }

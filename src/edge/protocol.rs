@@ -214,6 +214,9 @@ pub struct TurnConversation {
     /// Made with `memory: false`: its turns neither read nor write memory.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub memory_off: bool,
+    /// Its messages are indexed for recall (and so given vectors).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub indexed: bool,
 }
 
 crate::json_struct!(TurnConversation {
@@ -226,6 +229,7 @@ crate::json_struct!(TurnConversation {
     "max_llm_calls" => max_llm_calls: default,
     "parent" => parent: default,
     "memory_off" => memory_off: default,
+    "indexed" => indexed: default,
 });
 
 impl TurnConversation {
@@ -263,7 +267,8 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
             agent: c.agent.clone(),
             max_llm_calls: None,
             parent: c.parent.clone(),
-            memory_off: c.memory_off,
+            memory_off: c.memory == crate::edge::d1::conversations::Remembered::Off,
+            indexed: c.memory == crate::edge::d1::conversations::Remembered::Indexed,
         }
     }
 }

@@ -14,6 +14,8 @@
 //! when schedules are made or cancelled: a cancelled schedule keeps its conversation until the
 //! time it would have run at most.
 //!
+//! Working memories not written for as long go too (what an agent kept of a user is content).
+//!
 //! The same run finishes any user erasure that did not end ([`crate::edge::erasure`]) and
 //! sweeps files no message names ([`crate::edge::sweep`]).
 
@@ -60,7 +62,18 @@ pub async fn run(env: &Env, config: &Config) {
     let started = now_ms();
     let before = started - i64::from(days) * DAY_MS;
     let (mut deleted, mut kept, mut rows, mut failed, mut more) = (0u64, 0u64, 0u64, 0u64, false);
+    let mut memories = 0u64;
     for binding in &config.d1_shards {
+        match Store::on(env, binding) {
+            Ok(store) => match store.forget_memories_before(before).await {
+                Ok(n) => memories += n,
+                Err(e) => {
+                    failed += 1;
+                    console_error!("retention: deleting idle memories in {binding}: {e}");
+                }
+            },
+            Err(e) => console_error!("retention: {binding}: {e}"),
+        }
         let idle = match Store::on(env, binding) {
             Ok(store) => store
                 .idle_since(before, started, BATCH)
@@ -129,7 +142,7 @@ pub async fn run(env: &Env, config: &Config) {
         json!({
             "event": "retention", "level": "info", "retention_days": days,
             "conversations_deleted": deleted, "conversations_kept": kept,
-            "rows_deleted": rows, "failed": failed,
+            "rows_deleted": rows, "memories_deleted": memories, "failed": failed,
             "more_waiting": more, "duration_ms": now_ms() - started,
         })
     );

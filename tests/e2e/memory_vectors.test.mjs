@@ -106,7 +106,7 @@ test("a deleted conversation and an erased user leave no vector id", async () =>
   assert.deepEqual([...vectors.vectors.values()].filter((v) => v.namespace === namespace), []);
 });
 
-test("an index slower than MEMORY_RECALL_MS is not waited for: the turn answers without recall", async () => {
+test("an index slower than MEMORY_RECALL_MS is not waited for: the turn answers with what words found", async () => {
   const id = await create("ana");
   vectors.queryDelayMs = 6000;
   try {
@@ -114,10 +114,12 @@ test("an index slower than MEMORY_RECALL_MS is not waited for: the turn answers 
     const { chunks } = await say("ana", id, "Remind me about my automobile.", "Here you go.");
     assert.equal(chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join(""), "Here you go.");
     assert.ok(Date.now() - started < 5000, "the turn did not wait for the index");
-    assert.ok(!systemOf(anthropic.requests.at(-1).body).includes("<recalled>"), "no recall this turn");
-    assert.ok(!chunks.some((c) => c.type === "data-memory"));
+    // The words' results, in long before the index would answer, are kept.
+    assert.match(systemOf(anthropic.requests.at(-1).body), /<recalled>[\s\S]*My automobile is a red 1968 sedan/);
+    assert.ok(chunks.some((c) => c.type === "data-memory"));
     const line = await worker.logLine((l) => l.event === "turn" && l.conversation_id === id);
-    assert.match(line.memory.recall_skipped, /past MEMORY_RECALL_MS \(1000 ms\)/);
+    assert.match(line.memory.recall_skipped, /^meaning: past MEMORY_RECALL_MS \(1000 ms\)$/);
+    assert.equal(line.memory.by_meaning, null);
   } finally {
     vectors.queryDelayMs = 0;
   }

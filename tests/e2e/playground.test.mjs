@@ -561,7 +561,7 @@ test("the memory panel shows, edits and clears what an agent remembers, and an a
         await page.reload();
         await until("the memory after a reload", async () => (await text.count()) === 1 && JSON.parse(await text.inputValue()).city === "Kyoto");
         await entry.getByTestId("memory-clear").click();
-        await until("the cleared memory", async () => (await entry.getAttribute("data-version")) === "0" && (await text.inputValue()).trim() === "{}");
+        await until("the cleared memory", async () => (await entry.getAttribute("data-version")) === "3" && (await text.inputValue()).trim() === "{}");
 
         // A new conversation recalls the first, and its answer says where from.
         await page.getByTestId("new").click();

@@ -96,3 +96,13 @@ test("an idle conversation with a scheduled run to come is kept; one without is 
   assert.deepEqual([last.conversations_deleted, last.conversations_kept, last.failed], [1, 0, 0]);
   assert.equal((await api(worker.url, "GET", `/v1/conversations/${scheduled}`)).status, 404);
 });
+
+test("working memories not written for RETENTION_DAYS are forgotten; fresh ones stay", async () => {
+  const old = Date.now() - 40 * 86_400_000;
+  await d1Query(persistDir, `INSERT INTO memories (owner, agent, body, version, updated_at) VALUES
+    ('key:old', 'concierge', '{"diet":"vegan"}', 3, ${old}), ('key:fresh', 'concierge', '{"city":"Oslo"}', 1, ${Date.now()})`);
+  const line = await scheduledRun();
+  assert.equal(line.memories_deleted, 1);
+  const kept = await d1Query(persistDir, "SELECT owner FROM memories ORDER BY owner");
+  assert.deepEqual(kept.map((r) => r.owner), ["key:fresh"]);
+});

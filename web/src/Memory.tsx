@@ -57,7 +57,7 @@ function Entry({ entry, onChanged }: { entry: MemoryEntry; onChanged(): void }) 
         <button type="button" data-testid="memory-save" disabled={text === shown(entry)} onClick={() => void save()}>
           Save
         </button>
-        <button type="button" className="danger" data-testid="memory-clear" disabled={entry.version === 0} onClick={() => void act(() => json("DELETE", memoryPath(entry.agent)))}>
+        <button type="button" className="danger" data-testid="memory-clear" disabled={entry.updated_at === null} onClick={() => void act(() => json("DELETE", memoryPath(entry.agent)))}>
           Clear
         </button>
       </div>

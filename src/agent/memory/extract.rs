@@ -13,8 +13,11 @@ use crate::llm::{LlmRequest, Message, ModelRef, Usage};
 
 /// Most bytes of each side of the exchange the extractor reads.
 const EXCHANGE_BYTES: usize = 8 * 1024;
-/// Most tokens the extractor may answer with.
-const MAX_TOKENS: u32 = 2048;
+/// Most tokens the extractor may answer with: a whole memory of `max_bytes` (about three bytes a
+/// token), within bounds.
+pub fn max_tokens(max_bytes: usize) -> u32 {
+    (max_bytes / 3).clamp(1024, 32_768) as u32
+}
 /// What the extractor answers when nothing is worth keeping.
 const NO_CHANGE: &str = "NO_CHANGE";
 
@@ -31,18 +34,17 @@ pub struct Extraction {
 }
 
 /// Asks the resolved model what `document` should keep after the exchange (`asked`, then
-/// `answer`).
+/// `answer`), in at most `max_tokens` ([`max_tokens`]).
 pub async fn extract(
     resolver: &dyn ProviderResolver,
     ledger: &dyn AttemptLedger,
-    shape: &Shape,
-    document: &str,
+    (shape, document, max_tokens): (&Shape, &str, u32),
     (asked, answer): (&str, &str),
 ) -> Extraction {
     let prompt = prompt(shape, document, asked, answer);
     let input = || estimate_tokens(&prompt) + estimate_tokens(SYSTEM);
     let size = CallSize {
-        max_tokens: MAX_TOKENS,
+        max_tokens,
         input_tokens: &input,
     };
     let Resolved {
@@ -77,6 +79,14 @@ pub async fn extract(
         return Extraction {
             calls,
             failed: Some(e.to_string()),
+            ..Extraction::default()
+        };
+    }
+    // Cut off, a whole text would be written short.
+    if completion.message.stop_reason == crate::llm::StopReason::MaxTokens {
+        return Extraction {
+            calls,
+            failed: Some("the extractor's answer was cut off at its token limit".into()),
             ..Extraction::default()
         };
     }
@@ -125,10 +135,14 @@ fn read_update(shape: &Shape, reply: &str) -> Result<Option<Value>, String> {
     match shape {
         Shape::Schema(_) => {
             // A model may wrap it in a code fence or a sentence: the outermost object is read.
-            let (Some(start), Some(end)) = (reply.find('{'), reply.rfind('}')) else {
+            let object = match (reply.find('{'), reply.rfind('}')) {
+                (Some(start), Some(end)) => reply.get(start..=end),
+                _ => None,
+            };
+            let Some(object) = object else {
                 return Err("the extractor's reply held no JSON object".into());
             };
-            let patch: Value = crate::llm::json::from_str(&reply[start..=end])
+            let patch: Value = crate::llm::json::from_str(object)
                 .map_err(|e| format!("the extractor's patch is not JSON: {e}"))?;
             Ok((patch.as_object().is_some_and(|o| !o.is_empty())).then_some(patch))
         }
@@ -161,6 +175,8 @@ mod tests {
             Ok(Some(json!({"diet": "vegan", "city": null})))
         );
         assert!(read_update(&schema, "vegan").is_err());
+        // A closing brace before the opening one is no object (and no panic).
+        assert!(read_update(&schema, "x} and then {").is_err());
         let text = Shape::Template("# User\n".into());
         assert_eq!(
             read_update(&text, "```markdown\n# User\n- vegan\n```"),

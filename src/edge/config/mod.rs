@@ -441,12 +441,6 @@ impl Config {
 
     /// The agent `name` names, or without a name the deployment's default agent (`default`
     /// if declared, else the first); a name no agent has is a 400 naming the ones there are.
-    /// Whether some agent keeps memory: only then are new conversations indexed for recall (the
-    /// index costs D1 writes no deployment without memory should pay).
-    pub fn remembers(&self) -> bool {
-        self.agents.iter().any(|a| a.memory.is_some())
-    }
-
     pub fn agent(&self, name: Option<&str>) -> Result<&Rc<AgentSpec>, ApiError> {
         let wanted = name.unwrap_or(agents::DEFAULT_AGENT);
         let found = self.agents.iter().find(|a| a.name == wanted);

@@ -13,6 +13,7 @@ use crate::edge::conversation::turn::resolver::FirstCall;
 use crate::edge::conversation::turn::{
     check_output, choose_model, prepare, Kickoff, Start, TypedAnswer,
 };
+use crate::edge::d1::conversations::Remembered;
 use crate::edge::d1::{is_conversation_id, scoped_id, Conversation};
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
@@ -130,7 +131,14 @@ impl Object {
         // is always what a chat creates: nothing to read first. Every turn of such a chat
         // creates the row unless it exists, in its history's round trip (so a first turn that
         // failed before storing anything leaves no conversation without its row).
-        let remembered = crate::edge::config::Config::cached(&self.env)?.remembers();
+        let config = crate::edge::config::Config::cached(&self.env)?;
+        // Indexed for recall when its agent keeps memory.
+        let remembered = |agent: Option<&str>| {
+            config
+                .agent(agent)
+                .map(|a| Remembered::new(a, false))
+                .unwrap_or_default()
+        };
         let create = chat
             .as_ref()
             .filter(|c| !is_conversation_id(&c.raw_id) && c.target == scoped_id(&caller, &c.raw_id))
@@ -139,7 +147,7 @@ impl Object {
                     c.target.clone(),
                     caller.clone(),
                     c.title.clone(),
-                    (c.agent.clone(), remembered),
+                    (c.agent.clone(), remembered(c.agent.as_deref())),
                     now_ms(),
                 )
             });
@@ -445,11 +453,15 @@ impl Object {
     ) -> std::result::Result<std::result::Result<TurnConversation, TurnConversation>, ApiError>
     {
         let config = crate::edge::config::Config::cached(&self.env)?;
+        let memory = config
+            .agent(chat.agent.as_deref())
+            .map(|a| Remembered::new(a, false))
+            .unwrap_or_default();
         let candidate = Conversation::new_chat(
             scoped_id(caller, &chat.raw_id),
             caller.to_string(),
             chat.title,
-            (chat.agent, config.remembers()),
+            (chat.agent, memory),
             now_ms(),
         );
         // The caller's database, not this object's: the Worker guessed this object from an id

@@ -35,13 +35,33 @@ pub struct Conversation {
     /// A child conversation's: the tool call it answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Whether it is remembered (shown as `memory`, false when made with `memory: false`).
+    #[serde(serialize_with = "remembered")]
+    pub memory: Remembered,
+}
+
+/// Whether a conversation is remembered: its `memory` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Remembered {
     /// Made with `memory: false`: never recalled, nor given recall or working memory.
-    #[serde(rename = "memory", serialize_with = "inverted")]
-    pub memory_off: bool,
-    /// Its messages are indexed for recall as they are written: made while some agent keeps
-    /// memory, and not `memory_off` (only written, never read back).
-    #[serde(skip)]
-    pub indexed: bool,
+    Off = 0,
+    /// Its messages are indexed for recall as they are written (its agent kept memory when it
+    /// was made).
+    Indexed = 1,
+    /// Not indexed (its agent kept no memory when it was made), but not refused memory.
+    #[default]
+    NotIndexed = 2,
+}
+
+impl Remembered {
+    /// For a new conversation of `agent`, unless the user said `memory: false`.
+    pub fn new(agent: &crate::edge::config::agents::AgentSpec, refused: bool) -> Self {
+        match (refused, agent.memory.is_some()) {
+            (true, _) => Remembered::Off,
+            (false, true) => Remembered::Indexed,
+            (false, false) => Remembered::NotIndexed,
+        }
+    }
 }
 
 crate::json_struct!(Conversation {
@@ -57,8 +77,7 @@ crate::json_struct!(Conversation {
     "updated_at" => updated_at,
     "parent" => parent: default,
     "tool_call_id" => tool_call_id: default,
-    "memory" => memory_off: default_with(off_column),
-    "indexed" => indexed: default,
+    "memory" => memory: default_with(memory_column_read),
 });
 
 /// Most child conversations one conversation's agent tools may start, over its life.
@@ -77,12 +96,12 @@ pub enum Listing<'a> {
 
 impl Conversation {
     /// A conversation as a `/v1/chat` id starts it: the caller's, titled by its first message,
-    /// with the deployment's defaults (`remembered`: whether some agent keeps memory).
+    /// with the deployment's defaults.
     pub fn new_chat(
         id: String,
         owner: String,
         title: Option<String>,
-        (agent, remembered): (Option<String>, bool),
+        (agent, memory): (Option<String>, Remembered),
         now_ms: i64,
     ) -> Self {
         Self {
@@ -98,8 +117,7 @@ impl Conversation {
             updated_at: now_ms,
             parent: None,
             tool_call_id: None,
-            memory_off: false,
-            indexed: remembered,
+            memory,
         }
     }
 }
@@ -521,14 +539,18 @@ fn json_column<'a, T: FromJsonOwned>(r: &mut Reader<'a>) -> json::Result<Option<
     Ok(text.and_then(|t| json::from_str(&t).ok()))
 }
 
-/// The `memory` column ([`memory_column`]), read as whether memory is off.
-fn off_column(r: &mut Reader<'_>) -> json::Result<bool> {
-    let on: Option<i64> = FromJson::read(r)?;
-    Ok(on == Some(0))
+/// The `memory` column ([`Remembered`]).
+fn memory_column_read(r: &mut Reader<'_>) -> json::Result<Remembered> {
+    let value: Option<i64> = FromJson::read(r)?;
+    Ok(match value {
+        Some(0) => Remembered::Off,
+        Some(1) => Remembered::Indexed,
+        _ => Remembered::NotIndexed,
+    })
 }
 
-fn inverted<S: serde::Serializer>(off: &bool, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_bool(!off)
+fn remembered<S: serde::Serializer>(memory: &Remembered, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(*memory != Remembered::Off)
 }
 
 fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
@@ -557,15 +579,9 @@ fn conversation_values(c: &Conversation) -> Vec<Param<'_>> {
     ]
 }
 
-/// The `memory` column: 0 for a conversation made with `memory: false`, 1 for one indexed for
-/// recall (the migration's trigger reads it), 2 for one made while no agent kept memory.
+/// The `memory` column ([`Remembered`]; the migration's trigger indexes the rows of `1`).
 fn memory_column(c: &Conversation) -> Param<'static> {
-    match (c.memory_off, c.indexed) {
-        (true, _) => 0.0,
-        (false, true) => 1.0,
-        (false, false) => 2.0,
-    }
-    .into()
+    f64::from(c.memory as u8).into()
 }
 
 #[cfg(test)]

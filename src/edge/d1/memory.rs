@@ -9,6 +9,16 @@ use super::Store;
 use crate::agent::memory::recall::Recalled;
 use crate::edge::error::ApiError;
 
+/// How a write of a working memory went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Yes,
+    /// Another write came first: nothing was written.
+    Raced,
+    /// The owner is being erased, or the turn's conversation is gone.
+    NotAllowed,
+}
+
 /// A working memory as it is kept.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryRow {
@@ -59,6 +69,13 @@ impl RecallRow {
     }
 }
 
+/// A message's id, as a query returns it.
+struct MessageId {
+    id: String,
+}
+
+crate::json_struct!(MessageId { "id" => id });
+
 /// The token `message_search`'s `scope` column holds for `owner`: their id's UTF-8 bytes in
 /// hex, as SQLite's `hex()` writes them, then `0` (which no stemmer rule ends with). No other
 /// owner's can equal it, and a message's words can never be read as it.
@@ -71,7 +88,74 @@ pub fn scope(owner: &str) -> String {
     hex
 }
 
+/// The recall index and the triggers that keep it: the text of users' and assistants' messages
+/// of conversations whose `memory` is 1, searched per owner by BM25 (`scope`: the owner's UTF-8
+/// bytes in hex and a `0`, so the stemmer leaves it whole: a token no other owner's can match,
+/// and no message's words can be read as), each message naming its row (`search_rowid`) so
+/// that deleting it (a conversation's deletion, retention, erasure, a message taken back)
+/// deletes the row. Made by the Worker when it first needs them ([`Store::ensure_recall`]), not
+/// by a migration: `wrangler d1 export` refuses a database with a virtual table.
+const RECALL_SCHEMA: [&str; 3] = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS message_search USING fts5(
+       body, scope, message_id UNINDEXED, conversation_id UNINDEXED, created_at UNINDEXED,
+       tokenize = 'porter unicode61 remove_diacritics 2')",
+    "CREATE TRIGGER IF NOT EXISTS message_search_add AFTER INSERT ON messages
+     WHEN new.kind IN ('user', 'assistant')
+       AND EXISTS (SELECT 1 FROM conversations c
+                   WHERE c.id = new.conversation_id AND c.memory = 1 AND c.parent IS NULL)
+       AND EXISTS (SELECT 1 FROM json_each(new.body, '$.content')
+                   WHERE json_extract(value, '$.type') = 'text'
+                     AND json_extract(value, '$.text') <> '')
+     BEGIN
+       INSERT INTO message_search (body, scope, message_id, conversation_id, created_at)
+       SELECT (SELECT group_concat(json_extract(value, '$.text'), ' ')
+               FROM json_each(new.body, '$.content')
+               WHERE json_extract(value, '$.type') = 'text'),
+              hex(c.owner) || '0', new.id, new.conversation_id, new.created_at
+       FROM conversations c WHERE c.id = new.conversation_id;
+       UPDATE messages SET search_rowid = last_insert_rowid() WHERE rowid = new.rowid;
+     END",
+    "CREATE TRIGGER IF NOT EXISTS message_search_drop AFTER DELETE ON messages
+     WHEN old.search_rowid IS NOT NULL
+     BEGIN
+       DELETE FROM message_search WHERE rowid = old.search_rowid;
+     END",
+];
+
+thread_local! {
+    /// The bindings whose recall index this isolate has made sure of.
+    static RECALL_READY: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl Store {
+    /// Makes sure the recall index and its triggers exist in this database: once per isolate
+    /// (after that, no round trip). Before an indexed conversation's messages are written, and
+    /// before a search.
+    pub async fn ensure_recall(&self) -> Result<(), ApiError> {
+        if RECALL_READY.with(|ready| ready.borrow().contains(&self.binding)) {
+            return Ok(());
+        }
+        self.tick(1);
+        let statements = RECALL_SCHEMA
+            .iter()
+            .map(|sql| self.db.prepare(*sql))
+            .collect::<Vec<_>>();
+        rows::batch(&self.db, &statements).await?;
+        // A deleted message's words leave the index's pages at once, not at their next merge
+        // (SQLite 3.44 and later; kept by the table, so once is enough, and a database without
+        // it still indexes).
+        let secure = self.db.prepare(
+            "INSERT INTO message_search (message_search, rank) VALUES ('secure-delete', 1)",
+        );
+        if let Err(e) = rows::batch(&self.db, &[secure]).await {
+            worker::console_warn!(
+                "the recall index keeps deleted words until its pages merge: {e}"
+            );
+        }
+        RECALL_READY.with(|ready| ready.borrow_mut().push(self.binding.clone()));
+        Ok(())
+    }
+
     /// `owner`'s working memory with `agent`, if any is kept.
     pub async fn memory(&self, owner: &str, agent: &str) -> Result<Option<MemoryRow>, ApiError> {
         self.tick(1);
@@ -93,48 +177,94 @@ impl Store {
     }
 
     /// Writes `body` as `owner`'s memory with `agent` if it is still at `read` (the version the
-    /// change was made on; `0`: none was kept), not for an owner being erased. `false`: another
-    /// write came first (or the erasure), and nothing was written.
+    /// change was made on; `0`: none was kept): not for an owner being erased, nor for a turn
+    /// (`from`: its conversation) whose conversation is gone (deleted, or erased: a write after
+    /// it would outlive the erasure).
     pub async fn write_memory(
+        &self,
+        (owner, agent): (&str, &str),
+        body: &str,
+        (read, from): (i64, Option<&str>),
+        now_ms: i64,
+    ) -> Result<Written, ApiError> {
+        // Whether the write may be made at all (the same condition guards both statements).
+        const ALLOWED: &str = "NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?1)
+             AND (?6 IS NULL OR EXISTS (SELECT 1 FROM conversations WHERE id = ?6 AND owner = ?1))";
+        self.tick(1);
+        let params = [
+            owner.into(),
+            agent.into(),
+            body.into(),
+            (read as f64).into(),
+            (now_ms as f64).into(),
+            from.into(),
+        ];
+        let statements = [
+            self.db
+                .prepare(format!(
+                    "INSERT INTO memories (owner, agent, body, version, updated_at)
+                     SELECT ?1, ?2, ?3, 1, ?5 WHERE ?4 = 0 AND {ALLOWED}
+                     ON CONFLICT (owner, agent) DO NOTHING"
+                ))
+                .bind_params(&params)?,
+            self.db
+                .prepare(format!(
+                    "UPDATE memories SET body = ?3, version = version + 1, updated_at = ?5
+                     WHERE owner = ?1 AND agent = ?2 AND version = ?4 AND ?4 > 0 AND {ALLOWED}"
+                ))
+                .bind_params(&params)?,
+            self.db
+                .prepare(format!("SELECT 1 AS found WHERE {ALLOWED}"))
+                .bind_params(&params)?,
+        ];
+        let results = rows::batch(&self.db, &statements).await?;
+        if super::changes(&results[..2]) == 1 {
+            return Ok(Written::Yes);
+        }
+        let allowed = results
+            .get(2)
+            .map(rows::results::<super::Created>)
+            .transpose()?
+            .is_some_and(|rows| !rows.is_empty());
+        Ok(if allowed {
+            Written::Raced
+        } else {
+            Written::NotAllowed
+        })
+    }
+
+    /// Deletes every working memory last written before `before` (retention); how many.
+    pub async fn forget_memories_before(&self, before: i64) -> Result<u64, ApiError> {
+        self.tick(1);
+        let statement = self
+            .db
+            .prepare("DELETE FROM memories WHERE updated_at < ?1")
+            .bind_params(&[(before as f64).into()])?;
+        Ok(super::changes(&rows::batch(&self.db, &[statement]).await?))
+    }
+
+    /// Sets `owner`'s memory with `agent` back to `initial` at a new version; whether there was
+    /// one.
+    pub async fn clear_memory(
         &self,
         owner: &str,
         agent: &str,
-        body: &str,
-        read: i64,
-        now_ms: i64,
+        initial: &str,
     ) -> Result<bool, ApiError> {
         self.tick(1);
-        let result = self
+        let statement = self
             .db
             .prepare(
-                "INSERT INTO memories (owner, agent, body, version, updated_at)
-                 SELECT ?1, ?2, ?3, 1, ?5
-                 WHERE ?4 = 0 AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?1)
-                 ON CONFLICT (owner, agent) DO NOTHING",
+                "UPDATE memories SET body = ?3, version = version + 1, updated_at = ?4
+                 WHERE owner = ?1 AND agent = ?2",
             )
             .bind_params(&[
                 owner.into(),
                 agent.into(),
-                body.into(),
-                (read as f64).into(),
-                (now_ms as f64).into(),
+                initial.into(),
+                (crate::edge::platform::clock::now_ms() as f64).into(),
             ])?;
-        let update = self
-            .db
-            .prepare(
-                "UPDATE memories SET body = ?3, version = version + 1, updated_at = ?5
-                 WHERE owner = ?1 AND agent = ?2 AND version = ?4 AND ?4 > 0
-                   AND NOT EXISTS (SELECT 1 FROM erasures WHERE owner = ?1)",
-            )
-            .bind_params(&[
-                owner.into(),
-                agent.into(),
-                body.into(),
-                (read as f64).into(),
-                (now_ms as f64).into(),
-            ])?;
-        let results = rows::batch(&self.db, &[result, update]).await?;
-        Ok(super::changes(&results) == 1)
+        Ok(super::changes(&rows::batch(&self.db, &[statement]).await?) > 0)
     }
 
     /// Forgets `owner`'s memory with `agent`; whether there was one.
@@ -224,14 +354,23 @@ impl Store {
         Ok(found)
     }
 
+    /// Which of the messages of `ids` are still stored.
+    pub async fn existing_messages(&self, ids: &[String]) -> Result<Vec<String>, ApiError> {
+        self.tick(1);
+        let statement = self
+            .db
+            .prepare("SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?1))")
+            .bind_params(&[serde_json::to_string(ids)?.into()])?;
+        Ok(rows::all::<MessageId>(&statement)
+            .await?
+            .into_iter()
+            .map(|r| r.id)
+            .collect())
+    }
+
     /// The ids of a conversation's messages that recall indexed (and semantic recall may hold
     /// vectors of).
     pub async fn remembered_ids(&self, conversation_id: &str) -> Result<Vec<String>, ApiError> {
-        struct Id {
-            id: String,
-        }
-
-        crate::json_struct!(Id { "id" => id });
         self.tick(1);
         let statement = self
             .db
@@ -239,7 +378,7 @@ impl Store {
                 "SELECT id FROM messages WHERE conversation_id = ?1 AND search_rowid IS NOT NULL",
             )
             .bind_params(&[conversation_id.into()])?;
-        Ok(rows::all::<Id>(&statement)
+        Ok(rows::all::<MessageId>(&statement)
             .await?
             .into_iter()
             .map(|r| r.id)

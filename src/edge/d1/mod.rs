@@ -32,6 +32,8 @@ pub use crate::edge::config::D1_BINDING as BINDING;
 
 pub struct Store {
     db: D1Database,
+    /// Its binding's name (the recall index is made once per database and isolate).
+    binding: String,
     /// D1 round trips made through this store (a batch is one), for the per-turn log line.
     round_trips: std::cell::Cell<u32>,
 }
@@ -44,19 +46,16 @@ impl Store {
     ) -> Result<Self, crate::edge::error::ApiError> {
         let config = crate::edge::config::Config::cached(env)?;
         let binding = shards::binding_of(env, &config.d1_shards, owner).await?;
-        Ok(Self::new(env.d1(&binding)?))
+        Self::on(env, &binding)
     }
 
     /// The store of one D1 binding, by name.
     pub fn on(env: &worker::Env, binding: &str) -> Result<Self, crate::edge::error::ApiError> {
-        Ok(Self::new(env.d1(binding)?))
-    }
-
-    pub fn new(db: D1Database) -> Self {
-        Self {
-            db,
+        Ok(Self {
+            db: env.d1(binding)?,
+            binding: binding.to_string(),
             round_trips: std::cell::Cell::new(0),
-        }
+        })
     }
 
     pub fn round_trips(&self) -> u32 {

@@ -169,7 +169,7 @@ async fn dispatch(
         }
         Handler::DeleteMemory => {
             target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
-            out_of_line(routes::memory::delete(env, user, &target))
+            out_of_line(routes::memory::delete(env, config, user, &target))
         }
         Handler::Chat => out_of_line(routes::chat::post(req, env, config, user, request_id)),
         Handler::AttachChat | Handler::AttachConversation => {

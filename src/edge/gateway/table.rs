@@ -93,7 +93,7 @@ pub static ROUTES: &[Route] = &[
     route(Method::Get, "/v1/me/export", Class::Caller, Handler::ExportMe),
     route(Method::Delete, "/v1/me", Class::Caller, Handler::EraseMe),
     route(Method::Get, "/v1/me/memory", Class::Caller, Handler::ListMemory),
-    route(Method::Get, "/v1/me/memory/search", Class::Caller, Handler::SearchMemory),
+    route(Method::Get, "/v1/me/memory/search", Class::Write, Handler::SearchMemory),
     route(Method::Put, "/v1/me/memory/{agent}", Class::Write, Handler::PutMemory),
     route(Method::Patch, "/v1/me/memory/{agent}", Class::Write, Handler::PatchMemory),
     route(Method::Delete, "/v1/me/memory/{agent}", Class::Caller, Handler::DeleteMemory),
@@ -215,6 +215,8 @@ mod tests {
             (Method::Put, "/v1/conversations/x/artifacts/a"),
             (Method::Put, "/v1/me/memory/a"),
             (Method::Patch, "/v1/me/memory/a"),
+            // A search is a pass over the index's lists, shared by every user of its database.
+            (Method::Get, "/v1/me/memory/search"),
         ] {
             assert_eq!(class(method, path), Class::Write, "{path}");
         }
@@ -222,7 +224,7 @@ mod tests {
             .iter()
             .filter(|r| matches!(r.class, Class::Write | Class::Turn))
             .count();
-        assert_eq!(limited, 8, "only these eight count against the rate limit");
+        assert_eq!(limited, 9, "only these nine count against the rate limit");
     }
 
     #[test]

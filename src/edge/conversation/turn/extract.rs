@@ -14,7 +14,8 @@ use super::budget_store::D1Budget;
 use super::memory::TurnMemory;
 use super::resolver::BudgetResolver;
 use super::{FixedProvider, TurnEnv};
-use crate::agent::memory::extract::extract;
+use crate::agent::memory::extract::{extract, max_tokens};
+use crate::agent::memory::MemoryError;
 use crate::agent::resolve::AttemptLedger;
 use crate::agent::ProviderResolver;
 use crate::edge::config::agents::AgentSpec;
@@ -106,7 +107,9 @@ impl Pending {
         };
         let shape = self.memory.spec.shape.clone();
         let max = config.memory.max_bytes;
-        let writer = self.memory.store(turn_env, &self.owner);
+        let writer = self
+            .memory
+            .store(turn_env, (&self.owner, &self.conversation_id));
         let (asked, answer) = (&self.exchange.0, &self.exchange.1);
         for _ in 0..TRIES {
             // Read now: the turn's own copy may be old.
@@ -114,8 +117,8 @@ impl Pending {
                 Ok(row) => row.map_or_else(|| shape.initial(), |r| r.body),
                 Err(e) => return Err(format!("reading the memory: {e}")),
             };
-            let extraction =
-                extract(resolver.as_ref(), &ledger, &shape, &seen, (asked, answer)).await;
+            let form = (&*shape, seen.as_str(), max_tokens(max));
+            let extraction = extract(resolver.as_ref(), &ledger, form, (asked, answer)).await;
             for (model, usage) in &extraction.calls {
                 ledger.row(model, usage).await;
             }
@@ -137,8 +140,8 @@ impl Pending {
                 .await;
             match written {
                 Ok(_) => return Ok(true),
-                Err(e) if e == CHANGED => continue,
-                Err(e) => return Err(e),
+                Err(MemoryError::Refused(e)) if e == CHANGED => continue,
+                Err(e) => return Err(e.to_string()),
             }
         }
         Err("the memory kept changing while it was extracted; left as it is".into())

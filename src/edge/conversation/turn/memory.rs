@@ -12,9 +12,10 @@ use worker::console_error;
 
 use super::TurnEnv;
 use crate::agent::memory::recall::{self, Recalled};
-use crate::agent::memory::MemoryStore;
+use crate::agent::memory::{MemoryError, MemoryStore};
 use crate::edge::config::agents::AgentSpec;
 use crate::edge::config::memory::MemorySpec;
+use crate::edge::d1::memory::Written;
 use crate::edge::d1::Store;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::vectors::Vectors;
@@ -22,6 +23,9 @@ use crate::edge::protocol::TurnConversation;
 
 /// Most bytes of the recalled messages a turn's prompt is given.
 const RECALL_BYTES: usize = 6 * 1024;
+
+/// Most bytes of a message embedded.
+const EMBEDDED_BYTES: usize = 1500;
 
 /// Times a write is tried against other writers before it gives up.
 const WRITE_TRIES: u32 = 8;
@@ -72,13 +76,15 @@ impl TurnMemory {
         Some(format!("data: {part}\n\n"))
     }
 
-    /// The store `update_memory` writes through.
-    pub fn store(&self, turn_env: &TurnEnv, owner: &str) -> Rc<dyn MemoryStore> {
+    /// The store a turn of conversation `id` of `owner` writes through (`update_memory`, the
+    /// extractor).
+    pub fn store(&self, turn_env: &TurnEnv, (owner, id): (&str, &str)) -> Rc<dyn MemoryStore> {
         Rc::new(D1Memory {
             store: turn_env.store.clone(),
             owner: owner.to_string(),
             agent: self.agent.clone(),
             initial: self.spec.shape.initial(),
+            from: Some(id.to_string()),
         })
     }
 }
@@ -109,6 +115,7 @@ pub async fn load(
         let Some((_, text)) = asked.filter(|_| top_k > 0) else {
             return Ok::<_, RecallError>(None);
         };
+        store.ensure_recall().await?;
         let words = async {
             match recall::search_terms(text) {
                 Some(terms) => store.recall(owner, &terms, except, top_k).await,
@@ -128,29 +135,35 @@ pub async fn load(
             };
             Some(found.await)
         };
-        let both = futures::future::join(words, meaning);
-        let timer = worker::Delay::from(std::time::Duration::from_millis(budget_ms.into()));
-        let (words, meaning) = match select(Box::pin(both), timer).await {
-            Either::Left((found, _)) => found,
-            Either::Right(_) => {
-                return Err(RecallError(format!(
-                    "past MEMORY_RECALL_MS ({budget_ms} ms)"
-                )))
+        // Each within the budget on its own: a slow index (a cold embedding model) does not
+        // cost the words' results, which are in long before.
+        let (words, meaning) =
+            futures::future::join(within(words, budget_ms), within(meaning, budget_ms)).await;
+        let past = || format!("past MEMORY_RECALL_MS ({budget_ms} ms)");
+        let mut skipped = Vec::new();
+        let words = match words {
+            Some(found) => found.map_err(RecallError::from)?,
+            None => {
+                skipped.push(format!("words: {}", past()));
+                Vec::new()
             }
         };
-        let words = words.map_err(RecallError::from)?;
         let meaning = match meaning {
-            None => None,
-            Some(Ok(found)) => Some(found),
+            Some(None) => None,
+            Some(Some(Ok(found))) => Some(found),
             // Words alone, then: the failure is said in the log line.
-            Some(Err(e)) => {
-                console_error!("semantic recall failed; words alone were used: {e}");
+            Some(Some(Err(e))) => {
+                skipped.push(format!("meaning: {e}"));
+                None
+            }
+            None => {
+                skipped.push(format!("meaning: {}", past()));
                 None
             }
         };
         let semantic = meaning.as_ref().map(Vec::len);
         let fused = recall::fuse(vec![words, meaning.unwrap_or_default()], top_k as usize);
-        Ok(Some((fused, semantic)))
+        Ok(Some((fused, semantic, skipped)))
     };
     let (working, recalled) =
         futures::future::join(store.memory(owner, &agent.name), recalling).await;
@@ -166,11 +179,12 @@ pub async fn load(
     let took = now_ms() - started;
     let (recalled, report) = match recalled {
         Ok(None) => (Vec::new(), serde_json::json!({"recalled": null})),
-        Ok(Some((found, semantic))) => {
+        Ok(Some((found, semantic, skipped))) => {
             let report = serde_json::json!({
                 "recalled": found.len(),
                 "by_meaning": semantic,
                 "recall_ms": took,
+                "recall_skipped": (!skipped.is_empty()).then(|| skipped.join("; ")),
             });
             (found, report)
         }
@@ -233,17 +247,47 @@ impl Embed {
         if messages.is_empty() {
             return;
         }
-        let texts: Vec<&str> = messages.iter().map(|(_, t)| t.as_str()).collect();
+        // An embedding model reads a few hundred tokens: the start of a long message is what it
+        // is about.
+        let texts: Vec<&str> = messages
+            .iter()
+            .map(|(_, t)| crate::agent::text::clip(t, EMBEDDED_BYTES))
+            .collect();
+        let ids: Vec<String> = messages.iter().map(|(id, _)| id.clone()).collect();
         let written = async {
             let embeddings = vectors.embed(&texts).await?;
-            let ids = messages.iter().map(|(id, _)| id.as_str());
-            vectors
-                .upsert(&namespace(&self.owner), ids.zip(embeddings).collect())
+            let pairs = ids.iter().map(String::as_str).zip(embeddings).collect();
+            vectors.upsert(&namespace(&self.owner), pairs).await?;
+            // The conversation may have been deleted meanwhile, its vectors with it: these
+            // would outlive it.
+            let kept = turn_env
+                .store
+                .existing_messages(&ids)
                 .await
+                .map_err(|e| e.to_string())?;
+            let gone: Vec<String> = ids
+                .iter()
+                .filter(|id| !kept.contains(id))
+                .cloned()
+                .collect();
+            if gone.is_empty() {
+                Ok(())
+            } else {
+                vectors.delete(&gone).await
+            }
         };
         if let Err(e) = written.await {
             console_error!("writing the vectors of a turn's messages: {e}");
         }
+    }
+}
+
+/// `work`'s output, unless `ms` pass first.
+async fn within<T>(work: impl std::future::Future<Output = T>, ms: u32) -> Option<T> {
+    let timer = worker::Delay::from(std::time::Duration::from_millis(ms.into()));
+    match select(Box::pin(work), timer).await {
+        Either::Left((done, _)) => Some(done),
+        Either::Right(_) => None,
     }
 }
 
@@ -264,6 +308,9 @@ pub struct D1Memory {
     pub agent: String,
     /// The document before anything is kept.
     pub initial: String,
+    /// The conversation of the turn that writes (`None`: the user, through the API): once it is
+    /// gone (deleted, erased) the turn writes nothing.
+    pub from: Option<String>,
 }
 
 #[async_trait(?Send)]
@@ -271,30 +318,48 @@ impl MemoryStore for D1Memory {
     async fn update(
         &self,
         change: &dyn for<'a> Fn(&'a str) -> Result<String, String>,
-    ) -> Result<String, String> {
+    ) -> Result<String, MemoryError> {
+        let failed = |e: crate::edge::error::ApiError| {
+            MemoryError::Failed(format!("the memory could not be kept: {e}"))
+        };
         for _ in 0..WRITE_TRIES {
             let kept = self
                 .store
                 .memory(&self.owner, &self.agent)
                 .await
-                .map_err(|e| format!("the memory could not be read: {e}"))?;
+                .map_err(failed)?;
             let (current, version) = match kept {
                 Some(row) => (row.body, row.version),
                 None => (self.initial.clone(), 0),
             };
-            let next = change(&current)?;
+            let next = change(&current).map_err(MemoryError::Refused)?;
             if next == current {
                 return Ok(next);
             }
             let written = self
                 .store
-                .write_memory(&self.owner, &self.agent, &next, version, now_ms())
+                .write_memory(
+                    (&self.owner, &self.agent),
+                    &next,
+                    (version, self.from.as_deref()),
+                    now_ms(),
+                )
                 .await
-                .map_err(|e| format!("the memory could not be written: {e}"))?;
-            if written {
-                return Ok(next);
+                .map_err(failed)?;
+            match written {
+                Written::Yes => return Ok(next),
+                Written::Raced => continue,
+                Written::NotAllowed => {
+                    return Err(MemoryError::Failed(
+                        "nothing was written: the conversation is gone, or the user's data is \
+                         being erased"
+                            .into(),
+                    ))
+                }
             }
         }
-        Err("the memory is being changed elsewhere right now; nothing was written".into())
+        Err(MemoryError::Failed(
+            "the memory is being changed elsewhere right now; nothing was written".into(),
+        ))
     }
 }

@@ -375,7 +375,9 @@ impl Prepared {
         let answer_id = persisted.last_answer.take();
         // The exchange's vectors, for semantic recall (when its index is bound).
         let embed = match (&outcome, &memory, &answer_id) {
-            (TurnOutcome::Completed, Some(memory), Some(answer_id)) if memory.spec.top_k > 0 => {
+            (TurnOutcome::Completed, Some(memory), Some(answer_id))
+                if memory.spec.top_k > 0 && conversation.indexed =>
+            {
                 memory
                     .asked
                     .clone()
@@ -499,7 +501,7 @@ impl Kit<'_> {
             crate::agent::memory::register(
                 &mut tools,
                 memory.spec.shape.clone(),
-                memory.store(turn_env, &conversation.owner),
+                memory.store(turn_env, (&conversation.owner, &conversation.id)),
                 config.memory.max_bytes,
                 memory.shown.clone(),
             );

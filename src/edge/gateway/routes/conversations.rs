@@ -8,6 +8,7 @@ use crate::edge::config::agents::MAX_SYSTEM_CHARS;
 use crate::edge::config::Config;
 use crate::edge::conversation::client::ConversationClient;
 use crate::edge::conversation::deletion::delete_whole;
+use crate::edge::d1::conversations::Remembered;
 use crate::edge::d1::{is_conversation_id, Conversation, Listing, Store};
 use crate::edge::error::ApiError;
 use crate::edge::gateway::body::json_body;
@@ -79,9 +80,8 @@ pub async fn create(
         updated_at: now,
         parent: None,
         tool_call_id: None,
-        memory_off: body.memory == Some(false),
-        // Indexed for recall only where some agent keeps memory.
-        indexed: config.remembers(),
+        // Indexed for recall only when its agent keeps memory.
+        memory: Remembered::new(agent, body.memory == Some(false)),
     };
     Store::for_owner(env, user)
         .await?

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use worker::{Env, Request, Response};
 
 use crate::agent::memory::recall::search_terms;
-use crate::agent::memory::{MemoryStore, Shape};
+use crate::agent::memory::{MemoryError, MemoryStore, Shape};
 use crate::edge::config::memory::{MemorySpec, MAX_TOP_K};
 use crate::edge::config::Config;
 use crate::edge::conversation::turn::memory::D1Memory;
@@ -76,12 +76,24 @@ pub async fn change(
 }
 
 /// `DELETE /v1/me/memory/{agent}`: the caller's memory with the agent is forgotten (also for
-/// an agent the deployment no longer declares). 204 either way.
-pub async fn delete(env: &Env, user: &str, agent: &str) -> Result<Response, ApiError> {
-    Store::for_owner(env, user)
-        .await?
-        .delete_memory(user, agent)
-        .await?;
+/// an agent the deployment no longer declares). 204 either way. An agent's that keeps memory
+/// goes back to its initial document at a new version, rather than losing its row: a turn's
+/// update made on what was forgotten then cannot land as if nothing had happened.
+pub async fn delete(
+    env: &Env,
+    config: &Config,
+    user: &str,
+    agent: &str,
+) -> Result<Response, ApiError> {
+    let store = Store::for_owner(env, user).await?;
+    match keeping(config, agent) {
+        Ok(spec) => {
+            store
+                .clear_memory(user, agent, &spec.shape.initial())
+                .await?
+        }
+        Err(_) => store.delete_memory(user, agent).await?,
+    };
     Ok(Response::empty()?.with_status(204))
 }
 
@@ -112,10 +124,9 @@ pub async fn search(req: &Request, env: &Env, user: &str) -> Result<Response, Ap
     };
     let found = match search_terms(&q) {
         Some(terms) => {
-            Store::for_owner(env, user)
-                .await?
-                .recall(user, &terms, None, limit)
-                .await?
+            let store = Store::for_owner(env, user).await?;
+            store.ensure_recall().await?;
+            store.recall(user, &terms, None, limit).await?
         }
         None => Vec::new(),
     };
@@ -162,8 +173,12 @@ async fn write(
         owner: user.to_string(),
         agent: agent.to_string(),
         initial: spec.shape.initial(),
+        from: None,
     };
-    memory.update(change).await.map_err(ApiError::BadRequest)?;
+    memory.update(change).await.map_err(|e| match e {
+        MemoryError::Refused(why) => ApiError::BadRequest(why),
+        MemoryError::Failed(why) => ApiError::Conflict(why),
+    })?;
     store.memory(user, agent).await
 }
 

@@ -206,8 +206,7 @@ impl ServerTool for AgentTool {
             parent: Some(parent.conversation.clone()),
             tool_call_id: Some(call_id.to_string()),
             // A child's turns run its parent's tasks: they keep no memory of their own.
-            memory_off: true,
-            indexed: false,
+            memory: crate::edge::d1::conversations::Remembered::Off,
         };
         let unavailable = |e: &dyn std::fmt::Display| {
             Ran::Done(Err(failure(
