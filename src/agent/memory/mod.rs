@@ -32,7 +32,11 @@ pub enum MemoryError {
     /// the caller's to fix.
     #[error("{0}")]
     Refused(String),
-    /// Storage failed, or other writers kept coming first: nothing was written.
+    /// Other writers kept coming first, or writing is not allowed now (the conversation is
+    /// gone, the user is being erased): nothing was written.
+    #[error("{0}")]
+    Busy(String),
+    /// Storage failed: nothing was written.
     #[error("{0}")]
     Failed(String),
 }

@@ -58,16 +58,25 @@ pub async fn delete_stored(
     // Semantic recall's vectors too (recall never gives a deleted conversation's messages,
     // whatever the index holds, but the index is the user's data).
     let config = crate::edge::config::Config::cached(env)?;
-    if let Some(vectors) = Vectors::from_env(env, &config.memory.embedding_model) {
-        let ids = store.remembered_ids(id).await?;
-        if !ids.is_empty() {
-            vectors.delete(&ids).await.map_err(ApiError::Internal)?;
+    let vectors = Vectors::from_env(env, &config.memory.embedding_model);
+    let vector_ids = match &vectors {
+        Some(vectors) => {
+            let ids = store.remembered_ids(id).await?;
+            if !ids.is_empty() {
+                vectors.delete(&ids).await.map_err(ApiError::Internal)?;
+            }
+            ids
+        }
+        None => Vec::new(),
+    };
+    let deleted = store.delete_conversation(owner, id).await?;
+    // Again once the rows are gone: a turn's vectors written in between would outlive them.
+    if let (Some(vectors), false) = (&vectors, vector_ids.is_empty()) {
+        if let Err(e) = vectors.delete(&vector_ids).await {
+            console_error!("deleting conversation {id}'s vectors again: {e}");
         }
     }
-    Ok(store
-        .delete_conversation(owner, id)
-        .await?
-        .map(|own| own + children))
+    Ok(deleted.map(|own| own + children))
 }
 
 impl Object {

@@ -118,7 +118,7 @@ const RECALL_SCHEMA: [&str; 3] = [
     "CREATE TRIGGER IF NOT EXISTS message_search_drop AFTER DELETE ON messages
      WHEN old.search_rowid IS NOT NULL
      BEGIN
-       DELETE FROM message_search WHERE rowid = old.search_rowid;
+       DELETE FROM message_search WHERE rowid = old.search_rowid AND message_id = old.id;
      END",
 ];
 
@@ -340,7 +340,7 @@ impl Store {
                         substr(s.body, 1, 600) AS text
                  FROM messages m
                  JOIN conversations c ON c.id = m.conversation_id
-                 JOIN message_search s ON s.rowid = m.search_rowid
+                 JOIN message_search s ON s.rowid = m.search_rowid AND s.message_id = m.id
                  WHERE m.id IN (SELECT value FROM json_each(?1)) AND c.owner = ?2
                    AND m.conversation_id IS NOT ?3 AND m.superseded = 0",
             )
@@ -354,12 +354,16 @@ impl Store {
         Ok(found)
     }
 
-    /// Which of the messages of `ids` are still stored.
-    pub async fn existing_messages(&self, ids: &[String]) -> Result<Vec<String>, ApiError> {
+    /// Which of the messages of `ids` are stored and indexed (what deletion finds to delete the
+    /// vectors of: [`Store::remembered_ids`]).
+    pub async fn indexed_messages(&self, ids: &[String]) -> Result<Vec<String>, ApiError> {
         self.tick(1);
         let statement = self
             .db
-            .prepare("SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?1))")
+            .prepare(
+                "SELECT id FROM messages
+                 WHERE id IN (SELECT value FROM json_each(?1)) AND search_rowid IS NOT NULL",
+            )
             .bind_params(&[serde_json::to_string(ids)?.into()])?;
         Ok(rows::all::<MessageId>(&statement)
             .await?

@@ -155,7 +155,7 @@ async fn dispatch(
         Handler::ExportMe => out_of_line(routes::me::export(&req, env, user)),
         Handler::EraseMe => out_of_line(routes::me::erase(env, ctx, caller, None)),
         Handler::ListMemory => out_of_line(routes::memory::list(env, config, user)),
-        Handler::SearchMemory => out_of_line(routes::memory::search(&req, env, user)),
+        Handler::SearchMemory => out_of_line(routes::memory::search(&req, env, config, user)),
         Handler::PutMemory | Handler::PatchMemory => {
             target = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
             let whole = route.handler == Handler::PutMemory;

@@ -117,7 +117,9 @@ impl Pending {
                 Ok(row) => row.map_or_else(|| shape.initial(), |r| r.body),
                 Err(e) => return Err(format!("reading the memory: {e}")),
             };
-            let form = (&*shape, seen.as_str(), max_tokens(max));
+            // Within what the model may answer at all.
+            let limit = max_tokens(max).min(config.models.info(&model).max_output_tokens);
+            let form = (&*shape, seen.as_str(), limit);
             let extraction = extract(resolver.as_ref(), &ledger, form, (asked, answer)).await;
             for (model, usage) in &extraction.calls {
                 ledger.row(model, usage).await;

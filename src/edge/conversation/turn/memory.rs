@@ -254,22 +254,37 @@ impl Embed {
             .map(|(_, t)| crate::agent::text::clip(t, EMBEDDED_BYTES))
             .collect();
         let ids: Vec<String> = messages.iter().map(|(id, _)| id.clone()).collect();
+        let store = &turn_env.store;
         let written = async {
-            let embeddings = vectors.embed(&texts).await?;
-            let pairs = ids.iter().map(String::as_str).zip(embeddings).collect();
-            vectors.upsert(&namespace(&self.owner), pairs).await?;
-            // The conversation may have been deleted meanwhile, its vectors with it: these
-            // would outlive it.
-            let kept = turn_env
-                .store
-                .existing_messages(&ids)
+            // Only what the index holds: deletion finds a message's vectors through it.
+            let indexed = store
+                .indexed_messages(&ids)
                 .await
                 .map_err(|e| e.to_string())?;
-            let gone: Vec<String> = ids
+            let (ids, texts): (Vec<&str>, Vec<&str>) = ids
                 .iter()
-                .filter(|id| !kept.contains(id))
-                .cloned()
-                .collect();
+                .zip(texts)
+                .filter(|(id, _)| indexed.contains(id))
+                .map(|(id, text)| (id.as_str(), text))
+                .unzip();
+            if ids.is_empty() {
+                return Ok(());
+            }
+            let embeddings = vectors.embed(&texts).await?;
+            vectors
+                .upsert(
+                    &namespace(&self.owner),
+                    ids.iter().copied().zip(embeddings).collect(),
+                )
+                .await?;
+            // The conversation may have been deleted meanwhile, its vectors with it: these
+            // would outlive it.
+            let owned: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+            let kept = store
+                .indexed_messages(&owned)
+                .await
+                .map_err(|e| e.to_string())?;
+            let gone: Vec<String> = owned.into_iter().filter(|id| !kept.contains(id)).collect();
             if gone.is_empty() {
                 Ok(())
             } else {
@@ -350,7 +365,7 @@ impl MemoryStore for D1Memory {
                 Written::Yes => return Ok(next),
                 Written::Raced => continue,
                 Written::NotAllowed => {
-                    return Err(MemoryError::Failed(
+                    return Err(MemoryError::Busy(
                         "nothing was written: the conversation is gone, or the user's data is \
                          being erased"
                             .into(),
@@ -358,7 +373,7 @@ impl MemoryStore for D1Memory {
                 }
             }
         }
-        Err(MemoryError::Failed(
+        Err(MemoryError::Busy(
             "the memory is being changed elsewhere right now; nothing was written".into(),
         ))
     }

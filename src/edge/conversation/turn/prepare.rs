@@ -91,6 +91,13 @@ pub async fn prepare(
     } else {
         Vec::new()
     };
+    // An indexed conversation's messages are indexed as they are written: the index must be
+    // there first (made once per isolate and database).
+    if conversation.indexed {
+        if let Err(e) = store.ensure_recall().await {
+            console_error!("making the recall index: {e}; this turn's messages are not indexed");
+        }
+    }
     let writing = alongside.then(|| write_alongside(turn_env, id, create.clone(), &incoming));
     // With budgets on, the owner's is read in the same round trip as the history.
     let budget_read = turn_env.config.user_budget_usd.map(|limit| BudgetRead {
@@ -112,13 +119,6 @@ pub async fn prepare(
         )),
         _ => None,
     });
-    // An indexed conversation's messages are indexed as they are written: the index must be
-    // there first (made once per isolate and database).
-    if conversation.indexed {
-        if let Err(e) = store.ensure_recall().await {
-            console_error!("making the recall index: {e}; this turn's messages are not indexed");
-        }
-    }
     // The MCP servers' tools are listed (when the isolate's lists are stale) and memory is read
     // while the history loads, not after it.
     let ((history, mcp), memory) = futures::future::join(

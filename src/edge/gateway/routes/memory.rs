@@ -99,7 +99,12 @@ pub async fn delete(
 
 /// `GET /v1/me/memory/search?q=&limit=`: the messages of the caller's conversations recall
 /// would find for `q`, best first.
-pub async fn search(req: &Request, env: &Env, user: &str) -> Result<Response, ApiError> {
+pub async fn search(
+    req: &Request,
+    env: &Env,
+    config: &Config,
+    user: &str,
+) -> Result<Response, ApiError> {
     let mut q = None;
     let mut limit = 5;
     for (key, value) in super::query_pairs(req) {
@@ -122,7 +127,10 @@ pub async fn search(req: &Request, env: &Env, user: &str) -> Result<Response, Ap
             "`q` is required: what to look for".into(),
         ));
     };
-    let found = match search_terms(&q) {
+    // Where no agent keeps memory nothing is indexed, and the index is not made for a search
+    // (its virtual table would stop `wrangler d1 export`).
+    let remembering = config.agents.iter().any(|a| a.memory.is_some());
+    let found = match search_terms(&q).filter(|_| remembering) {
         Some(terms) => {
             let store = Store::for_owner(env, user).await?;
             store.ensure_recall().await?;
@@ -177,7 +185,8 @@ async fn write(
     };
     memory.update(change).await.map_err(|e| match e {
         MemoryError::Refused(why) => ApiError::BadRequest(why),
-        MemoryError::Failed(why) => ApiError::Conflict(why),
+        MemoryError::Busy(why) => ApiError::Conflict(why),
+        MemoryError::Failed(why) => ApiError::Internal(why),
     })?;
     store.memory(user, agent).await
 }
