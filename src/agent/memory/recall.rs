@@ -39,8 +39,7 @@ pub struct Recalled {
 }
 
 /// The words of `text` a search looks for, as an FTS5 expression (`("oslo" OR "peanuts")`):
-/// each word of two characters or more that is not a [`STOPWORDS`] one, the [`MAX_TERMS`]
-/// longest, quoted so that nothing in a message is read as the query language. `None`: nothing
+/// each word of two characters or more that is not a stopword, the twelve longest, quoted so that nothing in a message is read as the query language. `None`: nothing
 /// to look for.
 pub fn search_terms(text: &str) -> Option<String> {
     // Only ASCII is folded here (the search folds the rest): a word that differs in case

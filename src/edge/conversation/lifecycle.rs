@@ -127,7 +127,7 @@ impl Object {
                 // Behind a `dyn Future`: compiled as code of its own, for the turns that keep
                 // memory only.
                 let remembering: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> =
-                    Box::pin(crate::edge::conversation::turn::memory::after_stream(
+                    Box::pin(crate::edge::conversation::turn::extract::after_stream(
                         turn_env.clone(),
                         embed,
                         extract,

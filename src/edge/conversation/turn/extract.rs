@@ -1,3 +1,6 @@
+//! What a turn that keeps memory does once its stream has ended ([`after_stream`]): the
+//! exchange's vectors written, and memory kept in the background.
+//!
 //! Memory kept in the background (`managed_by: "background"`): once a turn's answer has
 //! finished and its stream has ended, one extractor call ([`crate::agent::memory::extract`]) on
 //! `MEMORY_MODEL` (else the agent's model) says what the working memory should keep, and it is
@@ -11,9 +14,9 @@ use async_trait::async_trait;
 use worker::{console_error, console_log};
 
 use super::budget_store::D1Budget;
-use super::memory::TurnMemory;
+use super::env::{FixedProvider, TurnEnv};
+use super::memory::{Embed, TurnMemory};
 use super::resolver::BudgetResolver;
-use super::{FixedProvider, TurnEnv};
 use crate::agent::memory::extract::{extract, max_tokens};
 use crate::agent::memory::MemoryError;
 use crate::agent::resolve::AttemptLedger;
@@ -26,6 +29,17 @@ use crate::llm::{AssistantMessage, ModelRef, Usage};
 
 /// Times an extraction is made again when another writer changed the memory while it ran.
 const TRIES: u32 = 2;
+
+/// What a turn that keeps memory does once its stream has ended: the exchange's vectors
+/// written, the working memory extracted.
+pub async fn after_stream(turn_env: Rc<TurnEnv>, embed: Option<Embed>, extract: Option<Pending>) {
+    if let Some(embed) = embed {
+        embed.run(&turn_env).await;
+    }
+    if let Some(extract) = extract {
+        extract.run(&turn_env).await;
+    }
+}
 
 /// An extraction to run once the turn's stream has ended.
 pub struct Pending {

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::future::{select, Either};
 use worker::console_error;
 
-use super::TurnEnv;
+use super::env::TurnEnv;
 use crate::agent::memory::recall::{self, Recalled};
 use crate::agent::memory::{MemoryError, MemoryStore};
 use crate::edge::config::agents::AgentSpec;
@@ -201,21 +201,6 @@ pub async fn load(
         report,
         asked: asked.map(|(id, text)| (id.to_string(), text.to_string())),
     })
-}
-
-/// What a turn that keeps memory does once its stream has ended: the exchange's vectors
-/// written, the working memory extracted.
-pub async fn after_stream(
-    turn_env: Rc<TurnEnv>,
-    embed: Option<Embed>,
-    extract: Option<super::extract::Pending>,
-) {
-    if let Some(embed) = embed {
-        embed.run(&turn_env).await;
-    }
-    if let Some(extract) = extract {
-        extract.run(&turn_env).await;
-    }
 }
 
 /// The Vectorize namespace of `owner`'s vectors: a digest, within the index's 64 bytes.

@@ -13,9 +13,11 @@
 //! - `handoff`: handoff tools, which hand the conversation to another agent mid-turn
 //! - `files`: the users' files loaded from R2 for each call
 //! - `memory`: the user's working memory and recall; `extract`: memory kept after the answer
+//! - `env`: what a turn runs with; the resolver of a turn without budgets
 
 mod artifact_store;
 mod budget_store;
+mod env;
 pub mod extract;
 pub(crate) mod files;
 mod handoff;
@@ -29,28 +31,25 @@ mod result;
 mod run;
 pub mod subagent;
 
+pub use env::{FixedProvider, TurnEnv};
 pub use prepare::prepare;
 
 use std::collections::{HashSet, VecDeque};
 use std::rc::Rc;
 
-use async_trait::async_trait;
-use worker::{AbortSignal, Env};
+use worker::AbortSignal;
 
 use crate::agent::artifacts::ArtifactSummary;
 use crate::agent::output::OutputSpec;
-use crate::agent::{
-    AgentMessage, CallSize, ProviderResolver, Resolved, ToolAnswers, TurnOutcome, TurnStats,
-};
+use crate::agent::{AgentMessage, ToolAnswers, TurnOutcome, TurnStats};
 use crate::edge::budget::Budget;
 use crate::edge::config::agents::AgentSpec;
-use crate::edge::config::Config;
-use crate::edge::conversation::storage::{ObjectStorage, QueuedRow};
-use crate::edge::d1::{Conversation, Store};
+use crate::edge::conversation::storage::QueuedRow;
+use crate::edge::d1::Conversation;
 use crate::edge::error::ApiError;
 use crate::edge::platform::providers::resilient_provider;
 use crate::edge::protocol::{ApprovalIn, ToolResultIn, TurnConversation};
-use crate::llm::{AssistantMessage, LlmError, ModelRef, Provider, ToolDef, Usage};
+use crate::llm::{AssistantMessage, ModelRef, Provider, ToolDef, Usage};
 
 /// How a turn starts.
 pub enum Kickoff {
@@ -68,14 +67,6 @@ pub enum Kickoff {
     Recover { partial: Option<AssistantMessage> },
     /// An interrupted turn given up: its partial answer and open calls are recorded with why.
     GiveUp { partial: Option<AssistantMessage> },
-}
-
-/// What a turn is run with; shared by the object and the turns it runs.
-pub struct TurnEnv {
-    pub env: Env,
-    pub config: Rc<Config>,
-    pub store: Rc<Store>,
-    pub storage: Rc<ObjectStorage>,
 }
 
 /// A turn ready to run.
@@ -237,16 +228,4 @@ pub struct TurnResult {
     pub extract: Option<extract::Pending>,
     /// Messages to embed once the stream has ended, for semantic recall.
     pub embed: Option<memory::Embed>,
-}
-
-pub struct FixedProvider(pub Rc<dyn Provider>);
-
-#[async_trait(?Send)]
-impl ProviderResolver for FixedProvider {
-    async fn resolve(&self, call: CallSize<'_>) -> Result<Resolved, LlmError> {
-        Ok(Resolved {
-            provider: self.0.clone(),
-            max_tokens: call.max_tokens,
-        })
-    }
 }
