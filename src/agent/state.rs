@@ -117,6 +117,18 @@ pub struct AgentState {
 }
 
 impl AgentState {
+    /// The text of the last answer, if any.
+    pub fn final_text(&self) -> String {
+        self.messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                AgentMessage::Assistant(a) => Some(a.text()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
     /// A state for `messages`; the plan is taken from them.
     pub fn new(system_prompt: Option<String>, messages: Vec<AgentMessage>) -> Self {
         let plan = Rc::new(RefCell::new(plan_from_history(&messages)));

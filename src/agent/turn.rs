@@ -447,15 +447,7 @@ pub fn pending_calls(messages: &[AgentMessage]) -> Vec<ToolCall> {
 }
 
 fn done(state: &AgentState, emit: &mut dyn FnMut(AgentEvent<'_>)) {
-    let final_text = state
-        .messages
-        .iter()
-        .rev()
-        .find_map(|m| match m {
-            AgentMessage::Assistant(a) => Some(a.text()),
-            _ => None,
-        })
-        .unwrap_or_default();
+    let final_text = state.final_text();
     emit(AgentEvent::Done {
         final_text: &final_text,
         total_steps: state.llm_calls,

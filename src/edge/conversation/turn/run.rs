@@ -383,7 +383,7 @@ impl Prepared {
                     .clone()
                     .map(|(asked_id, asked)| super::memory::Embed {
                         owner: conversation.owner.clone(),
-                        messages: vec![(asked_id, asked), (answer_id.clone(), final_text(&state))],
+                        messages: vec![(asked_id, asked), (answer_id.clone(), state.final_text())],
                     })
             }
             _ => None,
@@ -393,7 +393,7 @@ impl Prepared {
             (TurnOutcome::Completed, Some(memory))
                 if memory.spec.background && memory.agent == agent.name =>
             {
-                let answer = final_text(&state);
+                let answer = state.final_text();
                 memory
                     .asked
                     .clone()
@@ -426,19 +426,6 @@ impl Prepared {
             embed,
         }
     }
-}
-
-/// The text of the turn's last answer.
-fn final_text(state: &AgentState) -> String {
-    state
-        .messages
-        .iter()
-        .rev()
-        .find_map(|m| match m {
-            AgentMessage::Assistant(a) => Some(a.text()),
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 /// What building a turn's tools for an agent needs of the turn.
