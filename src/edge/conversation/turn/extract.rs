@@ -16,15 +16,19 @@ use worker::{console_error, console_log};
 use super::budget_store::D1Budget;
 use super::env::{FixedProvider, TurnEnv};
 use super::memory::{Embed, TurnMemory};
-use super::resolver::BudgetResolver;
+use super::resolver::{BudgetResolver, BudgetStore};
 use crate::agent::memory::extract::{extract, max_tokens};
 use crate::agent::memory::MemoryError;
 use crate::agent::resolve::AttemptLedger;
+use crate::agent::AgentMessage;
 use crate::agent::ProviderResolver;
+use crate::edge::budget::{Budget, Period};
 use crate::edge::config::agents::AgentSpec;
 use crate::edge::d1::{Store, UsageRow};
+use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::providers::resilient_provider;
+use crate::edge::spend::{Ask, Charge, Reply, Settle};
 use crate::llm::{AssistantMessage, ModelRef, Usage};
 
 /// Times an extraction is made again when another writer changed the memory while it ran.
@@ -93,14 +97,14 @@ impl Pending {
         .map_err(|e| format!("the extractor's model: {e}"))?;
         let resolver: Rc<dyn ProviderResolver> = match config.user_budget_usd {
             Some(limit) => Rc::new(BudgetResolver {
-                store: Rc::new(D1Budget {
+                store: Rc::new(Unheard(D1Budget {
                     store: turn_env.store.clone(),
                     env: turn_env.env.clone(),
                     owner: self.owner.clone(),
                     conversation_id: self.conversation_id.clone(),
                     default: (limit, config.budget_period),
                     renewing: RefCell::default(),
-                }),
+                })),
                 model: provider,
                 economy: None,
                 fallbacks: self.agent.fallback_models.clone(),
@@ -165,6 +169,34 @@ impl Pending {
 }
 
 const CHANGED: &str = "changed meanwhile";
+
+/// The extractor's budget store: its calls are reserved, settled and charged as a turn's, but it
+/// says nothing in the conversation, whose turn has ended (a note would land among the next
+/// turn's messages). A warning it would give is left for the next turn to give.
+struct Unheard(D1Budget);
+
+#[async_trait(?Send)]
+impl BudgetStore for Unheard {
+    async fn budget(&self) -> Result<Option<Budget>, ApiError> {
+        self.0.budget().await
+    }
+
+    async fn reserve(&self, ask: &Ask) -> Result<Reply, ApiError> {
+        self.0.reserve(ask).await
+    }
+
+    async fn settle(&self, settle: &Settle) {
+        self.0.settle(settle).await;
+    }
+
+    async fn charge(&self, charge: &Charge) -> Result<Option<f64>, ApiError> {
+        self.0.charge(charge).await
+    }
+
+    async fn note(&self, _: AgentMessage) {}
+
+    async fn mark_warned(&self, _: Period) {}
+}
 
 /// The ledger rows of the extractor's calls.
 struct Ledger<'a> {
