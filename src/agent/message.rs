@@ -153,6 +153,23 @@ impl AgentMessage {
         }
     }
 
+    /// What a user message says: its text blocks, one per line (`None` for another kind).
+    pub fn user_said(&self) -> Option<String> {
+        match self {
+            AgentMessage::User { content } => Some(
+                content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            _ => None,
+        }
+    }
+
     /// The stored `kind` name.
     pub fn kind(&self) -> &'static str {
         match self {

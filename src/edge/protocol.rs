@@ -4,6 +4,7 @@
 //! with the turn's stream (or 202, or a JSON error), which the Worker relays as it is. This
 //! module imports neither side.
 
+use crate::edge::d1::conversations::Remembered;
 use std::rc::Rc;
 
 use serde::Serialize;
@@ -211,12 +212,13 @@ pub struct TurnConversation {
     /// A child conversation's: the conversation whose agent tool asks it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
-    /// Made with `memory: false`: its turns neither read nor write memory.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub memory_off: bool,
-    /// Its messages are indexed for recall (and so given vectors).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub indexed: bool,
+    /// Whether it is remembered: `Off` (made with `memory: false`), its turns neither read nor
+    /// write memory; `Indexed`, its messages are indexed for recall (and given vectors).
+    #[serde(
+        serialize_with = "crate::edge::d1::conversations::memory_column_write",
+        skip_serializing_if = "Remembered::is_default"
+    )]
+    pub memory: Remembered,
 }
 
 crate::json_struct!(TurnConversation {
@@ -228,8 +230,7 @@ crate::json_struct!(TurnConversation {
     "agent" => agent: default,
     "max_llm_calls" => max_llm_calls: default,
     "parent" => parent: default,
-    "memory_off" => memory_off: default,
-    "indexed" => indexed: default,
+    "memory" => memory: default_with(crate::edge::d1::conversations::memory_column_read),
 });
 
 impl TurnConversation {
@@ -267,8 +268,7 @@ impl From<&crate::edge::d1::Conversation> for TurnConversation {
             agent: c.agent.clone(),
             max_llm_calls: None,
             parent: c.parent.clone(),
-            memory_off: c.memory == crate::edge::d1::conversations::Remembered::Off,
-            indexed: c.memory == crate::edge::d1::conversations::Remembered::Indexed,
+            memory: c.memory,
         }
     }
 }

@@ -14,7 +14,6 @@ use crate::edge::conversation::turn::{
     choose_model, prepare, Kickoff, Prepared, Ready, Start, TurnEnv, TurnResult,
 };
 use crate::edge::conversation::{rules, ui_stream};
-use crate::edge::d1::conversations::Remembered;
 use crate::edge::d1::Conversation;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
@@ -175,11 +174,7 @@ impl Object {
             updated_at: now,
             parent: None,
             tool_call_id: None,
-            memory: match (conversation.memory_off, conversation.indexed) {
-                (true, _) => Remembered::Off,
-                (false, true) => Remembered::Indexed,
-                (false, false) => Remembered::NotIndexed,
-            },
+            memory: conversation.memory,
         };
         let start = Start {
             kickoff,

@@ -132,13 +132,6 @@ impl Object {
         // creates the row unless it exists, in its history's round trip (so a first turn that
         // failed before storing anything leaves no conversation without its row).
         let config = crate::edge::config::Config::cached(&self.env)?;
-        // Indexed for recall when its agent keeps memory.
-        let remembered = |agent: Option<&str>| {
-            config
-                .agent(agent)
-                .map(|a| Remembered::new(a, false))
-                .unwrap_or_default()
-        };
         let create = chat
             .as_ref()
             .filter(|c| !is_conversation_id(&c.raw_id) && c.target == scoped_id(&caller, &c.raw_id))
@@ -147,7 +140,10 @@ impl Object {
                     c.target.clone(),
                     caller.clone(),
                     c.title.clone(),
-                    (c.agent.clone(), remembered(c.agent.as_deref())),
+                    (
+                        c.agent.clone(),
+                        Remembered::of_chat(&config, c.agent.as_deref()),
+                    ),
                     now_ms(),
                 )
             });
@@ -453,10 +449,7 @@ impl Object {
     ) -> std::result::Result<std::result::Result<TurnConversation, TurnConversation>, ApiError>
     {
         let config = crate::edge::config::Config::cached(&self.env)?;
-        let memory = config
-            .agent(chat.agent.as_deref())
-            .map(|a| Remembered::new(a, false))
-            .unwrap_or_default();
+        let memory = Remembered::of_chat(&config, chat.agent.as_deref());
         let candidate = Conversation::new_chat(
             scoped_id(caller, &chat.raw_id),
             caller.to_string(),

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::agent::artifacts;
 use crate::agent::{AgentEvent, AgentMessage, TurnOutcome, SKIPPED_FOR_STEERING};
-use crate::llm::{ContentBlock, LlmEvent, StopReason, Usage};
+use crate::llm::{LlmEvent, StopReason, Usage};
 
 /// `{}`.
 #[derive(Serialize)]
@@ -549,17 +549,9 @@ fn usage_chunk<'a>(usage: &Usage, model: &'a str, provider: &'a str) -> Chunk<'a
 }
 
 fn message_text(message: &AgentMessage) -> String {
-    match message {
-        AgentMessage::User { content } => content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => other.kind().to_string(),
-    }
+    message
+        .user_said()
+        .unwrap_or_else(|| message.kind().to_string())
 }
 
 fn write(out: &mut String, chunk: &Chunk<'_>) {

@@ -62,6 +62,18 @@ impl Remembered {
             (false, false) => Remembered::NotIndexed,
         }
     }
+
+    /// For a new chat of the agent named `agent` (the default one when `None`).
+    pub fn of_chat(config: &crate::edge::config::Config, agent: Option<&str>) -> Self {
+        config
+            .agent(agent)
+            .map(|a| Remembered::new(a, false))
+            .unwrap_or_default()
+    }
+
+    pub fn is_default(&self) -> bool {
+        *self == Remembered::default()
+    }
 }
 
 crate::json_struct!(Conversation {
@@ -540,7 +552,7 @@ fn json_column<'a, T: FromJsonOwned>(r: &mut Reader<'a>) -> json::Result<Option<
 }
 
 /// The `memory` column ([`Remembered`]).
-fn memory_column_read(r: &mut Reader<'_>) -> json::Result<Remembered> {
+pub(crate) fn memory_column_read(r: &mut Reader<'_>) -> json::Result<Remembered> {
     let value: Option<i64> = FromJson::read(r)?;
     Ok(match value {
         Some(0) => Remembered::Off,
@@ -551,6 +563,14 @@ fn memory_column_read(r: &mut Reader<'_>) -> json::Result<Remembered> {
 
 fn remembered<S: serde::Serializer>(memory: &Remembered, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_bool(*memory != Remembered::Off)
+}
+
+/// [`Remembered`] as its column's number (what [`memory_column_read`] reads back).
+pub(crate) fn memory_column_write<S: serde::Serializer>(
+    memory: &Remembered,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_u8(*memory as u8)
 }
 
 fn raw_json<S: serde::Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {

@@ -1,5 +1,6 @@
-//! The `memories` table (a user's working memory with each agent) and the `message_search`
-//! index recall reads (kept by triggers as messages are written and deleted; migration 0016).
+//! The `memories` table (a user's working memory with each agent, migration 0016) and the
+//! `message_search` index recall reads (kept by triggers as messages are written and deleted,
+//! both made by the Worker when first needed: [`Store::ensure_recall`]).
 
 use serde::Serialize;
 

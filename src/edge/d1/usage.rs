@@ -19,6 +19,24 @@ pub struct UsageRow<'a> {
     pub cost_usd: Option<f64>,
 }
 
+impl<'a> UsageRow<'a> {
+    /// The row of a call of `model` that used `usage`, at its price in `models`.
+    pub fn of_call(
+        owner: &'a str,
+        model: &'a crate::llm::ModelRef,
+        usage: &'a crate::llm::Usage,
+        models: &crate::llm::models::Registry,
+    ) -> Self {
+        Self {
+            owner,
+            model: &model.model,
+            provider: &model.provider,
+            usage,
+            cost_usd: models.cost(model, usage),
+        }
+    }
+}
+
 /// Whose budget a turn reads in its history's round trip, and the deployment's default
 /// (`USER_BUDGET_USD`, `USER_BUDGET_PERIOD`).
 pub struct BudgetRead<'a> {

@@ -32,6 +32,23 @@ pub(super) struct D1Budget {
 }
 
 impl D1Budget {
+    /// The budget store of conversation `conversation_id` of `owner`, whose budget is `limit`
+    /// per the deployment's period unless an admin set another.
+    pub(super) fn new(
+        turn_env: &super::env::TurnEnv,
+        (owner, conversation_id): (&str, &str),
+        limit: f64,
+    ) -> Self {
+        Self {
+            store: turn_env.store.clone(),
+            env: turn_env.env.clone(),
+            owner: owner.to_string(),
+            conversation_id: conversation_id.to_string(),
+            default: (limit, turn_env.config.budget_period),
+            renewing: RefCell::default(),
+        }
+    }
+
     /// Renews `call`'s reservation every [`RENEW_MS`] until it settles: a call may stream for
     /// longer than a reservation holds, and its share of the budget must not be handed to
     /// another call meanwhile. A runtime that dies stops renewing, and the reservation lapses.

@@ -97,14 +97,11 @@ impl Pending {
         .map_err(|e| format!("the extractor's model: {e}"))?;
         let resolver: Rc<dyn ProviderResolver> = match config.user_budget_usd {
             Some(limit) => Rc::new(BudgetResolver {
-                store: Rc::new(Unheard(D1Budget {
-                    store: turn_env.store.clone(),
-                    env: turn_env.env.clone(),
-                    owner: self.owner.clone(),
-                    conversation_id: self.conversation_id.clone(),
-                    default: (limit, config.budget_period),
-                    renewing: RefCell::default(),
-                })),
+                store: Rc::new(Unheard(D1Budget::new(
+                    turn_env,
+                    (&self.owner, &self.conversation_id),
+                    limit,
+                ))),
                 model: provider,
                 economy: None,
                 fallbacks: self.agent.fallback_models.clone(),
@@ -129,14 +126,14 @@ impl Pending {
             .memory
             .store(turn_env, (&self.owner, &self.conversation_id));
         let (asked, answer) = (&self.exchange.0, &self.exchange.1);
+        // Within what the model may answer at all.
+        let limit = max_tokens(max).min(config.models.info(&model).max_output_tokens);
         for _ in 0..TRIES {
             // Read now: the turn's own copy may be old.
             let seen = match turn_env.store.memory(&self.owner, &self.agent.name).await {
                 Ok(row) => row.map_or_else(|| shape.initial(), |r| r.body),
                 Err(e) => return Err(format!("reading the memory: {e}")),
             };
-            // Within what the model may answer at all.
-            let limit = max_tokens(max).min(config.models.info(&model).max_output_tokens);
             let form = (&*shape, seen.as_str(), limit);
             let extraction = extract(resolver.as_ref(), &ledger, form, (asked, answer)).await;
             for (model, usage) in &extraction.calls {
@@ -211,13 +208,7 @@ impl Ledger<'_> {
         if *usage == Usage::default() {
             return;
         }
-        let row = UsageRow {
-            owner: self.owner,
-            model: &model.model,
-            provider: &model.provider,
-            usage,
-            cost_usd: self.turn_env.config.models.cost(model, usage),
-        };
+        let row = UsageRow::of_call(self.owner, model, usage, &self.turn_env.config.models);
         if let Err(e) = self
             .store
             .record_usage(self.conversation_id, &row, now_ms())

@@ -116,13 +116,7 @@ impl D1Hooks {
     /// A paid call's own ledger row, at its model's prices; a failure is remembered, so the
     /// turn stops at its next step's end.
     async fn record_row(&self, model: &ModelRef, usage: &Usage) -> Result<(), HookError> {
-        let row = UsageRow {
-            owner: &self.owner,
-            model: &model.model,
-            provider: &model.provider,
-            usage,
-            cost_usd: self.config.models.cost(model, usage),
-        };
+        let row = UsageRow::of_call(&self.owner, model, usage, &self.config.models);
         let recorded = self
             .store
             .record_usage(&self.conversation_id, &row, now_ms())

@@ -15,6 +15,7 @@ use crate::agent::memory::recall::{self, Recalled};
 use crate::agent::memory::{MemoryError, MemoryStore};
 use crate::edge::config::agents::AgentSpec;
 use crate::edge::config::memory::MemorySpec;
+use crate::edge::d1::conversations::Remembered;
 use crate::edge::d1::memory::Written;
 use crate::edge::d1::Store;
 use crate::edge::platform::clock::now_ms;
@@ -101,7 +102,7 @@ pub async fn load(
     asked: Option<(&str, &str)>,
 ) -> Option<TurnMemory> {
     let spec = agent.memory.clone()?;
-    if conversation.memory_off || conversation.parent.is_some() {
+    if conversation.memory == Remembered::Off || conversation.parent.is_some() {
         return None;
     }
     let store = &turn_env.store;

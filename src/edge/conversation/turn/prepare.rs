@@ -8,6 +8,7 @@ use crate::agent::output::OutputSpec;
 use crate::agent::{pending_calls, AgentMessage, Approval, ToolAnswers, MOVED_ON};
 use crate::edge::conversation::rules;
 use crate::edge::conversation::rules::Recovery;
+use crate::edge::d1::conversations::Remembered;
 use crate::edge::d1::history::CreateRow;
 use crate::edge::d1::{BudgetRead, Conversation, TurnHistory};
 use crate::edge::error::ApiError;
@@ -93,7 +94,7 @@ pub async fn prepare(
     };
     // An indexed conversation's messages are indexed as they are written: the index must be
     // there first (made once per isolate and database).
-    if conversation.indexed {
+    if conversation.memory == Remembered::Indexed {
         if let Err(e) = store.ensure_recall().await {
             console_error!("making the recall index: {e}; this turn's messages are not indexed");
         }
@@ -105,20 +106,10 @@ pub async fn prepare(
         default: (limit, turn_env.config.budget_period),
     });
     // What recall looks for: the turn's newest message of the user's own (its id and text).
-    let asked: Option<(String, String)> = incoming.iter().rev().find_map(|(id, m, _)| match m {
-        AgentMessage::User { content } => Some((
-            id.clone(),
-            content
-                .iter()
-                .filter_map(|b| match b {
-                    crate::llm::ContentBlock::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join(" "),
-        )),
-        _ => None,
-    });
+    let asked: Option<(String, String)> = incoming
+        .iter()
+        .rev()
+        .find_map(|(id, m, _)| Some((id.clone(), m.user_said()?)));
     // The MCP servers' tools are listed (when the isolate's lists are stale) and memory is read
     // while the history loads, not after it.
     let ((history, mcp), memory) = futures::future::join(

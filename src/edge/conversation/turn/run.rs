@@ -193,14 +193,11 @@ impl Prepared {
             let resolve_with = |answers: Rc<dyn Provider>| -> Rc<dyn ProviderResolver> {
                 match config.user_budget_usd {
                     Some(limit) => Rc::new(BudgetResolver {
-                        store: Rc::new(D1Budget {
-                            store: turn_env.store.clone(),
-                            env: turn_env.env.clone(),
-                            owner: conversation.owner.clone(),
-                            conversation_id: conversation.id.clone(),
-                            default: (limit, config.budget_period),
-                            renewing: RefCell::default(),
-                        }),
+                        store: Rc::new(D1Budget::new(
+                            turn_env,
+                            (&conversation.owner, &conversation.id),
+                            limit,
+                        )),
                         model: answers,
                         economy: economy.clone(),
                         fallbacks: agent.fallback_models.clone(),
@@ -373,17 +370,23 @@ impl Prepared {
         stats.budget_switches = budget_switches.get();
         let memory_report = memory.as_ref().map(|m| m.report.clone());
         let answer_id = persisted.last_answer.take();
+        let answer = memory
+            .as_ref()
+            .map(|_| state.final_text())
+            .unwrap_or_default();
         // The exchange's vectors, for semantic recall (when its index is bound).
         let embed = match (&outcome, &memory, &answer_id) {
             (TurnOutcome::Completed, Some(memory), Some(answer_id))
-                if memory.spec.top_k > 0 && conversation.indexed =>
+                if memory.spec.top_k > 0
+                    && conversation.memory
+                        == crate::edge::d1::conversations::Remembered::Indexed =>
             {
                 memory
                     .asked
                     .clone()
                     .map(|(asked_id, asked)| super::memory::Embed {
                         owner: conversation.owner.clone(),
-                        messages: vec![(asked_id, asked), (answer_id.clone(), state.final_text())],
+                        messages: vec![(asked_id, asked), (answer_id.clone(), answer.clone())],
                     })
             }
             _ => None,
@@ -393,7 +396,6 @@ impl Prepared {
             (TurnOutcome::Completed, Some(memory))
                 if memory.spec.background && memory.agent == agent.name =>
             {
-                let answer = state.final_text();
                 memory
                     .asked
                     .clone()

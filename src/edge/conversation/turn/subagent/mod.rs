@@ -120,7 +120,7 @@ pub fn excerpt(history: &[AgentMessage]) -> String {
     let mut size = 0;
     for message in history.iter().rev() {
         let (who, text) = match message {
-            AgentMessage::User { .. } => ("user", message_text(message)),
+            AgentMessage::User { .. } => ("user", message.user_said().unwrap_or_default()),
             AgentMessage::Assistant(a) => ("assistant", a.text()),
             _ => continue,
         };
@@ -137,20 +137,6 @@ pub fn excerpt(history: &[AgentMessage]) -> String {
     }
     lines.reverse();
     lines.join("\n")
-}
-
-fn message_text(message: &AgentMessage) -> String {
-    match message {
-        AgentMessage::User { content } => content
-            .iter()
-            .filter_map(|b| match b {
-                crate::llm::ContentBlock::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 #[async_trait(?Send)]
