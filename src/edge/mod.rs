@@ -8,6 +8,8 @@
 //! - [`d1`]: the D1 queries, by table group
 //! - [`platform`]: the runtime adapters (fetch, Workers AI, providers, clock, ids)
 //! - [`config`], [`error`], [`budget`]: environment parsing; the one JSON error shape; budgets
+//! - [`mcp`]: the deployment as an MCP server, its protocol's pure parts (the route is the
+//!   gateway's)
 //! - [`retention`]: the scheduled run that deletes idle conversations (`RETENTION_DAYS`);
 //!   [`erasure`]: a user's data erased; [`sweep`]: files no message names removed
 //!
@@ -20,6 +22,7 @@ pub mod d1;
 pub mod erasure;
 pub mod error;
 pub mod gateway;
+pub mod mcp;
 pub mod platform;
 pub mod protocol;
 pub mod retention;

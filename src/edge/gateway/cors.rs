@@ -14,6 +14,11 @@ impl CorsOrigins {
         }
     }
 
+    /// Whether a page from `origin` may call.
+    pub fn admits(&self, origin: &str) -> bool {
+        self.allow(origin).is_some()
+    }
+
     /// Headers for an ordinary response to a request from `origin`.
     pub fn response_headers(&self, origin: Option<&str>) -> Vec<(&'static str, String)> {
         let Some(allowed) = origin.and_then(|o| self.allow(o)) else {

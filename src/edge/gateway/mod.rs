@@ -34,6 +34,7 @@ pub mod table;
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let method = req.method();
     let path = req.path();
+    let url = req.inner().url();
     let origin = req.headers().get("origin").ok().flatten();
     // Every response and log line carries it; a 5xx's message quotes it.
     let request_id = new_id().unwrap_or_else(|_| format!("r{}", now_ms()));
@@ -60,6 +61,19 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
             }
         }
     };
+    if response.status_code() == 401 {
+        // Where a token comes from (RFC 9728), for a client that speaks OAuth (MCP's do).
+        let (own, _) = routes::mcp::origin_and_path(&url);
+        let suffix = if path.trim_end_matches('/') == "/mcp" {
+            "/mcp"
+        } else {
+            ""
+        };
+        let metadata = format!(
+            "Bearer resource_metadata=\"{own}/.well-known/oauth-protected-resource{suffix}\""
+        );
+        response.headers_mut().set("www-authenticate", &metadata)?;
+    }
     for (name, value) in cors.response_headers(origin.as_deref()) {
         response.headers_mut().set(name, &value)?;
     }
@@ -81,6 +95,9 @@ async fn route(
         match route.handler {
             Handler::Health => return out_of_line(routes::health::get(env)).await,
             Handler::Openapi => return routes::openapi::get(env, config.as_deref().ok()),
+            Handler::ProtectedResource | Handler::McpProtectedResource => {
+                return routes::mcp::protected_resource(&req, config.as_deref().ok())
+            }
             // No other public route (the table's tests say so); one would ask for a caller.
             _ => {}
         }
@@ -141,6 +158,10 @@ async fn dispatch(
         // Answered before authentication (`route`); here only should their row ask for a caller.
         Handler::Health => out_of_line(routes::health::get(env)),
         Handler::Openapi => return routes::openapi::get(env, Some(config)),
+        Handler::ProtectedResource | Handler::McpProtectedResource => {
+            return routes::mcp::protected_resource(&req, Some(config))
+        }
+        Handler::Mcp => out_of_line(routes::mcp::post(req, env, config, user, request_id)),
         Handler::ListModels => return routes::models::list(config),
         Handler::ListAgents => return routes::agents::list(config),
         Handler::GetUsage => out_of_line(routes::usage::get(env, config, user)),
@@ -204,7 +225,7 @@ async fn dispatch(
 
 /// A message that would start work for a user whose budget is spent, when no cheaper model
 /// may answer instead: 402 with when the budget resets. (With `BUDGET_MODEL` the turn runs on it.)
-async fn budget_check(env: &Env, config: &Config, user: &str) -> Result<(), ApiError> {
+pub(crate) async fn budget_check(env: &Env, config: &Config, user: &str) -> Result<(), ApiError> {
     let (Some(limit), None) = (config.user_budget_usd, &config.budget_model) else {
         return Ok(());
     };

@@ -39,6 +39,9 @@ pub enum Class {
 pub enum Handler {
     Health,
     Openapi,
+    ProtectedResource,
+    McpProtectedResource,
+    Mcp,
     ListModels,
     ListAgents,
     GetUsage,
@@ -85,6 +88,10 @@ const fn route(method: Method, path: &'static str, class: Class, handler: Handle
 pub static ROUTES: &[Route] = &[
     route(Method::Get, "/healthz", Class::Public, Handler::Health),
     route(Method::Get, "/openapi.json", Class::Public, Handler::Openapi),
+    route(Method::Get, "/.well-known/oauth-protected-resource", Class::Public, Handler::ProtectedResource),
+    route(Method::Get, "/.well-known/oauth-protected-resource/mcp", Class::Public, Handler::McpProtectedResource),
+    // Its calls count against the rate limit and the budget as they start turns.
+    route(Method::Post, "/mcp", Class::Caller, Handler::Mcp),
     route(Method::Get, "/v1/models", Class::Caller, Handler::ListModels),
     route(Method::Get, "/v1/agents", Class::Caller, Handler::ListAgents),
     route(Method::Get, "/v1/usage", Class::Caller, Handler::GetUsage),
@@ -251,7 +258,13 @@ mod tests {
             // The gateway answers a public route before authentication, knowing it by its handler.
             assert_eq!(
                 route.class == Class::Public,
-                matches!(route.handler, Handler::Health | Handler::Openapi),
+                matches!(
+                    route.handler,
+                    Handler::Health
+                        | Handler::Openapi
+                        | Handler::ProtectedResource
+                        | Handler::McpProtectedResource
+                ),
                 "{path}"
             );
         }

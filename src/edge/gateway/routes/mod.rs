@@ -8,6 +8,7 @@ pub mod client_tools;
 pub mod conversations;
 pub mod files;
 pub mod health;
+pub mod mcp;
 pub mod me;
 pub mod memory;
 pub mod messages;

@@ -58,8 +58,11 @@ enum Part {
 #[derive(Default)]
 pub struct Progress {
     parts: Vec<Part>,
-    /// The answer: the text of the last step.
+    /// The answer: the text of the last step that said something.
     answer: String,
+    /// A step began and has said nothing yet: its first text replaces the answer. (A turn
+    /// that ended on quiet calls closes with an empty step, which leaves the answer be.)
+    fresh_step: bool,
     /// The typed answer's state (`data-output`), and its size as JSON.
     output: Option<Value>,
     output_len: usize,
@@ -81,7 +84,7 @@ impl Progress {
         let state = match kind {
             // The answer is the last step's text: an earlier step's narration is not.
             "start-step" => {
-                self.answer.clear();
+                self.fresh_step = true;
                 return;
             }
             "text-start" => {
@@ -94,6 +97,9 @@ impl Progress {
             }
             "text-delta" => {
                 let delta = text("delta");
+                if std::mem::take(&mut self.fresh_step) {
+                    self.answer.clear();
+                }
                 self.answer.push_str(delta);
                 let id = text("id");
                 let open = self.parts.iter_mut().rev().find_map(|p| match p {
@@ -237,6 +243,38 @@ impl Progress {
         shown
     }
 
+    /// The calls the turn paused to have approved: `{tool_call_id, tool, input}` each.
+    pub fn awaiting(&self) -> Vec<Value> {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Tool {
+                    id, name, input, ..
+                } if self.approvals.contains(id) => {
+                    Some(json!({"tool_call_id": id, "tool": name, "input": input}))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What the turn does now, in a few words: its latest part (a tool call's name and state,
+    /// or that it writes its answer).
+    pub fn doing(&self) -> String {
+        match self.parts.last() {
+            Some(Part::Tool { name, state, .. }) => match *state {
+                "input-streaming" | "input-available" => format!("calling `{name}`"),
+                "approval-requested" => format!("waiting for approval of `{name}`"),
+                "output-error" => format!("`{name}` failed"),
+                "output-denied" => format!("`{name}` was denied"),
+                _ => format!("`{name}` answered"),
+            },
+            Some(Part::Text { .. }) => "writing".to_string(),
+            None if self.output.is_some() => "forming its answer".to_string(),
+            None => "thinking".to_string(),
+        }
+    }
+
     /// Whether the stream said how the turn ended.
     pub fn finished(&self) -> bool {
         self.finish.is_some()
@@ -373,6 +411,42 @@ mod tests {
             p.weight(),
             "Let me look.Two hits.".len() + SHOWN_INPUT_BYTES
         );
+    }
+
+    #[test]
+    fn a_turn_that_ends_on_quiet_calls_answers_the_text_before_them() {
+        // `update_memory` beside the answer: the stream closes with an empty step.
+        let p = fold(&[
+            json!({"type": "start-step"}),
+            json!({"type": "text-start", "id": "t0"}),
+            json!({"type": "text-delta", "id": "t0", "delta": "Noted: you like tea."}),
+            json!({"type": "tool-input-available", "toolCallId": "m1", "toolName": "update_memory", "input": {}}),
+            json!({"type": "tool-output-available", "toolCallId": "m1", "output": "ok"}),
+            json!({"type": "finish-step"}),
+            json!({"type": "start-step"}),
+            json!({"type": "finish-step"}),
+            json!({"type": "finish", "finishReason": "stop"}),
+        ]);
+        assert_eq!(p.result("r").unwrap(), json!("Noted: you like tea."));
+        assert_eq!(p.doing(), "`update_memory` answered");
+    }
+
+    #[test]
+    fn a_turn_paused_for_approval_names_the_calls_it_waits_on() {
+        let p = fold(&[
+            json!({"type": "start-step"}),
+            json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "lookup", "input": {"q": "x"}}),
+            json!({"type": "tool-output-available", "toolCallId": "c1", "output": 1}),
+            json!({"type": "tool-input-available", "toolCallId": "c2", "toolName": "refund", "input": {"usd": 5}}),
+            json!({"type": "tool-approval-request", "approvalId": "a2", "toolCallId": "c2"}),
+            json!({"type": "finish", "finishReason": "tool-calls"}),
+        ]);
+        assert!(p.paused_for_approval());
+        assert_eq!(
+            p.awaiting(),
+            vec![json!({"tool_call_id": "c2", "tool": "refund", "input": {"usd": 5}})]
+        );
+        assert_eq!(p.doing(), "waiting for approval of `refund`");
     }
 
     #[test]

@@ -1,0 +1,230 @@
+//! A turn as an `ask_<agent>` call's result: the turn's stream, folded as a sub-agent's is
+//! ([`Progress`]), becomes the agent's answer as text (and as `structuredContent` when the
+//! agent has a typed answer), the calls a paused turn waits to have approved, or why there is no
+//! answer; each result names the conversation, to continue it. Pure code, tested natively.
+
+use serde_json::{json, Value};
+
+use super::tools::{structured, PREFIX};
+use crate::edge::config::agents::AgentSpec;
+use crate::edge::conversation::turn::subagent::progress::Progress;
+
+/// The result of a turn whose stream ended (or was cut off).
+pub fn of_turn(progress: &Progress, agent: &AgentSpec, conversation: &str) -> Value {
+    if progress.finished() && progress.paused_for_approval() {
+        return paused(progress, agent, conversation);
+    }
+    match progress.result(&agent.name) {
+        Ok(answer) => answered(agent, &answer, conversation),
+        // `{ok: false, status, message, retryable}`, as a parent agent's model reads it.
+        Err(failure) => {
+            let why: Value = crate::llm::json::from_str(&failure).unwrap_or(Value::Null);
+            let message = why["message"].as_str().unwrap_or("the turn failed");
+            failed(message, Some(conversation))
+        }
+    }
+}
+
+fn answered(agent: &AgentSpec, answer: &Value, conversation: &str) -> Value {
+    let text = match answer {
+        Value::String(text) if agent.output.is_none() => text.clone(),
+        other => other.to_string(),
+    };
+    let mut result = json!({
+        "content": [{"type": "text", "text": text}, continue_note(agent, conversation)],
+        "isError": false,
+        "_meta": {"conversation_id": conversation},
+    });
+    match agent.output.as_deref() {
+        Some(spec) => {
+            if let Some(object) = structured(spec, answer) {
+                result["structuredContent"] = object;
+            }
+        }
+        None => {
+            result["structuredContent"] = json!({"answer": text, "conversation_id": conversation})
+        }
+    }
+    result
+}
+
+/// A turn that waits for a person's decision on some of its calls: which, and how to answer.
+/// Not an error for an untyped agent; a typed one has no answer to give yet, and MCP clients
+/// check a result against the tool's `outputSchema` unless it is one.
+fn paused(progress: &Progress, agent: &AgentSpec, conversation: &str) -> Value {
+    let awaiting = progress.awaiting();
+    let calls: Vec<String> = awaiting
+        .iter()
+        .map(|c| {
+            format!(
+                "`{}` {} (tool_call_id `{}`)",
+                c["tool"].as_str().unwrap_or("?"),
+                c["input"],
+                c["tool_call_id"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    let text = format!(
+        "The agent `{name}` waits for approval before it runs: {calls}. To decide, call \
+         `{PREFIX}{name}` again with `conversation_id` \"{conversation}\" and `approvals`: \
+         [{{\"tool_call_id\": \"...\", \"approved\": true or false, \"reason\": \"...\"}}].",
+        name = agent.name,
+        calls = calls.join("; "),
+    );
+    let pending = json!({
+        "status": "awaiting_approval",
+        "conversation_id": conversation,
+        "approvals": awaiting,
+    });
+    let mut result = json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": agent.output.is_some(),
+        "_meta": {"conversation_id": conversation, "awaiting_approval": pending["approvals"]},
+    });
+    if agent.output.is_none() {
+        result["structuredContent"] = pending;
+    }
+    result
+}
+
+/// A call that ran no turn to its answer: why, and the conversation when there is one.
+pub fn failed(message: &str, conversation: Option<&str>) -> Value {
+    let mut result = json!({
+        "content": [{"type": "text", "text": message}],
+        "isError": true,
+    });
+    if let Some(conversation) = conversation {
+        result["_meta"] = json!({"conversation_id": conversation});
+    }
+    result
+}
+
+fn continue_note(agent: &AgentSpec, conversation: &str) -> Value {
+    json!({"type": "text", "text": format!(
+        "(conversation_id: {conversation}; pass it to `{PREFIX}{}` to continue this conversation)",
+        agent.name
+    )})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::edge::config::Config;
+
+    fn config() -> Config {
+        let agents = r#"{
+            "helper": {"description": "Answers questions."},
+            "triage": {"description": "Sorts tickets.", "output": {"type": "object",
+                "schema": {"type": "object", "properties": {"queue": {"type": "string"}},
+                           "required": ["queue"], "additionalProperties": false}}}
+        }"#;
+        Config::from_lookup(|name| (name == "AGENTS").then(|| agents.to_string()))
+            .expect("the agents")
+    }
+
+    fn fold(chunks: &[Value]) -> Progress {
+        let mut p = Progress::default();
+        for c in chunks {
+            p.apply(c);
+        }
+        p
+    }
+
+    #[test]
+    fn an_answer_is_text_with_the_conversation_to_continue() {
+        let config = config();
+        let helper = config.agent(Some("helper")).unwrap();
+        let p = fold(&[
+            json!({"type": "start-step"}),
+            json!({"type": "text-delta", "id": "t", "delta": "Paris."}),
+            json!({"type": "finish", "finishReason": "stop"}),
+        ]);
+        let result = of_turn(&p, helper, "c1");
+        assert_eq!(result["isError"], false);
+        assert_eq!(
+            result["content"][0],
+            json!({"type": "text", "text": "Paris."})
+        );
+        assert!(result["content"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("conversation_id: c1"));
+        assert_eq!(
+            result["structuredContent"],
+            json!({"answer": "Paris.", "conversation_id": "c1"})
+        );
+    }
+
+    #[test]
+    fn a_typed_answer_is_structured_content_and_its_json_as_text() {
+        let config = config();
+        let triage = config.agent(Some("triage")).unwrap();
+        let p = fold(&[
+            json!({"type": "data-output", "id": "output:m", "data": {"status": "complete", "object": {"queue": "billing"}}}),
+            json!({"type": "finish", "finishReason": "stop"}),
+        ]);
+        let result = of_turn(&p, triage, "c2");
+        assert_eq!(result["structuredContent"], json!({"queue": "billing"}));
+        assert_eq!(result["content"][0]["text"], r#"{"queue":"billing"}"#);
+        // No valid object: an error, never content that breaks the declared schema.
+        let p = fold(&[
+            json!({"type": "data-output", "id": "output:m", "data": {"status": "error", "error": {"message": "at /queue: expected string"}}}),
+            json!({"type": "finish", "finishReason": "stop"}),
+        ]);
+        let result = of_turn(&p, triage, "c2");
+        assert_eq!(result["isError"], true);
+        assert!(result.get("structuredContent").is_none());
+        assert!(result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("expected string"));
+    }
+
+    #[test]
+    fn a_pause_names_its_calls_and_how_to_decide() {
+        let config = config();
+        let pause = [
+            json!({"type": "tool-input-available", "toolCallId": "c9", "toolName": "refund", "input": {"usd": 5}}),
+            json!({"type": "tool-approval-request", "approvalId": "a9", "toolCallId": "c9"}),
+            json!({"type": "finish", "finishReason": "tool-calls"}),
+        ];
+        let result = of_turn(&fold(&pause), config.agent(Some("helper")).unwrap(), "c3");
+        assert_eq!(result["isError"], false);
+        assert_eq!(result["structuredContent"]["status"], "awaiting_approval");
+        assert_eq!(
+            result["structuredContent"]["approvals"][0]["tool_call_id"],
+            "c9"
+        );
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("`refund`") && text.contains("\"c3\"") && text.contains("ask_helper"),
+            "{text}"
+        );
+        // A typed agent has no answer to give yet: an error for its schema's sake.
+        let typed = of_turn(&fold(&pause), config.agent(Some("triage")).unwrap(), "c3");
+        assert_eq!(typed["isError"], true);
+        assert_eq!(typed["_meta"]["awaiting_approval"][0]["tool"], "refund");
+    }
+
+    #[test]
+    fn a_turn_without_an_answer_is_an_error_saying_why() {
+        let config = config();
+        let helper = config.agent(Some("helper")).unwrap();
+        let failed = fold(&[
+            json!({"type": "error", "errorText": "the provider is down (request r1)"}),
+            json!({"type": "finish", "finishReason": "error"}),
+        ]);
+        let result = of_turn(&failed, helper, "c4");
+        assert_eq!(result["isError"], true);
+        assert!(result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("the provider is down"));
+        assert_eq!(result["_meta"]["conversation_id"], "c4");
+        let cut = of_turn(&fold(&[json!({"type": "start-step"})]), helper, "c4");
+        assert!(cut["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cut off"));
+    }
+}
