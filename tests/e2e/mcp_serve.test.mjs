@@ -7,10 +7,11 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import http from "node:http";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ROOT, api, setup, startWorker, freshPersistDir } from "./harness.mjs";
@@ -26,16 +27,35 @@ const AGENTS = {
   },
 };
 const ISSUER = "https://id.example";
+// The API the deployment's HTTP tools call (MCP_EXPOSE_TOOLS offers them over MCP too).
+let toolApi;
+const toolCalls = [];
+const startTools = async () => {
+  toolApi = http.createServer((req, res) => {
+    toolCalls.push(req.url);
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ forecast: { today: "sunny" } }));
+  });
+  await new Promise((r) => toolApi.listen(0, "127.0.0.1", r));
+};
+after(() => new Promise((r) => toolApi.close(r)));
+const HTTP_TOOLS = (url) => [
+  { name: "weather", description: "Today's weather for a city.", input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] }, url: `${url}/weather/{city}`, result: { pointer: "/forecast" } },
+  { name: "wire_money", description: "Sends money.", input_schema: { type: "object", properties: { usd: { type: "number" } } }, method: "POST", url: `${url}/wire`, body: { usd: "{usd}" } },
+];
 const e2e = setup({
   providers: ["anthropic", "openai"],
-  vars: {
+  prepare: startTools,
+  vars: () => ({
     AGENTS: JSON.stringify(AGENTS),
     ALLOW_ANONYMOUS: "false",
     API_KEYS: "alice:sk-alice,bob:sk-bob",
-    APPROVAL_REQUIRED_TOOLS: "current_time",
+    APPROVAL_REQUIRED_TOOLS: "current_time,wire_money",
     JWT_ISSUER: ISSUER,
     JWT_SECRET: "mcp-test-secret-of-enough-length-0123456789",
-  },
+    HTTP_TOOLS: JSON.stringify(HTTP_TOOLS(`http://127.0.0.1:${toolApi.address().port}`)),
+    ALLOW_PRIVATE_TOOL_HOSTS: "true",
+    MCP_EXPOSE_TOOLS: "true",
+  }),
 });
 const { anthropic, openai } = e2e;
 const ALICE = { authorization: "Bearer sk-alice" };
@@ -63,7 +83,8 @@ test("the SDK's client lists every agent, asks one with progress, and continues 
   const client = await connect(ALICE);
   assert.equal(client.getServerVersion().name, "edge-agent");
   const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((t) => t.name).sort(), ["ask_clerk", "ask_helper", "ask_triage"]);
+  // The agents, and the HTTP tools that need no approval.
+  assert.deepEqual(tools.map((t) => t.name).sort(), ["ask_clerk", "ask_helper", "ask_triage", "weather"]);
   assert.equal(tools.find((t) => t.name === "ask_triage").outputSchema.required[0], "queue");
   assert.equal(tools.find((t) => t.name === "ask_helper").outputSchema, undefined);
 
@@ -145,6 +166,18 @@ test("another user's conversation id is refused, and nothing is added to it", as
   assert.equal(other.isError, true);
   assert.match(other.content[0].text, /belongs to the agent `helper`: ask it with `ask_helper`/);
   await bob.close();
+});
+
+test("with MCP_EXPOSE_TOOLS an HTTP tool is called directly; one that needs approval is not offered", async () => {
+  const client = await connect(ALICE);
+  const result = await client.callTool({ name: "weather", arguments: { city: "Oslo" } });
+  assert.equal(result.isError, false);
+  assert.deepEqual(result.structuredContent, { status: "ok", result: { today: "sunny" } });
+  assert.equal(toolCalls.at(-1), "/weather/Oslo");
+  const calls = toolCalls.length;
+  await assert.rejects(client.callTool({ name: "wire_money", arguments: { usd: 5 } }), /not a tool of this server/);
+  assert.equal(toolCalls.length, calls, "the API was not called");
+  await client.close();
 });
 
 test("a 401 names the protected-resource metadata, which names JWT_ISSUER", async () => {

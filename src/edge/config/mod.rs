@@ -75,6 +75,9 @@ pub struct Config {
     /// Lets tools call loopback and private addresses (`ALLOW_PRIVATE_TOOL_HOSTS`; local
     /// development and tests).
     pub allow_private_tool_hosts: bool,
+    /// `/mcp` lists the deployment's `HTTP_TOOLS` beside its agents (`MCP_EXPOSE_TOOLS`), those
+    /// that need no approval.
+    pub mcp_expose_tools: bool,
     /// Every user's budget in US dollars per `budget_period` (`USER_BUDGET_USD`); `None`: no
     /// budgets are enforced.
     pub user_budget_usd: Option<f64>,
@@ -210,6 +213,7 @@ impl Config {
                 .map(|v| CorsOrigins::parse(&v))
                 .unwrap_or_default(),
             allow_private_tool_hosts: flag(get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
+            mcp_expose_tools: flag(get, "MCP_EXPOSE_TOOLS")?,
             rate_limit_per_minute: number(get, "RATE_LIMIT_PER_MINUTE", 30, 0..=1_000_000)?,
             user_budget_usd: get("USER_BUDGET_USD")
                 .map(|v| match decimal(&v) {

@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 use super::rpc::RpcError;
 use crate::agent::output::spec::Kind;
 use crate::agent::output::OutputSpec;
+use crate::agent::remote::HttpToolSpec;
 use crate::edge::config::agents::AgentSpec;
 use crate::edge::config::Config;
 use crate::edge::protocol::ApprovalIn;
@@ -17,13 +18,46 @@ pub const PREFIX: &str = "ask_";
 /// The longest message taken, in characters (as a conversation's title is cut from it).
 pub const MAX_MESSAGE_CHARS: usize = 100_000;
 
-/// Every tool `tools/list` shows.
+/// Every tool `tools/list` shows: the agents', then with `MCP_EXPOSE_TOOLS` the HTTP tools.
 pub fn listed(config: &Config) -> Vec<Value> {
+    let agents = config.agents.iter().map(|agent| definition(agent));
+    let http = exposed(config).map(|spec| {
+        json!({
+            "name": spec.name,
+            "description": spec.description,
+            "inputSchema": spec.input_schema,
+        })
+    });
+    agents.chain(http).collect()
+}
+
+/// The HTTP tools `/mcp` offers (with `MCP_EXPOSE_TOOLS`): not one that waits for a person's
+/// approval, which a call from outside any turn has no one to ask.
+pub fn exposed(config: &Config) -> impl Iterator<Item = &HttpToolSpec> {
     config
-        .agents
+        .http_tools
         .iter()
-        .map(|agent| definition(agent))
-        .collect()
+        .filter(|_| config.mcp_expose_tools)
+        .filter(|spec| !config.approval_required_tools.contains(&spec.name))
+}
+
+/// An exposed HTTP tool's result: its value as text (a string as is), and as
+/// `structuredContent` when it is an object; a failure, with `isError`.
+pub fn http_result(result: Result<Value, String>) -> Value {
+    match result {
+        Ok(value) => {
+            let text = match &value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            let mut result = json!({"content": [{"type": "text", "text": text}], "isError": false});
+            if value.is_object() {
+                result["structuredContent"] = value;
+            }
+            result
+        }
+        Err(message) => json!({"content": [{"type": "text", "text": message}], "isError": true}),
+    }
 }
 
 fn definition(agent: &AgentSpec) -> Value {

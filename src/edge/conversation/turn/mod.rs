@@ -25,7 +25,7 @@ mod hooks;
 pub mod memory;
 mod partial;
 mod prepare;
-mod remote_tools;
+pub(crate) mod remote_tools;
 pub mod resolver;
 mod result;
 mod run;

@@ -14,7 +14,9 @@ use futures::future::join_all;
 use worker::{console_warn, AbortSignal};
 
 use crate::agent::remote::mcp::{McpError, McpToolInfo};
-use crate::agent::remote::{exposed_name, Breakers, HttpTool, McpClient, McpServerSpec, McpTool};
+use crate::agent::remote::{
+    exposed_name, Breakers, HttpTool, HttpToolSpec, McpClient, McpServerSpec, McpTool,
+};
 use crate::agent::ToolRegistry;
 use crate::edge::config::Config;
 use crate::edge::platform::clock::now_ms;
@@ -78,6 +80,24 @@ fn secret(config: &Config, name: &str) -> Option<String> {
         .iter()
         .find(|(n, _)| n == name)
         .map(|(_, v)| v.clone())
+}
+
+/// HTTP tool `spec` called outside a turn (`/mcp` with `MCP_EXPOSE_TOOLS`): no turn to cancel
+/// it, and no call id, so no `Idempotency-Key` of ours.
+pub fn http_tool(config: &Config, spec: &HttpToolSpec) -> Result<HttpTool, String> {
+    HttpTool::new(
+        spec.clone(),
+        &|name: &str| secret(config, name),
+        Rc::new(FetchTransport {
+            signal: None,
+            idle_timeout_ms: None,
+        }),
+        Rc::new(WorkerSleeper),
+        BREAKERS.with(Rc::clone),
+        now_ms,
+        Rc::new(|| false),
+        config.allow_private_tool_hosts,
+    )
 }
 
 /// Registers the deployment's HTTP tools and the MCP servers' tools `listed`, for a turn of

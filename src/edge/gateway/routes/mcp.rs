@@ -13,9 +13,11 @@ use worker::{console_error, wasm_bindgen_futures, Env, Headers, Request, Respons
 
 use super::messages::hand_over;
 use super::owned;
-use crate::agent::AgentMessage;
+use crate::agent::remote::HttpToolSpec;
+use crate::agent::{AgentMessage, ServerTool};
 use crate::edge::config::agents::AgentSpec;
 use crate::edge::config::Config;
+use crate::edge::conversation::turn::remote_tools::http_tool;
 use crate::edge::conversation::turn::subagent::progress::Progress;
 use crate::edge::d1::conversations::Remembered;
 use crate::edge::d1::{Conversation, Store};
@@ -71,6 +73,25 @@ pub async fn post(
         "ping" | "logging/setLevel" => Ok(json!({})),
         "tools/list" => Ok(json!({"tools": tools::listed(config)})),
         "tools/call" => {
+            let name = params["name"].as_str().unwrap_or_default();
+            let http = tools::exposed(config).find(|spec| spec.name == name);
+            if let (Some(spec), None) = (http, tools::agent_of(config, name)) {
+                let result = match &params["arguments"] {
+                    Value::Object(arguments) => {
+                        Ok(http_call(env, config, user, spec, arguments).await)
+                    }
+                    Value::Null => {
+                        Ok(http_call(env, config, user, spec, &Default::default()).await)
+                    }
+                    _ => Err(RpcError::InvalidParams(
+                        "`arguments` must be an object".into(),
+                    )),
+                };
+                return match result {
+                    Ok(result) => message(200, &rpc::result(&id, result)),
+                    Err(e) => message(200, &rpc::error(&id, &e)),
+                };
+            }
             let call = match Call::read(config, &params) {
                 Ok(call) => call,
                 Err(e) => return message(200, &rpc::error(&id, &e)),
@@ -101,6 +122,25 @@ fn initialize(params: &Value) -> Value {
             agent in a conversation of yours and returns the answer, with the conversation's id \
             to continue it.",
     })
+}
+
+/// A call of an HTTP tool the deployment exposes (`MCP_EXPOSE_TOOLS`): made from here, as a
+/// turn would make it, counted against the caller's rate limit as a message is.
+async fn http_call(
+    env: &Env,
+    config: &Config,
+    user: &str,
+    spec: &HttpToolSpec,
+    arguments: &serde_json::Map<String, Value>,
+) -> Value {
+    if let Err(e) = crate::edge::platform::rate_limit::check(env, config, user).await {
+        return answer::failed(&e.to_string(), None);
+    }
+    let result = match http_tool(config, spec) {
+        Ok(tool) => tool.call(arguments).await,
+        Err(e) => Err(e),
+    };
+    tools::http_result(result)
 }
 
 /// One JSON-RPC message as the response.
