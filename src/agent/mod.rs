@@ -30,6 +30,7 @@ pub mod stats;
 pub mod text;
 mod tool_calls;
 pub mod tools;
+pub mod trace;
 mod turn;
 
 pub use built_in::built_in_tool_names;

@@ -15,6 +15,7 @@ pub mod access;
 pub mod agents;
 pub mod memory;
 mod parse;
+pub mod traces;
 use access::{auth, AuthConfig, CorsOrigins};
 use agents::{parse_agents, AgentSpec, Defaults};
 use parse::{flag, number, ratio, url, Lookup};
@@ -78,6 +79,8 @@ pub struct Config {
     /// `/mcp` lists the deployment's `HTTP_TOOLS` beside its agents (`MCP_EXPOSE_TOOLS`), those
     /// that need no approval.
     pub mcp_expose_tools: bool,
+    /// Where turns' traces go (`OTEL_*`); `None`: no turn is traced.
+    pub traces: Option<traces::TraceSettings>,
     /// Every user's budget in US dollars per `budget_period` (`USER_BUDGET_USD`); `None`: no
     /// budgets are enforced.
     pub user_budget_usd: Option<f64>,
@@ -214,6 +217,7 @@ impl Config {
                 .unwrap_or_default(),
             allow_private_tool_hosts: flag(get, "ALLOW_PRIVATE_TOOL_HOSTS")?,
             mcp_expose_tools: flag(get, "MCP_EXPOSE_TOOLS")?,
+            traces: traces::traces(get)?,
             rate_limit_per_minute: number(get, "RATE_LIMIT_PER_MINUTE", 30, 0..=1_000_000)?,
             user_budget_usd: get("USER_BUDGET_USD")
                 .map(|v| match decimal(&v) {

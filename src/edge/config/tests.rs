@@ -565,3 +565,43 @@ fn an_agents_memory_is_read_and_checked_against_its_toolsets_and_the_settings() 
     assert!(config(&[("MEMORY_MAX_BYTES", "10")]).is_err());
     assert!(config(&[("MEMORY_RECALL_MS", "0")]).is_err());
 }
+
+#[test]
+fn traces_are_off_without_an_endpoint_and_otel_settings_name_their_variable() {
+    assert_eq!(config(&[]).unwrap().traces, None);
+    let on = config(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-honeycomb-team=abc%3D"),
+        ("OTEL_SAMPLE_RATE", "0.25"),
+        ("OTEL_CAPTURE_CONTENT", "true"),
+    ])
+    .unwrap()
+    .traces
+    .unwrap();
+    assert_eq!(on.endpoint, "http://collector:4318/v1/traces");
+    assert_eq!(on.headers, vec![("x-honeycomb-team".into(), "abc=".into())]);
+    assert_eq!((on.sample_rate, on.capture_content), (0.25, true));
+    assert_eq!(on.service, "edge-agent");
+    let exact = config(&[(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "https://x.example/otlp/traces",
+    )]);
+    assert_eq!(
+        exact.unwrap().traces.unwrap().endpoint,
+        "https://x.example/otlp/traces"
+    );
+    for (name, value) in [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
+        ("OTEL_SAMPLE_RATE", "2"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "nokey"),
+        ("OTEL_CAPTURE_CONTENT", "maybe"),
+    ] {
+        let vars = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            (name, value),
+        ];
+        let vars: Vec<_> = vars.iter().rev().copied().collect();
+        let e = config(&vars).unwrap_err().to_string();
+        assert!(e.contains(name), "{name}: {e}");
+    }
+}

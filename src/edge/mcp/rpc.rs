@@ -88,7 +88,7 @@ pub fn read(body: &str) -> Result<Incoming, (Value, RpcError)> {
         Some(_) => return invalid(None, "`id` must be a string or a whole number"),
     };
     let params = match message.remove("params") {
-        None | Some(Value::Null) => Value::Object(Default::default()),
+        None => Value::Object(Default::default()),
         Some(params @ Value::Object(_)) => params,
         Some(_) => return invalid(Some(id), "`params` must be an object"),
     };
@@ -175,6 +175,10 @@ mod tests {
             (json!("x"), -32600)
         );
         assert_eq!(refused(r#"{"jsonrpc":"2.0","id":2}"#), (json!(2), -32600));
+        assert_eq!(
+            refused(r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":null}"#),
+            (json!(3), -32600)
+        );
         assert_eq!(
             refused(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#),
             (Value::Null, -32600)
