@@ -14,11 +14,15 @@ import path from "node:path";
 import { after, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ROOT, api, setup, startWorker, freshPersistDir } from "./harness.mjs";
+import { ROOT, api, setup, startWorker, freshPersistDir, withinOneRateWindow } from "./harness.mjs";
 
 const AGENTS = {
   helper: { description: "Answers questions.", model: "anthropic:claude-sonnet-4-5", tools: [] },
   clerk: { description: "Tells the time, once allowed.", model: "anthropic:claude-sonnet-4-5", tools: ["current_time"] },
+  // Asks the clerk: the clerk's call that needs approval is asked of the lead's caller.
+  lead: { description: "Has the clerk look.", model: "anthropic:claude-sonnet-4-5", tools: [{ type: "agent", agent: "clerk" }] },
+  // Its smallest call costs more than the whole budget.
+  pricey: { description: "Costs more than anyone may spend.", model: "openai:gpt-pricey", tools: [] },
   triage: {
     description: "Sorts a ticket into a queue.",
     model: "openai:gpt-4o-mini",
@@ -48,7 +52,11 @@ const e2e = setup({
   vars: () => ({
     AGENTS: JSON.stringify(AGENTS),
     ALLOW_ANONYMOUS: "false",
-    API_KEYS: "alice:sk-alice,bob:sk-bob",
+    API_KEYS: "alice:sk-alice,bob:sk-bob,erin:sk-erin",
+    USER_BUDGET_USD: "5",
+    // On (the harness turns it off): 30 a minute per user, the binding's.
+    RATE_LIMIT_PER_MINUTE: "30",
+    MODELS: JSON.stringify([{ id: "openai:gpt-pricey", context_window: 128000, max_output_tokens: 4096, price: { input: 100000, output: 100000, cache_read: 0, cache_write: 0 } }]),
     APPROVAL_REQUIRED_TOOLS: "current_time,wire_money",
     JWT_ISSUER: ISSUER,
     JWT_SECRET: "mcp-test-secret-of-enough-length-0123456789",
@@ -84,7 +92,7 @@ test("the SDK's client lists every agent, asks one with progress, and continues 
   assert.equal(client.getServerVersion().name, "edge-agent");
   const { tools } = await client.listTools();
   // The agents, and the HTTP tools that need no approval.
-  assert.deepEqual(tools.map((t) => t.name).sort(), ["ask_clerk", "ask_helper", "ask_triage", "weather"]);
+  assert.deepEqual(tools.map((t) => t.name).sort(), ["ask_clerk", "ask_helper", "ask_lead", "ask_pricey", "ask_triage", "weather"]);
   assert.equal(tools.find((t) => t.name === "ask_triage").outputSchema.required[0], "queue");
   assert.equal(tools.find((t) => t.name === "ask_helper").outputSchema, undefined);
 
@@ -132,7 +140,7 @@ test("a call the turn must have approved comes back as a pending approval, and t
   const pending = paused.structuredContent;
   assert.equal(pending.status, "awaiting_approval");
   assert.deepEqual(pending.approvals.map((a) => [a.tool_call_id, a.tool]), [["toolu_t1", "current_time"]]);
-  assert.match(paused.content[0].text, /waits for approval/);
+  assert.match(paused.content[0].text, /a person must approve these calls/);
   const state = await (await api(e2e.worker.url, "GET", `/v1/conversations/${pending.conversation_id}`, undefined, ALICE)).json();
   assert.equal(state.status, "awaiting_approval");
 
@@ -162,10 +170,57 @@ test("another user's conversation id is refused, and nothing is added to it", as
   const { messages } = await (await api(e2e.worker.url, "GET", `/v1/conversations/${id}/messages`, undefined, ALICE)).json();
   assert.equal(messages.length, 2);
   // Nor may a conversation be continued with another agent's tool.
-  const other = await (await connect(ALICE)).callTool({ name: "ask_clerk", arguments: { message: "Hi", conversation_id: id } });
+  const again = await connect(ALICE);
+  const other = await again.callTool({ name: "ask_clerk", arguments: { message: "Hi", conversation_id: id } });
   assert.equal(other.isError, true);
   assert.match(other.content[0].text, /belongs to the agent `helper`: ask it with `ask_helper`/);
+  await again.close();
   await bob.close();
+});
+
+test("a sub-agent's call that needs approval is asked of the MCP caller and answered through the next call", async () => {
+  const client = await connect(ALICE);
+  anthropic.script(
+    { tools: [{ id: "toolu_L", name: "clerk", input: { task: "What time is it?" } }] },
+    { tools: [{ id: "toolu_T", name: "current_time", input: {} }] },
+  );
+  const paused = await client.callTool({ name: "ask_lead", arguments: { message: "Ask the clerk the time." } });
+  const pending = paused.structuredContent;
+  assert.equal(pending.status, "awaiting_approval", JSON.stringify(paused));
+  assert.deepEqual(pending.approvals.map((a) => a.tool_call_id), ["toolu_L/toolu_T"]);
+  anthropic.script({ text: "It is noon." }, { text: "The clerk says it is noon." });
+  const resumed = await client.callTool({
+    name: "ask_lead",
+    arguments: { conversation_id: pending.conversation_id, approvals: [{ tool_call_id: "toolu_L/toolu_T", approved: true }] },
+  });
+  assert.equal(resumed.content[0].text, "The clerk says it is noon.", JSON.stringify(resumed));
+  await client.close();
+});
+
+test("budgets and the rate limit hold for MCP callers as for any", async () => {
+  const client = await connect(ALICE);
+  const calls = openai.requests.length;
+  const { conversations: before } = await (await api(e2e.worker.url, "GET", "/v1/conversations?limit=100", undefined, ALICE)).json();
+  const refused = await client.callTool({ name: "ask_pricey", arguments: { message: "Think very hard." } });
+  assert.equal(refused.isError, true);
+  assert.match(refused.content[0].text, /budget/);
+  assert.equal(openai.requests.length, calls, "the pricey model was never called");
+  const { conversations: after } = await (await api(e2e.worker.url, "GET", "/v1/conversations?limit=100", undefined, ALICE)).json();
+  assert.equal(after.length, before.length, "the conversation made for the call is taken back");
+  await client.close();
+
+  const erin = await connect({ authorization: "Bearer sk-erin" });
+  await withinOneRateWindow(10_000);
+  for (let i = 0; i < 30; i++) {
+    const ok = await erin.callTool({ name: "weather", arguments: { city: `C${i}` } });
+    assert.equal(ok.isError, false, `call ${i + 1}`);
+  }
+  const limited = await erin.callTool({ name: "ask_helper", arguments: { message: "hi" } });
+  assert.equal(limited.isError, true);
+  assert.match(limited.content[0].text, /30 a minute/);
+  const tool = await erin.callTool({ name: "weather", arguments: { city: "Oslo" } });
+  assert.match(tool.content[0].text, /30 a minute/);
+  await erin.close();
 });
 
 test("with MCP_EXPOSE_TOOLS an HTTP tool is called directly; one that needs approval is not offered", async () => {
@@ -176,6 +231,11 @@ test("with MCP_EXPOSE_TOOLS an HTTP tool is called directly; one that needs appr
   assert.equal(toolCalls.at(-1), "/weather/Oslo");
   const calls = toolCalls.length;
   await assert.rejects(client.callTool({ name: "wire_money", arguments: { usd: 5 } }), /not a tool of this server/);
+  assert.equal(toolCalls.length, calls, "the API was not called");
+  // Arguments its schema refuses never reach the API: an error the model can fix.
+  const bad = await client.callTool({ name: "weather", arguments: { city: 5 } });
+  assert.equal(bad.isError, true);
+  assert.match(bad.content[0].text, /invalid arguments for `weather`/);
   assert.equal(toolCalls.length, calls, "the API was not called");
   await client.close();
 });
@@ -208,9 +268,10 @@ test("the transport's rules: notifications, bad messages, unknown methods and to
   assert.deepEqual([unknown.id, unknown.error.code], ["u", -32601]);
   const noTool = await (await rpc({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "ask_nobody", arguments: { message: "hi" } } })).json();
   assert.equal(noTool.error.code, -32602);
+  // Arguments an agent cannot take: a tool error its caller's model can correct (SEP-1303).
   const noMessage = await (await rpc({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "ask_helper", arguments: {} } })).json();
-  assert.equal(noMessage.error.code, -32602);
-  assert.match(noMessage.error.message, /`message` is required/);
+  assert.equal(noMessage.result.isError, true);
+  assert.match(noMessage.result.content[0].text, /`message` is required/);
   // A page from an origin CORS_ORIGINS does not list (a rebound name among them).
   assert.equal((await rpc({ jsonrpc: "2.0", id: 4, method: "ping" }, { ...ALICE, origin: "http://evil.example" })).status, 403);
   assert.equal((await rpc({ jsonrpc: "2.0", id: 5, method: "ping" }, { ...ALICE, "mcp-protocol-version": "2099-01-01" })).status, 400);

@@ -27,10 +27,11 @@ impl CorsOrigins {
         vec![
             ("access-control-allow-origin", allowed),
             ("vary", "Origin".to_string()),
-            // Lets a browser client see which stream protocol it is reading.
+            // Lets a browser client see which stream protocol it is reading, and an MCP client
+            // in a page where to get a token after a 401.
             (
                 "access-control-expose-headers",
-                "x-vercel-ai-ui-message-stream".to_string(),
+                "x-vercel-ai-ui-message-stream, www-authenticate".to_string(),
             ),
         ]
     }
@@ -49,8 +50,9 @@ impl CorsOrigins {
             ),
             (
                 "access-control-allow-headers",
-                // `idempotency-key`: a browser on another origin may make a send repeatable.
-                "authorization, content-type, idempotency-key".to_string(),
+                // `idempotency-key`: a browser on another origin may make a send repeatable;
+                // `mcp-protocol-version`: an MCP client's every request after `initialize`.
+                "authorization, content-type, idempotency-key, mcp-protocol-version".to_string(),
             ),
             ("access-control-max-age", "86400".to_string()),
         ]

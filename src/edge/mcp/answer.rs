@@ -36,16 +36,66 @@ fn answered(agent: &AgentSpec, answer: &Value, conversation: &str) -> Value {
         "_meta": {"conversation_id": conversation},
     });
     match agent.output.as_deref() {
-        Some(spec) => {
-            if let Some(object) = structured(spec, answer) {
-                result["structuredContent"] = object;
+        Some(spec) => match structured(spec, answer) {
+            Some(object) => result["structuredContent"] = object,
+            // Not what the agent declares (an agent handed to answered in its own way): an
+            // error, never content that breaks the listed `outputSchema`.
+            None => {
+                return failed(
+                    &format!(
+                        "the turn's answer is not the object `{PREFIX}{}` declares: {text}",
+                        agent.name
+                    ),
+                    Some(conversation),
+                )
             }
-        }
+        },
         None => {
             result["structuredContent"] = json!({"answer": text, "conversation_id": conversation})
         }
     }
     result
+}
+
+/// A result that is no answer yet and no failure: a status for untyped agents (and `isError`
+/// for a typed one, whose client checks a result against its `outputSchema` unless it is one).
+fn not_yet(agent: &AgentSpec, text: String, status: Value) -> Value {
+    let mut result = json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": agent.output.is_some(),
+        "_meta": status.clone(),
+    });
+    if agent.output.is_none() {
+        result["structuredContent"] = status;
+    }
+    result
+}
+
+/// The message was queued: a turn already runs in the conversation, which will answer it.
+pub fn queued(agent: &AgentSpec, conversation: &str, position: &Value) -> Value {
+    let text = format!(
+        "A turn is already running in conversation `{conversation}`: the message was queued \
+         (position {position}) and will be answered there, in its history. Do not send it again."
+    );
+    not_yet(
+        agent,
+        text,
+        json!({"status": "queued", "conversation_id": conversation, "position": position}),
+    )
+}
+
+/// The turn's stream was lost before its end, and following it again did not reach the end:
+/// the turn goes on in its conversation.
+pub fn running(agent: &AgentSpec, conversation: &str) -> Value {
+    let text = format!(
+        "The turn is still running in conversation `{conversation}`; its answer will be in its \
+         history. Do not send the message again."
+    );
+    not_yet(
+        agent,
+        text,
+        json!({"status": "running", "conversation_id": conversation}),
+    )
 }
 
 /// A turn that waits for a person's decision on some of its calls: which, and how to answer.
@@ -58,16 +108,18 @@ fn paused(progress: &Progress, agent: &AgentSpec, conversation: &str) -> Value {
         .map(|c| {
             format!(
                 "`{}` {} (tool_call_id `{}`)",
-                c["tool"].as_str().unwrap_or("?"),
+                c["tool"].as_str().unwrap_or("a sub-agent's call"),
                 c["input"],
                 c["tool_call_id"].as_str().unwrap_or("?")
             )
         })
         .collect();
+    // Information for the person behind the client, who decides: the calls and how a decision
+    // is sent, not an instruction to the model that reads it.
     let text = format!(
-        "The agent `{name}` waits for approval before it runs: {calls}. To decide, call \
-         `{PREFIX}{name}` again with `conversation_id` \"{conversation}\" and `approvals`: \
-         [{{\"tool_call_id\": \"...\", \"approved\": true or false, \"reason\": \"...\"}}].",
+        "The agent `{name}` paused: a person must approve these calls before they run: {calls}. \
+         A decision is sent by calling `{PREFIX}{name}` with `conversation_id` \"{conversation}\" \
+         and `approvals`: [{{\"tool_call_id\": \"...\", \"approved\": true or false}}].",
         name = agent.name,
         calls = calls.join("; "),
     );
@@ -76,15 +128,7 @@ fn paused(progress: &Progress, agent: &AgentSpec, conversation: &str) -> Value {
         "conversation_id": conversation,
         "approvals": awaiting,
     });
-    let mut result = json!({
-        "content": [{"type": "text", "text": text}],
-        "isError": agent.output.is_some(),
-        "_meta": {"conversation_id": conversation, "awaiting_approval": pending["approvals"]},
-    });
-    if agent.output.is_none() {
-        result["structuredContent"] = pending;
-    }
-    result
+    not_yet(agent, text, pending)
 }
 
 /// A call that ran no turn to its answer: why, and the conversation when there is one.
@@ -203,7 +247,36 @@ mod tests {
         // A typed agent has no answer to give yet: an error for its schema's sake.
         let typed = of_turn(&fold(&pause), config.agent(Some("triage")).unwrap(), "c3");
         assert_eq!(typed["isError"], true);
-        assert_eq!(typed["_meta"]["awaiting_approval"][0]["tool"], "refund");
+        assert_eq!(typed["_meta"]["approvals"][0]["tool"], "refund");
+    }
+
+    #[test]
+    fn a_queued_message_and_a_lost_stream_are_no_failure_and_no_answer_yet() {
+        let config = config();
+        let helper = config.agent(Some("helper")).unwrap();
+        let queued = queued(helper, "c5", &json!(2));
+        assert_eq!(queued["isError"], false);
+        assert_eq!(
+            queued["structuredContent"],
+            json!({"status": "queued", "conversation_id": "c5", "position": 2})
+        );
+        assert!(queued["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Do not send it again"));
+        let running = running(config.agent(Some("triage")).unwrap(), "c5");
+        // A typed agent's client would check a status against its answer's schema.
+        assert_eq!(running["isError"], true);
+        assert!(running.get("structuredContent").is_none());
+        assert_eq!(running["_meta"]["status"], "running");
+        // An answer that is not the declared object (an agent handed to answered in text).
+        let p = fold(&[
+            json!({"type": "text-delta", "id": "t", "delta": "billing"}),
+            json!({"type": "finish", "finishReason": "stop"}),
+        ]);
+        let result = of_turn(&p, config.agent(Some("triage")).unwrap(), "c5");
+        assert_eq!(result["isError"], true);
+        assert!(result.get("structuredContent").is_none());
     }
 
     #[test]

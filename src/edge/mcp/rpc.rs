@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 /// The revisions answered, newest first: `initialize` gets the client's when it is one of
 /// them, else the newest; a later request's `MCP-Protocol-Version` must name one.
-pub const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+pub const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
 
 /// The largest message taken, in bytes: a question for an agent, not a document store.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
@@ -104,8 +104,9 @@ pub fn negotiate(asked: Option<&str>) -> &'static str {
         .unwrap_or(VERSIONS[0])
 }
 
-/// Whether a request's `MCP-Protocol-Version` header is one this server speaks (absent: the
-/// transport's rule is to assume 2025-03-26, which it does).
+/// Whether a request's `MCP-Protocol-Version` header is one this server speaks. Absent, the
+/// transport's rule is to assume 2025-03-26; what this server does differently from it (one
+/// message per request, no batches) is refused in terms a client of it reads.
 pub fn version_ok(header: Option<&str>) -> bool {
     header.is_none_or(|v| VERSIONS.contains(&v.trim()))
 }
@@ -124,6 +125,15 @@ pub fn progress(token: &Value, progress: u64, message: &str) -> Value {
         "jsonrpc": "2.0",
         "method": "notifications/progress",
         "params": {"progressToken": token, "progress": progress, "message": message},
+    })
+}
+
+/// A `notifications/message` (MCP's logging) at `level`, carrying `data`.
+pub fn log(level: &str, data: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": level, "logger": "edge-agent", "data": data},
     })
 }
 
@@ -190,8 +200,8 @@ mod tests {
         assert_eq!(negotiate(Some("2025-06-18")), "2025-06-18");
         assert_eq!(negotiate(Some("2024-11-05")), "2025-11-25");
         assert_eq!(negotiate(None), "2025-11-25");
-        assert!(version_ok(None) && version_ok(Some("2025-03-26")));
-        assert!(!version_ok(Some("2099-01-01")));
+        assert!(version_ok(None) && version_ok(Some("2025-06-18")));
+        assert!(!version_ok(Some("2099-01-01")) && !version_ok(Some("2025-03-26")));
     }
 
     #[test]

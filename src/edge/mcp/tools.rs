@@ -120,7 +120,7 @@ fn output_schema(spec: &OutputSpec) -> Option<Value> {
 /// [`output_schema`] says; a `json` answer only when it is an object.
 pub fn structured(spec: &OutputSpec, answer: &Value) -> Option<Value> {
     match spec.kind {
-        Kind::Object => Some(answer.clone()),
+        Kind::Object => answer.is_object().then(|| answer.clone()),
         Kind::Array => Some(json!({"elements": answer})),
         Kind::Choice => Some(json!({"result": answer})),
         Kind::Json => answer.is_object().then(|| answer.clone()),

@@ -1,5 +1,5 @@
-//! Per-user limits on message-sending requests (`POST /v1/chat`, `.../messages`, `.../retry`),
-//! on scheduled turns, and on writes that take D1 space (`POST /v1/conversations`, artifact `PUT`s), through the
+//! Per-user limits on message-sending requests (`POST /v1/chat`, `.../messages`, `.../retry`,
+//! an MCP `tools/call`), on scheduled turns, and on writes that take D1 space (`POST /v1/conversations`, artifact `PUT`s), through the
 //! Workers Rate Limiting binding. Reads are never counted.
 //!
 //! The platform takes the limit from the binding's declaration (`[[ratelimits]]` in

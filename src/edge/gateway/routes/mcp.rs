@@ -9,14 +9,17 @@
 use futures::channel::mpsc;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use worker::{console_error, wasm_bindgen_futures, Env, Headers, Request, Response};
+use worker::{
+    console_error, console_log, console_warn, wasm_bindgen_futures, Env, Headers, Request, Response,
+};
 
-use super::messages::hand_over;
+use super::messages::{checked_turn, hand_over};
 use super::owned;
 use crate::agent::remote::HttpToolSpec;
 use crate::agent::{AgentMessage, ServerTool};
 use crate::edge::config::agents::AgentSpec;
 use crate::edge::config::Config;
+use crate::edge::conversation::client::ConversationClient;
 use crate::edge::conversation::turn::remote_tools::http_tool;
 use crate::edge::conversation::turn::subagent::progress::Progress;
 use crate::edge::d1::conversations::Remembered;
@@ -27,8 +30,10 @@ use crate::edge::mcp::rpc::{self, Incoming, RpcError};
 use crate::edge::mcp::{answer, tools};
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
-use crate::edge::protocol::{Delivery, TurnRequest};
+use crate::edge::platform::timers::WorkerSleeper;
+use crate::edge::protocol::{Delivery, TurnConversation, TurnRequest};
 use crate::llm::sse::SseDecoder;
+use crate::llm::Sleeper;
 
 /// The longest title a conversation an MCP call starts takes from its message, in characters.
 const TITLE_CHARS: usize = 80;
@@ -72,37 +77,19 @@ pub async fn post(
         "initialize" => Ok(initialize(&params)),
         "ping" | "logging/setLevel" => Ok(json!({})),
         "tools/list" => Ok(json!({"tools": tools::listed(config)})),
-        "tools/call" => {
-            let name = params["name"].as_str().unwrap_or_default();
-            let http = tools::exposed(config).find(|spec| spec.name == name);
-            if let (Some(spec), None) = (http, tools::agent_of(config, name)) {
-                let result = match &params["arguments"] {
-                    Value::Object(arguments) => {
-                        Ok(http_call(env, config, user, spec, arguments).await)
-                    }
-                    Value::Null => {
-                        Ok(http_call(env, config, user, spec, &Default::default()).await)
-                    }
-                    _ => Err(RpcError::InvalidParams(
-                        "`arguments` must be an object".into(),
-                    )),
-                };
-                return match result {
-                    Ok(result) => message(200, &rpc::result(&id, result)),
-                    Err(e) => message(200, &rpc::error(&id, &e)),
-                };
+        "tools/call" => match Call::read(config, &params) {
+            Ok(Call::Http(spec, arguments)) => {
+                Ok(http_call(env, config, (user, request_id), spec, &arguments).await)
             }
-            let call = match Call::read(config, &params) {
-                Ok(call) => call,
-                Err(e) => return message(200, &rpc::error(&id, &e)),
-            };
-            let token = params["_meta"]["progressToken"].clone();
-            let wants_progress = matches!(token, Value::String(_) | Value::Number(_));
-            if wants_progress && streams {
-                return streamed(env, call, (user, request_id), id, token);
+            // Arguments an agent cannot take: told as a tool's error, for the model to fix.
+            Ok(Call::Unfit(why)) => Ok(answer::failed(&why, None)),
+            Ok(Call::Ask(ask)) if streams => {
+                let token = progress_token(&params);
+                return streamed(env, ask, (user, request_id), id, token);
             }
-            Ok(call.run(env, config, (user, request_id), &mut |_| {}).await)
-        }
+            Ok(Call::Ask(ask)) => Ok(ask.run(env, config, (user, request_id), &mut |_| {}).await),
+            Err(e) => Err(e),
+        },
         other => Err(RpcError::MethodNotFound(format!(
             "`{other}` is not a method this server has"
         ))),
@@ -110,6 +97,20 @@ pub async fn post(
     match answer {
         Ok(result) => message(200, &rpc::result(&id, result)),
         Err(e) => message(200, &rpc::error(&id, &e)),
+    }
+}
+
+/// The longest `progressToken` taken, in bytes: each notification repeats it.
+const MAX_TOKEN_BYTES: usize = 256;
+/// Most notifications one call sends: past them, the turn's progress goes untold.
+const MAX_NOTES: u64 = 200;
+
+/// The call's `progressToken`, when it asked for progress with one of a sane size.
+fn progress_token(params: &Value) -> Option<Value> {
+    match &params["_meta"]["progressToken"] {
+        Value::String(s) if s.len() <= MAX_TOKEN_BYTES => Some(Value::String(s.clone())),
+        Value::Number(n) => Some(Value::Number(n.clone())),
+        _ => None,
     }
 }
 
@@ -124,23 +125,69 @@ fn initialize(params: &Value) -> Value {
     })
 }
 
-/// A call of an HTTP tool the deployment exposes (`MCP_EXPOSE_TOOLS`): made from here, as a
-/// turn would make it, counted against the caller's rate limit as a message is.
+/// A call of an HTTP tool the deployment exposes (`MCP_EXPOSE_TOOLS`), made from here as a
+/// turn makes one: its arguments checked against its schema, within `TOOL_TIMEOUT_MS`, counted
+/// against the caller's rate limit as a message is, and logged (the deployment's credentials
+/// call out for someone).
 async fn http_call(
     env: &Env,
     config: &Config,
-    user: &str,
+    (user, request_id): (&str, &str),
     spec: &HttpToolSpec,
     arguments: &serde_json::Map<String, Value>,
 ) -> Value {
     if let Err(e) = crate::edge::platform::rate_limit::check(env, config, user).await {
-        return answer::failed(&e.to_string(), None);
+        return refused(&e, request_id, None);
     }
+    let problems =
+        crate::agent::schema::validate(&spec.input_schema, &Value::Object(arguments.clone()));
+    if !problems.is_empty() {
+        return answer::failed(
+            &format!(
+                "invalid arguments for `{}`: {}",
+                spec.name,
+                problems.join("; ")
+            ),
+            None,
+        );
+    }
+    let started = now_ms();
     let result = match http_tool(config, spec) {
-        Ok(tool) => tool.call(arguments).await,
+        Ok(tool) => {
+            let call = std::pin::pin!(tool.call(arguments));
+            let limit = std::pin::pin!(WorkerSleeper.sleep(config.tool_timeout_ms.into()));
+            match futures::future::select(call, limit).await {
+                futures::future::Either::Left((result, _)) => result,
+                futures::future::Either::Right(_) => Err(format!(
+                    "`{}` did not finish within {} ms (TOOL_TIMEOUT_MS)",
+                    spec.name, config.tool_timeout_ms
+                )),
+            }
+        }
         Err(e) => Err(e),
     };
+    let line = json!({
+        "event": "mcp_tool_call",
+        "request_id": request_id,
+        "user": user,
+        "tool": spec.name,
+        "ok": result.is_ok(),
+        "ms": now_ms() - started,
+    });
+    console_log!("{line}");
     tools::http_result(result)
+}
+
+/// A refusal as a call's result, logged as the API logs one: a warning, an error for a 5xx
+/// (whose detail stays in the log).
+fn refused(e: &ApiError, request_id: &str, conversation: Option<&str>) -> Value {
+    let line = e.log_line(request_id, "POST", "/mcp");
+    if e.status() >= 500 {
+        console_error!("{line}");
+    } else {
+        console_warn!("{line}");
+    }
+    answer::failed(&e.public_message(request_id), conversation)
 }
 
 /// One JSON-RPC message as the response.
@@ -152,27 +199,35 @@ fn message(status: u16, message: &Value) -> Result<Response, ApiError> {
         .with_headers(headers))
 }
 
-/// A call that streams: progress notifications as the turn goes, then its result, as SSE. The
-/// turn runs in its conversation's object whatever becomes of this response.
+/// A call that streams: a logging notification naming the conversation as soon as there is
+/// one, progress notifications as the turn goes (with a `progressToken`), then its result, as
+/// SSE. The turn runs in its conversation's object whatever becomes of this response.
 fn streamed(
     env: &Env,
-    call: Call,
+    ask: Ask,
     (user, request_id): (&str, &str),
     id: Value,
-    token: Value,
+    token: Option<Value>,
 ) -> Result<Response, ApiError> {
     let config = Config::cached(env)?;
+    // Bounded by what is sent into it: at most MAX_NOTES notes of a bounded size, and the result.
     let (tx, rx) = mpsc::unbounded::<Result<Vec<u8>, worker::Error>>();
     let env = env.clone();
     let (user, request_id) = (user.to_string(), request_id.to_string());
     wasm_bindgen_futures::spawn_local(async move {
         let mut sent = 0u64;
-        let mut notify = |doing: &str| {
-            sent += 1;
-            let note = rpc::progress(&token, sent, doing);
-            let _ = tx.unbounded_send(Ok(rpc::sse_event(&note).into_bytes()));
+        let mut notify = |note: Note<'_>| {
+            let message = match (note, &token) {
+                (Note::Conversation(id), _) => rpc::log("info", json!({"conversation_id": id})),
+                (Note::Doing(doing), Some(token)) if sent < MAX_NOTES => {
+                    sent += 1;
+                    rpc::progress(token, sent, doing)
+                }
+                _ => return,
+            };
+            let _ = tx.unbounded_send(Ok(rpc::sse_event(&message).into_bytes()));
         };
-        let result = call
+        let result = ask
             .run(&env, &config, (&user, &request_id), &mut notify)
             .await;
         let _ = tx.unbounded_send(Ok(rpc::sse_event(&rpc::result(&id, result)).into_bytes()));
@@ -183,65 +238,131 @@ fn streamed(
     Ok(Response::from_stream(rx)?.with_headers(headers))
 }
 
-/// A `tools/call` of `ask_<agent>`, its arguments read.
-struct Call {
-    agent: std::rc::Rc<AgentSpec>,
-    ask: tools::Ask,
+/// What a running call tells its client.
+#[derive(Clone, Copy)]
+enum Note<'a> {
+    /// The conversation the turn runs in, once known.
+    Conversation(&'a str),
+    /// What the turn does now.
+    Doing(&'a str),
 }
 
-impl Call {
-    fn read(config: &Config, params: &Value) -> Result<Call, RpcError> {
+/// A `tools/call`, read.
+enum Call<'c> {
+    /// An agent asked.
+    Ask(Ask),
+    /// One of the deployment's HTTP tools (`MCP_EXPOSE_TOOLS`), with its arguments.
+    Http(&'c HttpToolSpec, serde_json::Map<String, Value>),
+    /// An agent's tool with arguments it cannot take, and why.
+    Unfit(String),
+}
+
+impl<'c> Call<'c> {
+    /// A call's tool and arguments; a name this server does not list, or arguments that are
+    /// not an object, are JSON-RPC errors.
+    fn read(config: &'c Config, params: &Value) -> Result<Call<'c>, RpcError> {
         let Some(name) = params["name"].as_str() else {
             return Err(RpcError::InvalidParams(
                 "`name` (a string) is required".into(),
             ));
         };
-        let Some(agent) = tools::agent_of(config, name) else {
-            return Err(RpcError::InvalidParams(format!(
-                "`{name}` is not a tool of this server: `tools/list` names them"
-            )));
+        let arguments = match &params["arguments"] {
+            Value::Object(arguments) => arguments.clone(),
+            Value::Null => Default::default(),
+            _ => {
+                return Err(RpcError::InvalidParams(
+                    "`arguments` must be an object".into(),
+                ))
+            }
         };
-        Ok(Call {
-            agent: agent.clone(),
-            ask: tools::read_ask(&params["arguments"])?,
-        })
+        if let Some(agent) = tools::agent_of(config, name) {
+            return Ok(match tools::read_ask(&Value::Object(arguments)) {
+                Ok(ask) => Call::Ask(Ask {
+                    agent: agent.clone(),
+                    ask,
+                }),
+                Err(why) => Call::Unfit(why.to_string()),
+            });
+        }
+        match tools::exposed(config).find(|spec| spec.name == name) {
+            Some(spec) => Ok(Call::Http(spec, arguments)),
+            None => Err(RpcError::InvalidParams(format!(
+                "`{name}` is not a tool of this server: `tools/list` names them"
+            ))),
+        }
     }
+}
 
-    /// Runs the call's turn to its end and gives its result; `progress` hears what the turn
-    /// does as it goes. A refusal (a budget, the rate limit, someone else's conversation) is
-    /// a result with `isError`, as MCP has tool failures reported.
+/// A call of `ask_<agent>`, its arguments read.
+struct Ask {
+    agent: std::rc::Rc<AgentSpec>,
+    ask: tools::Ask,
+}
+
+impl Ask {
+    /// Runs the call's turn to its end and gives its result; `notify` hears the conversation
+    /// and what the turn does as it goes. A refusal (a budget, the rate limit, someone else's
+    /// conversation) is a result with `isError`, as MCP has tool failures reported.
     async fn run(
         self,
         env: &Env,
         config: &Config,
         (user, request_id): (&str, &str),
-        progress: &mut dyn FnMut(&str),
+        notify: &mut dyn FnMut(Note<'_>),
     ) -> Value {
         let mut conversation_id = self.ask.conversation_id.clone();
+        let mut made = false;
         let turn = self
-            .start(env, config, (user, request_id), &mut conversation_id)
+            .start(
+                env,
+                config,
+                (user, request_id),
+                (&mut conversation_id, &mut made),
+            )
             .await;
+        let taken_back = |env: &Env, id: &str| {
+            let (env, id, user) = (env.clone(), id.to_string(), user.to_string());
+            async move {
+                // A conversation made for a message its object did not take: gone again, as a
+                // refused chat's is (only while it has no messages).
+                if let Ok(store) = Store::for_owner(&env, &user).await {
+                    if let Err(e) = store.take_back(&id, &user, "", true).await {
+                        console_error!("taking back the conversation made for an MCP call: {e}");
+                    }
+                }
+            }
+        };
         let response = match turn {
             Ok(response) => response,
             Err(e) => {
-                if e.status() >= 500 {
-                    console_error!("{}", e.log_line(request_id, "POST", "/mcp"));
+                if let (true, Some(id)) = (made, &conversation_id) {
+                    taken_back(env, id).await;
                 }
-                return answer::failed(&e.public_message(request_id), conversation_id.as_deref());
+                let shown = if made {
+                    None
+                } else {
+                    conversation_id.as_deref()
+                };
+                return refused(&e, request_id, shown);
             }
         };
         let conversation = conversation_id.unwrap_or_default();
-        read_turn(response, &self.agent, &conversation, progress).await
+        let status = response.status_code();
+        if made && !matches!(status, 200 | 202) {
+            taken_back(env, &conversation).await;
+        }
+        notify(Note::Conversation(&conversation));
+        read_turn(env, response, &self.agent, &conversation, notify).await
     }
 
     /// Starts (or resumes) the turn in the caller's conversation, made for this call when it
-    /// names none; `conversation` is set to the one used.
+    /// names none; the conversation used is set, and whether it was made.
     async fn start(
         &self,
         env: &Env,
         config: &Config,
         (user, request_id): (&str, &str),
-        conversation: &mut Option<String>,
+        (conversation, made): (&mut Option<String>, &mut bool),
     ) -> Result<Response, ApiError> {
         crate::edge::platform::rate_limit::check(env, config, user).await?;
         crate::edge::gateway::budget_check(env, config, user).await?;
@@ -259,7 +380,17 @@ impl Call {
                 }
                 row
             }
-            None => self.create(env, config, user).await?,
+            None => {
+                let row = self.new_conversation(user)?;
+                // Refused before it is made when no provider serves its model.
+                checked_turn(env, TurnConversation::from(&row), config)?;
+                Store::for_owner(env, user)
+                    .await?
+                    .create_conversation(&row, config.max_conversations_per_user)
+                    .await?;
+                *made = true;
+                row
+            }
         };
         *conversation = Some(row.id.clone());
         let request = match &self.ask.message {
@@ -286,19 +417,14 @@ impl Call {
         .await
     }
 
-    async fn create(
-        &self,
-        env: &Env,
-        config: &Config,
-        user: &str,
-    ) -> Result<Conversation, ApiError> {
+    fn new_conversation(&self, user: &str) -> Result<Conversation, ApiError> {
         let now = now_ms();
         let title = self
             .ask
             .message
             .as_deref()
             .map(|m| m.chars().take(TITLE_CHARS).collect());
-        let conversation = Conversation {
+        Ok(Conversation {
             id: new_id()?,
             owner: user.to_string(),
             title,
@@ -312,41 +438,50 @@ impl Call {
             parent: None,
             tool_call_id: None,
             memory: Remembered::new(&self.agent, false),
-        };
-        Store::for_owner(env, user)
-            .await?
-            .create_conversation(&conversation, config.max_conversations_per_user)
-            .await?;
-        Ok(conversation)
+        })
     }
 }
 
 /// The conversation's answer to the call's message, read to its end: the turn's stream (a
-/// `200`), a queued message (`202`: a turn already runs there), or a refusal.
+/// `200`), a queued message (`202`: a turn already runs there), or a refusal. A stream cut
+/// before its end is followed again once, from the object: the turn goes on there.
 async fn read_turn(
+    env: &Env,
     mut response: Response,
     agent: &AgentSpec,
     conversation: &str,
-    notify: &mut dyn FnMut(&str),
+    notify: &mut dyn FnMut(Note<'_>),
 ) -> Value {
     let status = response.status_code();
     if status != 200 {
         let body = response.text().await.unwrap_or_default();
         let said: Value = crate::llm::json::from_str(&body).unwrap_or(Value::Null);
-        let message = if status == 202 {
-            format!(
-                "a turn is already running in conversation `{conversation}`: your message was \
-                 queued as a follow-up (position {}) and will be answered there, in its history",
-                said["position"]
-            )
-        } else {
-            said["error"]["message"]
-                .as_str()
-                .unwrap_or("the conversation refused the message")
-                .to_string()
-        };
-        return answer::failed(&message, Some(conversation));
+        if status == 202 {
+            return answer::queued(agent, conversation, &said["position"]);
+        }
+        let message = said["error"]["message"]
+            .as_str()
+            .unwrap_or("the conversation refused the message");
+        return answer::failed(message, Some(conversation));
     }
+    let mut progress = fold(response, notify).await;
+    if !progress.finished() {
+        let attached = match ConversationClient::for_conversation(env, conversation) {
+            Ok(object) => object.stream().await.ok(),
+            Err(_) => None,
+        };
+        if let Some(again) = attached.filter(|r| r.status_code() == 200) {
+            progress = fold(again, notify).await;
+        }
+        if !progress.finished() {
+            return answer::running(agent, conversation);
+        }
+    }
+    answer::of_turn(&progress, agent, conversation)
+}
+
+/// A turn's stream folded to its end (or to where it was cut), telling `notify` what changes.
+async fn fold(mut response: Response, notify: &mut dyn FnMut(Note<'_>)) -> Progress {
     let mut progress = Progress::default();
     let mut decoder = SseDecoder::new();
     if let Ok(mut body) = response.stream() {
@@ -358,14 +493,14 @@ async fn read_turn(
                 Ok::<(), ()>(())
             });
             if progress.take_changed() {
-                notify(&progress.doing());
+                notify(Note::Doing(&progress.doing()));
             }
             if progress.finished() {
                 break;
             }
         }
     }
-    answer::of_turn(&progress, agent, conversation)
+    progress
 }
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: where a token for this server comes from

@@ -60,8 +60,9 @@ pub struct Progress {
     parts: Vec<Part>,
     /// The answer: the text of the last step that said something.
     answer: String,
-    /// A step began and has said nothing yet: its first text replaces the answer. (A turn
-    /// that ended on quiet calls closes with an empty step, which leaves the answer be.)
+    /// A step began and has said nothing yet: its first text replaces the answer. A step that
+    /// says nothing (the empty one a turn that ended on quiet calls closes with) leaves the
+    /// last step's text the answer.
     fresh_step: bool,
     /// The typed answer's state (`data-output`), and its size as JSON.
     output: Option<Value>,
@@ -243,17 +244,25 @@ impl Progress {
         shown
     }
 
-    /// The calls the turn paused to have approved: `{tool_call_id, tool, input}` each.
+    /// The calls the turn paused to have approved: `{tool_call_id, tool, input}` each, as far
+    /// as the stream showed them (a sub-agent's call, `<call>/<child call>`, comes with its id
+    /// alone).
     pub fn awaiting(&self) -> Vec<Value> {
-        self.parts
+        self.approvals
             .iter()
-            .filter_map(|p| match p {
-                Part::Tool {
-                    id, name, input, ..
-                } if self.approvals.contains(id) => {
-                    Some(json!({"tool_call_id": id, "tool": name, "input": input}))
+            .map(|id| {
+                let shown = self.parts.iter().find_map(|p| match p {
+                    Part::Tool {
+                        id: i, name, input, ..
+                    } if i == id => Some((name.as_str(), input)),
+                    _ => None,
+                });
+                match shown {
+                    Some((name, input)) => {
+                        json!({"tool_call_id": id, "tool": name, "input": input})
+                    }
+                    None => json!({"tool_call_id": id, "tool": null, "input": null}),
                 }
-                _ => None,
             })
             .collect()
     }
