@@ -69,10 +69,11 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
 fi
 
 # --- a real MCP server for the end-to-end tests ------------------------------------------------
-if ! .tools/mcp-venv/bin/python -c 'import importlib.metadata as m; assert m.version("mcp") == "2.3.0"' 2>/dev/null; then
-  say "installing the Python MCP SDK (mcp 2.3.0) into .tools/mcp-venv"
+# (and the official OTLP definitions, which decode the trace exports the tests receive)
+if ! .tools/mcp-venv/bin/python -c 'import importlib.metadata as m; assert m.version("mcp") == "2.3.0"; assert m.version("opentelemetry-proto") == "1.45.2"' 2>/dev/null; then
+  say "installing the Python MCP SDK (mcp 2.3.0) and opentelemetry-proto 1.45.2 into .tools/mcp-venv"
   python3 -m venv .tools/mcp-venv
-  .tools/mcp-venv/bin/pip install --quiet --progress-bar off "mcp==2.3.0" >&2
+  .tools/mcp-venv/bin/pip install --quiet --progress-bar off "mcp==2.3.0" "opentelemetry-proto==1.45.2" >&2
 fi
 
 # --- Schemathesis, which fuzzes the API from its OpenAPI document in the end-to-end tests ------

@@ -37,6 +37,9 @@ pub enum AgentEvent<'a> {
         skipped: &'a [ToolCall],
         messages: &'a [AgentMessage],
     },
+    /// Old exchanges were summarised before the step's call (a summary call, `duration_ms`
+    /// long, ended just now).
+    Compacted { duration_ms: u64 },
     /// A different model answers from now on.
     ProviderSwitch {
         from: &'a ModelRef,

@@ -138,12 +138,16 @@ pub async fn run_agent_turn(
         let mut hidden = 0..0;
         if let Some(compactor) = state.compactor.clone() {
             let ledger = HooksLedger(hooks);
+            let began = web_time::Instant::now();
             if let Some(compaction) = compactor.compact(&state.messages, &ledger).await {
                 // Its attempts given up on were recorded as they happened.
                 for (model, usage) in &compaction.calls {
                     charge_call(hooks, model, usage).await;
                 }
                 if compaction.summary.is_some() {
+                    emit(AgentEvent::Compacted {
+                        duration_ms: began.elapsed().as_millis() as u64,
+                    });
                     if let Err(e) = hooks.on_compaction(&compaction).await {
                         hooks.warn(&format!("on_compaction failed; the turn goes on: {e}"));
                     }

@@ -342,6 +342,10 @@ pub struct Handover {
     /// Sent by the agent tool of the conversation's parent: a child conversation takes
     /// messages, answers and retries from its parent only (the Worker never sets it).
     pub from_parent: bool,
+    /// The W3C `traceparent` of the request (or of the parent's tool call): a traced turn's
+    /// spans are that span's children.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 crate::json_struct!(Handover {
@@ -355,6 +359,7 @@ crate::json_struct!(Handover {
     "output" => output: default,
     "probe" => probe: default,
     "from_parent" => from_parent: default,
+    "traceparent" => traceparent: default,
 });
 
 #[derive(Serialize)]

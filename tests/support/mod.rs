@@ -317,6 +317,7 @@ pub fn describe(e: &AgentEvent<'_>) -> String {
             messages.len()
         ),
         AgentEvent::ProviderSwitch { from, to } => format!("switch {from}->{to}"),
+        AgentEvent::Compacted { .. } => "compacted".into(),
         AgentEvent::Done {
             final_text,
             total_steps,

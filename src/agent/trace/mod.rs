@@ -239,6 +239,11 @@ impl Recorder {
                 }
             }
             AgentEvent::StepEnd { message, .. } => self.close_chat(message, now),
+            AgentEvent::Compacted { duration_ms } => {
+                let name = format!("compact {}", self.calls + 1);
+                let attributes = vec![("gen_ai.operation.name", Attr::Str("compact".into()))];
+                self.add(&name, (now - *duration_ms as i64, now), attributes);
+            }
             AgentEvent::ToolExecution {
                 call,
                 output,
@@ -288,6 +293,8 @@ impl Recorder {
         attributes: Vec<(&'static str, Attr)>,
     ) {
         let id = derived_span_id(&self.root.id, name);
+        // The root begins no later than what it holds.
+        self.root.start_ms = self.root.start_ms.min(start);
         let mut span = Span::new(
             id,
             Some(self.root.id.clone()),

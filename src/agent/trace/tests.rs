@@ -482,3 +482,23 @@ fn the_export_is_otlp_json_and_headers_are_read_as_the_specification_writes_them
     assert!(parse_headers("novalue").is_err());
     assert!(parse_headers("x=a%0d%0aevil: 1").is_err());
 }
+
+#[test]
+fn compaction_and_recall_are_spans_of_their_own_within_the_turn() {
+    let mut r = recorder(false);
+    r.add(
+        "recall",
+        (950, 1_000),
+        vec![("gen_ai.operation.name", Attr::Str("recall".into()))],
+    );
+    r.record(&AgentEvent::Compacted { duration_ms: 300 }, 1_400);
+    let spans = r.finish("completed", 1_500);
+    assert_eq!(
+        spans[0].start_ms, 950,
+        "the root holds what came before the loop"
+    );
+    let compact = named(&spans, "compact 1")[0];
+    assert_eq!((compact.start_ms, compact.end_ms), (1_100, 1_400));
+    assert_eq!(compact.parent.as_deref(), Some(spans[0].id.as_str()));
+    assert_eq!(named(&spans, "recall")[0].end_ms, 1_000);
+}

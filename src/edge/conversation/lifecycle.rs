@@ -63,6 +63,7 @@ impl Object {
             message_id,
             announced: Cell::new(false),
             request_id: request_id.filter(|r| !r.is_empty()).map(str::to_string),
+            traceparent: None,
         })
     }
 
@@ -101,6 +102,7 @@ impl Object {
                         &claimed.turn_id,
                         claimed.message_id.as_deref(),
                     ),
+                    claimed.traceparent.as_deref(),
                 )
                 .await;
             match &result.unstored {
@@ -117,6 +119,7 @@ impl Object {
             }
             log_turn(&claimed, &result, &object, &turn_env, &who);
             let (extract, embed) = (result.extract.take(), result.embed.take());
+            let trace = result.trace.take();
             if let Some(tx) = summary {
                 let _ = tx.send(result);
             }
@@ -132,6 +135,12 @@ impl Object {
                         extract,
                     ));
                 remembering.await;
+            }
+            // Sent after the answer and after memory: never on the way to a token.
+            if let Some(trace) = trace {
+                let exporting: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> =
+                    Box::pin(trace.send());
+                exporting.await;
             }
         });
     }

@@ -156,6 +156,8 @@ struct Claimed {
     announced: Cell<bool>,
     /// The Worker request that started the turn (`None` for queued messages and recoveries).
     request_id: Option<String>,
+    /// That request's W3C trace context, which the turn's spans continue.
+    traceparent: Option<String>,
 }
 
 impl Claimed {

@@ -116,6 +116,7 @@ impl Object {
             output,
             probe,
             from_parent,
+            traceparent,
         } = send;
         // Deleted, or being deleted: nothing may recreate it until its D1 rows are gone.
         if let Some(deleted) = self.storage.deleted()? {
@@ -322,6 +323,7 @@ impl Object {
             live.started_by = Some(id.clone());
         }
         claimed.d1_before = claimed.d1_before.wrapping_sub(resolving);
+        claimed.traceparent = traceparent;
         claimed.sql_before = sql_before;
         let chosen = match choose_model(&turn_env, &conversation, &claimed.signal) {
             Ok(chosen) => chosen,

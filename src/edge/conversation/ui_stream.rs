@@ -337,6 +337,8 @@ impl UiStream {
                     },
                 );
             }
+            // Said in history (the summary) and in traces, not on the stream.
+            AgentEvent::Compacted { .. } => {}
             AgentEvent::ProviderSwitch { from, to } => {
                 let data = SwitchData {
                     from: from.to_string(),

@@ -137,6 +137,16 @@ async fn send(
     fetched(sent, Redirect::Follow).await
 }
 
+/// The property of a turn's abort signal that holds the turn's `traceparent`.
+const TRACEPARENT: &str = "edgeAgentTraceparent";
+
+/// Makes every request sent with `signal` (the turn's: its providers', tools' and MCP servers')
+/// carry `traceparent`. The signal is what every such request is already made with, so it
+/// carries the turn's trace context too, without a parameter through every provider and tool.
+pub fn trace_outbound(signal: &AbortSignal, traceparent: &str) {
+    let _ = js_sys::Reflect::set(signal.as_ref(), &TRACEPARENT.into(), &traceparent.into());
+}
+
 /// A request for `fetch` or a Durable Object stub, made with the platform's own `RequestInit`:
 /// workers-rs's `Request::new_with_init` carries the whole `cf` options type (image resizing
 /// and more) into the wasm, 12 KB, for options we never set.
@@ -168,10 +178,15 @@ pub(crate) fn new_request<N: AsRef<str>, V: AsRef<str>>(
         }
         init.set_body(&js_sys::Uint8Array::from(body.as_bytes()));
     }
-    init.set_headers(set.as_ref());
     if let Some(signal) = signal {
         init.set_signal(Some(signal));
+        let traced = js_sys::Reflect::get(signal.as_ref(), &TRACEPARENT.into());
+        if let Some(traceparent) = traced.ok().and_then(|v| v.as_string()) {
+            set.set("traceparent", &traceparent)
+                .map_err(|_| "header `traceparent` is not valid".to_string())?;
+        }
     }
+    init.set_headers(set.as_ref());
     // Not the URL in the error: this text can reach a user (a tool's error result), and a
     // deployment's URLs are its configuration.
     web_sys::Request::new_with_str_and_init(url, &init).map_err(|e| {

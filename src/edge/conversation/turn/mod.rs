@@ -30,6 +30,7 @@ pub mod resolver;
 mod result;
 mod run;
 pub mod subagent;
+pub(crate) mod trace;
 
 pub use env::{FixedProvider, TurnEnv};
 pub use prepare::prepare;
@@ -228,4 +229,6 @@ pub struct TurnResult {
     pub extract: Option<extract::Pending>,
     /// Messages to embed once the stream has ended, for semantic recall.
     pub embed: Option<memory::Embed>,
+    /// The turn's spans, to export once the stream has ended (`None`: not traced).
+    pub trace: Option<trace::Export>,
 }

@@ -139,6 +139,7 @@ mod tests {
             memory: None,
             extract: None,
             embed: None,
+            trace: None,
         };
         let stream = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"it broke (request r1)\"}\n\ndata: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n";
         let json = summary.into_json(stream, &config);
@@ -172,6 +173,7 @@ mod tests {
                 memory: None,
                 extract: None,
                 embed: None,
+                trace: None,
             }
         };
         let stream = "data: {\"type\":\"finish\",\"finishReason\":\"stop\"}\n\ndata: [DONE]\n\n";

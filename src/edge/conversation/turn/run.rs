@@ -9,6 +9,7 @@ use super::partial::PartialAnswer;
 use super::resolver::BudgetResolver;
 use super::{remote_tools, subagent, FixedProvider, Prepared, TurnEnv, TurnResult};
 use crate::agent::artifacts::ArtifactContext;
+use crate::agent::trace::Attr;
 use crate::agent::{
     artifacts, run_agent_turn, schedules, AgentEvent, AgentState, CancelToken, Compactor,
     ContextTransform, CurrentTime, ProviderResolver, ToolRegistry, TurnStats, UpdatePlan,
@@ -44,6 +45,7 @@ impl Prepared {
         signal: AbortSignal,
         log: Rc<ChunkLog>,
         (reference, turn_id, message_id): (&str, &str, Option<&str>),
+        traceparent: Option<&str>,
     ) -> TurnResult {
         let Prepared {
             pending,
@@ -125,6 +127,26 @@ impl Prepared {
             ui = ui.typed(format!("output:{}", message_id.unwrap_or(turn_id)), tool);
         }
         let mut stats = TurnStats::new(now_ms() as u64);
+        // Its trace, when it is traced (`OTEL_*`); recall, before the loop, is its first span.
+        let asked = state.messages.last().and_then(AgentMessage::user_said);
+        let names = (agent.name.as_str(), conversation.id.as_str());
+        let recorder = RefCell::new(super::trace::recorder(
+            config,
+            traceparent,
+            names,
+            asked.as_deref(),
+        ));
+        if let Some(recorder) = recorder.borrow_mut().as_mut() {
+            let recall = memory.as_ref().and_then(|m| m.report["recall_ms"].as_i64());
+            if let Some(ms) = recall {
+                let now = now_ms();
+                let attributes = vec![("gen_ai.operation.name", Attr::Str("recall".into()))];
+                recorder.add("recall", (now - ms, now), attributes);
+            }
+            // Every request made for the turn (provider, HTTP tool, MCP) carries its context.
+            crate::edge::platform::fetch::trace_outbound(&signal, &recorder.traceparent());
+        }
+        let trace_id = recorder.borrow().as_ref().map(|r| r.trace_id().to_string());
         let mut partial = PartialAnswer::default();
         let storage = turn_env.storage.clone();
         let send = |out: &mut String, partial: &mut PartialAnswer, now: i64| {
@@ -146,6 +168,9 @@ impl Prepared {
         let mut emit = |event: AgentEvent<'_>| {
             let now = clock.now();
             stats.record(&event, now as u64);
+            if let Some(recorder) = recorder.borrow_mut().as_mut() {
+                recorder.record(&event, now);
+            }
             if let AgentEvent::Error { message, .. } = &event {
                 // The detail the stream leaves out, findable by the request id it shows.
                 let line = serde_json::json!({
@@ -246,6 +271,7 @@ impl Prepared {
                 cancel: &cancel,
                 reference,
                 deadline_at,
+                trace: trace_id.as_deref(),
                 // Not in a sub-agent's conversation (its parent chose the agent it asks), nor
                 // in a typed answer's turn (checked against the agent it began with), nor past
                 // MAX_HANDOFFS in one turn.
@@ -411,6 +437,14 @@ impl Prepared {
         };
         ui.finish(&outcome, &mut out);
         send(&mut out, &mut partial, now_ms());
+        let trace = match (recorder.into_inner(), &config.traces) {
+            (Some(recorder), Some(settings)) => {
+                let id = recorder.trace_id().to_string();
+                let spans = recorder.finish(outcome_name(&outcome), now_ms());
+                Some(super::trace::Export::new(settings, &id, spans))
+            }
+            _ => None,
+        };
         TurnResult {
             messages: state
                 .messages
@@ -426,7 +460,21 @@ impl Prepared {
             memory: memory_report,
             extract,
             embed,
+            trace,
         }
+    }
+}
+
+/// How a turn ended, as its trace's root span says (`edge_agent.turn.outcome`).
+fn outcome_name(outcome: &TurnOutcome) -> &'static str {
+    match outcome {
+        TurnOutcome::Completed | TurnOutcome::Stopped => "completed",
+        TurnOutcome::AwaitingToolResults(_) => "awaiting_tool_results",
+        TurnOutcome::AwaitingApproval(_) => "awaiting_approval",
+        TurnOutcome::LimitReached(_) => "limit_reached",
+        TurnOutcome::Failed { .. } => "failed",
+        TurnOutcome::Cancelled => "cancelled",
+        TurnOutcome::HandedOff(_) => "handed_off",
     }
 }
 
@@ -439,6 +487,8 @@ struct Kit<'a> {
     cancel: &'a CancelToken,
     reference: &'a str,
     deadline_at: i64,
+    /// The turn's trace id, when it is traced: a sub-agent's turn joins the trace.
+    trace: Option<&'a str>,
     /// Whether the agent's handoff tools are offered.
     handoffs: bool,
     memory: Option<&'a super::memory::TurnMemory>,
@@ -520,6 +570,7 @@ impl Kit<'_> {
                 cancel: self.cancel.clone(),
                 deadline_at: self.deadline_at,
                 request_id: self.reference.to_string(),
+                trace: self.trace.map(str::to_string),
             });
             for spec in &agent.agent_tools {
                 let tool =

@@ -72,6 +72,7 @@ pub async fn post(
     user: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
+    let traceparent = super::traceparent(&req);
     let mut reader = ChatBody::within(message_body_limit(config));
     read_body(req, MAX_CHAT_BODY_BYTES, &mut |chunk| reader.push(chunk)).await?;
     let kept = reader.finish()?;
@@ -179,6 +180,7 @@ pub async fn post(
         output: body.output,
         probe: false,
         from_parent: false,
+        traceparent,
     };
     let answer = deliver(env, config, &guess, send, request_id).await;
     kept_if_taken(env, user, &files, answer).await

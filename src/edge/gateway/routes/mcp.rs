@@ -46,6 +46,7 @@ pub async fn post(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let headers = req.headers();
+    let traceparent = super::traceparent(&req);
     // A browser page may call only from an origin the deployment lists: a page another site
     // serves (or one that rebinds a name to this host) is refused before anything runs.
     if let Some(origin) = headers.get("origin")? {
@@ -83,11 +84,15 @@ pub async fn post(
             }
             // Arguments an agent cannot take: told as a tool's error, for the model to fix.
             Ok(Call::Unfit(why)) => Ok(answer::failed(&why, None)),
-            Ok(Call::Ask(ask)) if streams => {
+            Ok(Call::Ask(mut ask)) if streams => {
+                ask.traceparent = traceparent;
                 let token = progress_token(&params);
                 return streamed(env, ask, (user, request_id), id, token);
             }
-            Ok(Call::Ask(ask)) => Ok(ask.run(env, config, (user, request_id), &mut |_| {}).await),
+            Ok(Call::Ask(mut ask)) => {
+                ask.traceparent = traceparent;
+                Ok(ask.run(env, config, (user, request_id), &mut |_| {}).await)
+            }
             Err(e) => Err(e),
         },
         other => Err(RpcError::MethodNotFound(format!(
@@ -280,6 +285,7 @@ impl<'c> Call<'c> {
                 Ok(ask) => Call::Ask(Ask {
                     agent: agent.clone(),
                     ask,
+                    traceparent: None,
                 }),
                 Err(why) => Call::Unfit(why.to_string()),
             });
@@ -297,6 +303,8 @@ impl<'c> Call<'c> {
 struct Ask {
     agent: std::rc::Rc<AgentSpec>,
     ask: tools::Ask,
+    /// The request's trace context, for the turn's spans.
+    traceparent: Option<String>,
 }
 
 impl Ask {
@@ -412,7 +420,7 @@ impl Ask {
             request,
             (Vec::new(), None, None),
             true,
-            (config, request_id),
+            (config, request_id, self.traceparent.clone()),
         )
         .await
     }

@@ -166,6 +166,7 @@ pub async fn send(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let key = req.headers().get("idempotency-key")?;
+    let traceparent = super::traceparent(&req);
     if let Some(key) = &key {
         check_key(key, "Idempotency-Key")?;
     }
@@ -216,7 +217,15 @@ pub async fn send(
         Some((message, files)) => (Some(message), files),
         None => (None, Vec::new()),
     };
-    let answer = deliver(env, config, (user, id, request_id), body, keyed, message).await;
+    let answer = deliver(
+        env,
+        config,
+        (user, id, request_id),
+        body,
+        keyed,
+        (message, traceparent),
+    )
+    .await;
     kept_if_taken(env, user, &files, answer).await
 }
 
@@ -251,6 +260,7 @@ pub(crate) async fn probe_keyed(
             output: None,
             probe: true,
             from_parent: false,
+            traceparent: None,
         })
         .await?;
     // Unknown there (204), or an object that keeps no conversation of the caller's: the send
@@ -269,7 +279,7 @@ async fn deliver(
     (user, id, request_id): (&str, &str, &str),
     body: SendBody,
     keyed: Option<Keyed>,
-    message: Option<AgentMessage>,
+    (message, traceparent): (Option<AgentMessage>, Option<String>),
 ) -> Result<Response, ApiError> {
     let client_tools = client_tools(body.tools)?;
     let request = match message {
@@ -303,6 +313,7 @@ async fn deliver(
         output: body.output,
         probe: false,
         from_parent: false,
+        traceparent,
     };
     // The conversation's object checks the caller against the conversation it keeps; only an
     // object that keeps none (a first message, or a narrowed turn, which needs the row) makes
@@ -370,7 +381,7 @@ pub(crate) async fn hand_over(
         Option<serde_json::Value>,
     ),
     stream: bool,
-    (config, request_id): (&Config, &str),
+    (config, request_id, traceparent): (&Config, &str, Option<String>),
 ) -> Result<Response, ApiError> {
     ConversationClient::for_conversation(env, &conversation.id)?
         .for_request(request_id)
@@ -385,6 +396,7 @@ pub(crate) async fn hand_over(
             output,
             probe: false,
             from_parent: false,
+            traceparent,
         })
         .await
 }
@@ -411,6 +423,7 @@ pub async fn retry(
     id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
+    let traceparent = super::traceparent(&req);
     let body: Retry = json_body(req).await?;
     check_output(body.output.as_ref())?;
     let conversation = owned(env, user, id).await?;
@@ -420,7 +433,7 @@ pub async fn retry(
         TurnRequest::Retry,
         (Vec::new(), None, body.output),
         body.stream,
-        (config, request_id),
+        (config, request_id, traceparent),
     )
     .await
 }

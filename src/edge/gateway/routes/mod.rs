@@ -54,6 +54,13 @@ pub fn query_pairs(req: &worker::Request) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The request's `traceparent` when it is a valid W3C trace context (anything else is dropped,
+/// as the specification asks): the turn it starts is traced as that span's child.
+pub fn traceparent(req: &worker::Request) -> Option<String> {
+    let value = req.headers().get("traceparent").ok().flatten()?;
+    crate::agent::trace::TraceContext::parse(&value).map(|_| value.trim().to_string())
+}
+
 /// The caller's conversation `id` (a `/v1/chat` id resolves to theirs), or 404.
 pub(crate) async fn owned(
     env: &worker::Env,

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use worker::{console_error, Env, Response};
 
 use crate::agent::tools::{Ran, NESTED};
+use crate::agent::trace::{tool_span_id, TraceContext};
 use crate::agent::{AgentMessage, Approval, CancelToken, ServerTool};
 use crate::edge::config::agents::{AgentToolSpec, ChildHistory};
 use crate::edge::conversation::client::ConversationClient;
@@ -67,6 +68,8 @@ pub struct Parent {
     /// When the parent's turn passes its `TURN_DEADLINE_MS` (ms since the epoch).
     pub deadline_at: i64,
     pub request_id: String,
+    /// The parent turn's trace id, when it is traced.
+    pub trace: Option<String>,
 }
 
 /// One agent tool of a parent turn.
@@ -226,7 +229,17 @@ impl ServerTool for AgentTool {
             delivery: Delivery::Steering,
             keyed: Some(keyed),
         };
-        let start = from_parent(Some(conversation), &parent.owner, request);
+        // A traced parent's call is the child's turn's parent span (its id derived from the
+        // call's, so known before the call's span is).
+        let traceparent = parent.trace.as_ref().map(|trace| {
+            let context = TraceContext {
+                trace_id: trace.clone(),
+                parent_id: None,
+                sampled: Some(true),
+            };
+            context.header(&tool_span_id(trace, call_id))
+        });
+        let start = from_parent(Some(conversation), &parent.owner, request, traceparent);
         let deadline_at = match self.spec.timeout_ms {
             Some(ms) => parent.deadline_at.min(now + i64::from(ms)),
             None => parent.deadline_at,
@@ -337,7 +350,7 @@ impl AgentTool {
                 // this call) are dropped, not refused with the rest.
                 only_pending: true,
             };
-            let resume = from_parent(None, &start.caller, request);
+            let resume = from_parent(None, &start.caller, request, start.traceparent.clone());
             match call.client.send(&resume).await {
                 Ok(response) if response.status_code() == 200 && is_stream(&response) => {
                     match self.read(response, call, &decided).await {
@@ -629,6 +642,7 @@ fn from_parent(
     conversation: Option<TurnConversation>,
     owner: &str,
     request: TurnRequest,
+    traceparent: Option<String>,
 ) -> Handover {
     Handover {
         conversation,
@@ -641,6 +655,7 @@ fn from_parent(
         output: None,
         probe: false,
         from_parent: true,
+        traceparent,
     }
 }
 
