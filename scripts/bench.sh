@@ -28,3 +28,4 @@ echo
 "$NODE" benches/d1_far.mjs
 "$NODE" benches/many_turns.mjs
 "$NODE" benches/memory.mjs
+"$NODE" benches/traces.mjs
