@@ -180,6 +180,23 @@ pub enum TurnOutcome {
     HandedOff(String),
 }
 
+impl TurnOutcome {
+    /// How the turn ended, in one word (its log line's `outcome`, its trace's).
+    pub fn name(&self) -> &'static str {
+        match self {
+            TurnOutcome::Completed => "completed",
+            TurnOutcome::Stopped => "stopped",
+            TurnOutcome::AwaitingToolResults(_) => "awaiting_tool_results",
+            TurnOutcome::AwaitingApproval(_) => "awaiting_approval",
+            TurnOutcome::LimitReached(_) => "limit_reached",
+            TurnOutcome::Failed { .. } => "failed",
+            TurnOutcome::Cancelled => "cancelled",
+            // The turn goes on as the other agent: never a turn's end.
+            TurnOutcome::HandedOff(_) => "handed_off",
+        }
+    }
+}
+
 /// The deadline message, if `TURN_DEADLINE_MS` has passed.
 pub(crate) fn deadline_passed(state: &AgentState, started: web_time::Instant) -> Option<String> {
     let deadline = state.turn_deadline_ms?;

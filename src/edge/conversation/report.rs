@@ -1,7 +1,6 @@
 //! The turn's log line.
 
 use super::{Claimed, Object};
-use crate::agent::TurnOutcome;
 use crate::edge::conversation::turn::{TurnEnv, TurnResult};
 use crate::edge::platform::clock::now_ms;
 use crate::llm::ModelRef;
@@ -17,17 +16,7 @@ pub(super) fn log_turn(
     turn_env: &TurnEnv,
     (conversation_id, user): &(String, String),
 ) {
-    let outcome = match &result.outcome {
-        TurnOutcome::Completed => "completed",
-        TurnOutcome::Stopped => "stopped",
-        TurnOutcome::AwaitingToolResults(_) => "awaiting_tool_results",
-        TurnOutcome::AwaitingApproval(_) => "awaiting_approval",
-        TurnOutcome::LimitReached(_) => "limit_reached",
-        TurnOutcome::Failed { .. } => "failed",
-        TurnOutcome::Cancelled => "cancelled",
-        // The turn goes on as the other agent (`turn::run`): never its end.
-        TurnOutcome::HandedOff(_) => "handed_off",
-    };
+    let outcome = result.outcome.name();
     let stats = &result.stats;
     let mut cost: Option<f64> = None;
     let calls: Vec<serde_json::Value> = stats

@@ -153,18 +153,7 @@ fn continue_note(agent: &AgentSpec, conversation: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::edge::config::Config;
-
-    fn config() -> Config {
-        let agents = r#"{
-            "helper": {"description": "Answers questions."},
-            "triage": {"description": "Sorts tickets.", "output": {"type": "object",
-                "schema": {"type": "object", "properties": {"queue": {"type": "string"}},
-                           "required": ["queue"], "additionalProperties": false}}}
-        }"#;
-        Config::from_lookup(|name| (name == "AGENTS").then(|| agents.to_string()))
-            .expect("the agents")
-    }
+    use crate::edge::mcp::tools::tests::config;
 
     fn fold(chunks: &[Value]) -> Progress {
         let mut p = Progress::default();

@@ -236,10 +236,11 @@ fn approval(item: &Value) -> Result<ApprovalIn, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn config() -> Config {
+    /// Three agents: untyped, typed with an object, typed with a choice.
+    pub(crate) fn config() -> Config {
         let agents = r#"{
             "helper": {"description": "Answers questions."},
             "triage": {"description": "Sorts tickets.", "output": {"type": "object",

@@ -440,7 +440,7 @@ impl Prepared {
         let trace = match (recorder.into_inner(), &config.traces) {
             (Some(recorder), Some(settings)) => {
                 let id = recorder.trace_id().to_string();
-                let spans = recorder.finish(outcome_name(&outcome), now_ms());
+                let spans = recorder.finish(outcome.name(), now_ms());
                 Some(super::trace::Export::new(settings, &id, spans))
             }
             _ => None,
@@ -462,19 +462,6 @@ impl Prepared {
             embed,
             trace,
         }
-    }
-}
-
-/// How a turn ended, as its trace's root span says (`edge_agent.turn.outcome`).
-fn outcome_name(outcome: &TurnOutcome) -> &'static str {
-    match outcome {
-        TurnOutcome::Completed | TurnOutcome::Stopped => "completed",
-        TurnOutcome::AwaitingToolResults(_) => "awaiting_tool_results",
-        TurnOutcome::AwaitingApproval(_) => "awaiting_approval",
-        TurnOutcome::LimitReached(_) => "limit_reached",
-        TurnOutcome::Failed { .. } => "failed",
-        TurnOutcome::Cancelled => "cancelled",
-        TurnOutcome::HandedOff(_) => "handed_off",
     }
 }
 
