@@ -15,8 +15,16 @@ use serde_json::Value;
 use super::event::AgentEvent;
 use crate::llm::{AssistantMessage, ContentBlock, LlmEvent, ModelRef, StopReason, ToolCall};
 
-/// Most bytes of message content an attribute carries (with `OTEL_CAPTURE_CONTENT`).
+/// Most bytes of message content a piece of an attribute carries (with `OTEL_CAPTURE_CONTENT`).
 pub const CONTENT_BYTES: usize = 4 * 1024;
+
+/// Most spans a turn exports besides its own: past them, spans are counted
+/// (`edge_agent.spans_dropped`), not kept. With content, about 2.5 MB at most: within the 4 MB
+/// collectors commonly take in one request.
+pub const MAX_SPANS: usize = 256;
+
+/// The longest tool call id a span names (a provider's ids are far shorter).
+const MAX_ID_BYTES: usize = 64;
 
 /// Where a turn's spans belong: a W3C `traceparent`'s trace and parent span.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,6 +184,8 @@ pub struct Recorder {
     capture: bool,
     mcp_prefixes: Vec<String>,
     common: Vec<(&'static str, Attr)>,
+    /// Spans past [`MAX_SPANS`], not kept.
+    dropped: usize,
 }
 
 impl Recorder {
@@ -194,8 +204,8 @@ impl Recorder {
         root.set("gen_ai.operation.name", Attr::Str("invoke_agent".into()));
         root.attributes.extend(common.iter().cloned());
         if let (true, Some(asked)) = (start.capture, &start.asked) {
-            let messages = serde_json::json!([{"role": "user", "parts": [{"type": "text", "content": asked}]}]);
-            root.set("gen_ai.input.messages", bounded(&messages.to_string()));
+            let messages = serde_json::json!([{"role": "user", "parts": [{"type": "text", "content": clipped(asked)}]}]);
+            root.set("gen_ai.input.messages", Attr::Str(messages.to_string()));
         }
         Recorder {
             context: start.context,
@@ -207,6 +217,7 @@ impl Recorder {
             capture: start.capture,
             mcp_prefixes: start.mcp_prefixes,
             common,
+            dropped: 0,
         }
     }
 
@@ -234,7 +245,7 @@ impl Recorder {
                         "the model failed; the next in the fallback chain answers",
                     );
                     chat.end_ms = now;
-                    self.done.push(chat);
+                    self.keep(chat);
                     self.open_chat(to, now);
                 }
             }
@@ -266,7 +277,7 @@ impl Recorder {
                 if let Some(mut chat) = self.chat.take() {
                     chat.fail("provider_error", public);
                     chat.end_ms = now;
-                    self.done.push(chat);
+                    self.keep(chat);
                 }
                 self.root.fail("turn_error", public);
             }
@@ -304,7 +315,7 @@ impl Recorder {
         );
         span.end_ms = end;
         span.attributes = attributes;
-        self.done.push(span);
+        self.keep(span);
     }
 
     /// The turn ended (`outcome`: completed, failed, cancelled, awaiting_approval, ...): every
@@ -313,7 +324,7 @@ impl Recorder {
         if let Some(mut chat) = self.chat.take() {
             chat.fail(outcome, "the call ended with the turn, unanswered");
             chat.end_ms = now;
-            self.done.push(chat);
+            self.keep(chat);
         }
         self.root
             .set("edge_agent.turn.outcome", Attr::Str(outcome.to_string()));
@@ -408,38 +419,48 @@ impl Recorder {
             _ => {}
         }
         if self.capture {
+            // Each piece cut, then the whole written: the attribute stays JSON a reader parses.
             let parts: Vec<Value> = message
                 .content
                 .iter()
                 .filter_map(|block| match block {
                     ContentBlock::Text { text } => {
-                        Some(serde_json::json!({"type": "text", "content": text}))
+                        Some(serde_json::json!({"type": "text", "content": clipped(text)}))
                     }
                     ContentBlock::ToolUse(call) => Some(serde_json::json!({
-                        "type": "tool_call", "id": call.id, "name": call.name, "arguments": call.input,
+                        "type": "tool_call", "id": clipped_id(&call.id), "name": tool_name(&call.name),
+                        "arguments": clipped_json(&call.input),
                     })),
                     _ => None,
                 })
+                .take(8)
                 .collect();
-            let messages = serde_json::json!([{"role": "assistant", "parts": parts}]);
-            chat.set("gen_ai.output.messages", bounded(&messages.to_string()));
+            let finish = finish_reason(&message.stop_reason);
+            let messages =
+                serde_json::json!([{"role": "assistant", "parts": parts, "finish_reason": finish}]);
+            chat.set("gen_ai.output.messages", Attr::Str(messages.to_string()));
         }
         chat.end_ms = now;
-        self.done.push(chat);
+        self.keep(chat);
     }
 
     fn tool(&mut self, call: &ToolCall, output: &Value, is_error: bool, (ms, now): (u64, i64)) {
+        // A name the model wrote that names no tool could be any text: not on a span.
+        let name = tool_name(&call.name);
         let mut span = Span::new(
             tool_span_id(&self.context.trace_id, &call.id),
             Some(self.root.id.clone()),
-            format!("execute_tool {}", call.name),
+            format!("execute_tool {name}"),
             SpanKind::Internal,
             now - ms as i64,
         );
         span.end_ms = now;
         span.set("gen_ai.operation.name", Attr::Str("execute_tool".into()));
-        span.set("gen_ai.tool.name", Attr::Str(call.name.clone()));
-        span.set("gen_ai.tool.call.id", Attr::Str(call.id.clone()));
+        span.set("gen_ai.tool.name", Attr::Str(name.to_string()));
+        span.set(
+            "gen_ai.tool.call.id",
+            Attr::Str(clipped_id(&call.id).to_string()),
+        );
         span.set("gen_ai.tool.type", Attr::Str("function".into()));
         span.attributes.extend(self.common.iter().cloned());
         if self
@@ -455,27 +476,59 @@ impl Recorder {
         if self.capture {
             span.set(
                 "gen_ai.tool.call.arguments",
-                bounded(&call.input.to_string()),
+                Attr::Str(clipped_json(&call.input).to_string()),
             );
             let result = match output {
                 Value::String(text) => text.clone(),
                 other => other.to_string(),
             };
-            span.set("gen_ai.tool.call.result", bounded(&result));
+            span.set("gen_ai.tool.call.result", Attr::Str(clipped(&result)));
         }
-        self.done.push(span);
+        self.keep(span);
+    }
+
+    /// A finished span, kept while the turn is within [`MAX_SPANS`], else counted.
+    fn keep(&mut self, span: Span) {
+        if self.done.len() < MAX_SPANS {
+            self.done.push(span);
+            return;
+        }
+        self.dropped += 1;
+        self.root
+            .set("edge_agent.spans_dropped", Attr::Int(self.dropped as i64));
     }
 }
 
-/// Content within [`CONTENT_BYTES`], cut at a character and marked when cut.
-fn bounded(text: &str) -> Attr {
-    if text.len() <= CONTENT_BYTES {
-        return Attr::Str(text.to_string());
+/// The tool's name when it is one a tool may have, else `unknown`.
+fn tool_name(name: &str) -> &str {
+    if crate::agent::tools::is_tool_name(name) {
+        name
+    } else {
+        "unknown"
     }
-    Attr::Str(format!(
-        "{}…",
-        crate::agent::text::clip(text, CONTENT_BYTES)
-    ))
+}
+
+fn clipped_id(id: &str) -> &str {
+    crate::agent::text::clip(id, MAX_ID_BYTES)
+}
+
+/// Content within [`CONTENT_BYTES`], cut at a character and marked when cut.
+fn clipped(text: &str) -> String {
+    if text.len() <= CONTENT_BYTES {
+        return text.to_string();
+    }
+    format!("{}…", crate::agent::text::clip(text, CONTENT_BYTES))
+}
+
+/// A JSON value as it is when its text is within [`CONTENT_BYTES`], else that text cut (a
+/// string): JSON either way.
+fn clipped_json(value: &Value) -> Value {
+    let text = value.to_string();
+    if text.len() <= CONTENT_BYTES {
+        value.clone()
+    } else {
+        Value::String(clipped(&text))
+    }
 }
 
 /// The conventions' name for a provider (`gen_ai.provider.name`).

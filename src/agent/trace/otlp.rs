@@ -77,26 +77,25 @@ fn any_value(value: &Attr) -> Value {
 }
 
 /// `OTEL_EXPORTER_OTLP_HEADERS`: `name=value` pairs, comma-separated, values percent-decoded
-/// (the OpenTelemetry specification's form). A pair without `=` is an error naming it.
+/// (the OpenTelemetry specification's form). A bad pair is named by its place, never quoted:
+/// its value is a secret.
 pub fn parse_headers(value: &str) -> Result<Vec<(String, String)>, String> {
     value
         .split(',')
         .map(str::trim)
         .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (name, value) = pair.split_once('=').ok_or_else(|| {
-                format!(
-                    "`{}` is not `name=value`",
-                    pair.chars().take(40).collect::<String>()
-                )
-            })?;
+        .enumerate()
+        .map(|(n, pair)| {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("pair {} is not `name=value`", n + 1))?;
             let name = name.trim().to_ascii_lowercase();
             if name.is_empty()
                 || !name
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             {
-                return Err(format!("`{name}` is not a header name"));
+                return Err(format!("pair {} has no valid header name", n + 1));
             }
             let value = percent_encoding::percent_decode_str(value.trim())
                 .decode_utf8()

@@ -119,7 +119,8 @@ impl Object {
             }
             log_turn(&claimed, &result, &object, &turn_env, &who);
             let (extract, embed) = (result.extract.take(), result.embed.take());
-            let trace = result.trace.take();
+            // A turn whose messages were not stored runs again later: its trace is not sent.
+            let trace = result.trace.take().filter(|_| result.unstored.is_none());
             if let Some(tx) = summary {
                 let _ = tx.send(result);
             }

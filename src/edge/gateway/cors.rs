@@ -52,7 +52,9 @@ impl CorsOrigins {
                 "access-control-allow-headers",
                 // `idempotency-key`: a browser on another origin may make a send repeatable;
                 // `mcp-protocol-version`: an MCP client's every request after `initialize`.
-                "authorization, content-type, idempotency-key, mcp-protocol-version".to_string(),
+                // `traceparent`, `tracestate`: a page's trace continued by the turn it starts.
+                "authorization, content-type, idempotency-key, mcp-protocol-version, traceparent, tracestate"
+                    .to_string(),
             ),
             ("access-control-max-age", "86400".to_string()),
         ]

@@ -128,14 +128,9 @@ impl Prepared {
         }
         let mut stats = TurnStats::new(now_ms() as u64);
         // Its trace, when it is traced (`OTEL_*`); recall, before the loop, is its first span.
-        let asked = state.messages.last().and_then(AgentMessage::user_said);
+        let asked = || state.messages.last().and_then(AgentMessage::user_said);
         let names = (agent.name.as_str(), conversation.id.as_str());
-        let recorder = RefCell::new(super::trace::recorder(
-            config,
-            traceparent,
-            names,
-            asked.as_deref(),
-        ));
+        let recorder = RefCell::new(super::trace::recorder(config, traceparent, names, asked));
         if let Some(recorder) = recorder.borrow_mut().as_mut() {
             let recall = memory.as_ref().and_then(|m| m.report["recall_ms"].as_i64());
             if let Some(ms) = recall {

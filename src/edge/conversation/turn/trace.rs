@@ -21,32 +21,33 @@ use crate::edge::platform::ids::new_id;
 use crate::llm::{ApiRequest, HttpTransport};
 
 /// How long an export may take before it is given up (a log line, never the turn's concern).
-const EXPORT_MS: u64 = 10_000;
+const EXPORT_MS: u64 = 5_000;
 
-/// A traced turn's recorder, when this turn is traced: tracing is on (`OTEL_EXPORTER_OTLP_*`)
-/// and either the caller's `traceparent` says sampled, or, when it says nothing, the turn falls
-/// within `OTEL_SAMPLE_RATE`.
+/// A traced turn's recorder, when this turn is traced: tracing is on (`OTEL_EXPORTER_OTLP_*`),
+/// the caller's `traceparent` (if any) does not say unsampled, and the turn falls within
+/// `OTEL_SAMPLE_RATE`. `asked` gives the turn's new message, read only when content is shown.
 pub fn recorder(
     config: &Config,
     traceparent: Option<&str>,
     (agent, conversation): (&str, &str),
-    asked: Option<&str>,
+    asked: impl FnOnce() -> Option<String>,
 ) -> Option<Recorder> {
     let settings = config.traces.as_ref()?;
     let incoming = traceparent.and_then(TraceContext::parse);
-    let sampled = match incoming.as_ref().and_then(|c| c.sampled) {
-        Some(said) => said,
-        None => worker::js_sys::Math::random() < settings.sample_rate,
-    };
-    if !sampled {
+    // A caller may keep its turn out of the trace (its flag unset), never add turns past
+    // `OTEL_SAMPLE_RATE`: the operator pays for what is exported.
+    let refused = incoming.as_ref().and_then(|c| c.sampled) == Some(false);
+    if refused || worker::js_sys::Math::random() >= settings.sample_rate {
         return None;
     }
-    let fresh = new_id().ok()?;
-    let context = incoming.unwrap_or(TraceContext {
-        trace_id: fresh.clone(),
-        parent_id: None,
-        sampled: Some(true),
-    });
+    let context = match incoming {
+        Some(context) => context,
+        None => TraceContext {
+            trace_id: new_id().ok()?,
+            parent_id: None,
+            sampled: Some(true),
+        },
+    };
     let root_id = new_id().ok()?.get(..16)?.to_string();
     Some(Recorder::new(
         TraceStart {
@@ -55,7 +56,8 @@ pub fn recorder(
             agent: agent.to_string(),
             conversation: conversation.to_string(),
             capture: settings.capture_content,
-            asked: asked.map(str::to_string),
+            // Read only to be shown.
+            asked: settings.capture_content.then(asked).flatten(),
             mcp_prefixes: config
                 .mcp_servers
                 .iter()
@@ -119,11 +121,21 @@ impl Export {
     }
 }
 
+/// Logs a failed export, naming the collector by its host: its URL may carry a key.
 fn failed(endpoint: &str, why: &str) {
+    let host = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, rest)| rest)
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    // A fetch's error may quote the URL.
+    let why = why.replace(endpoint, host);
     let line = serde_json::json!({
         "event": "trace_export_failed",
         "level": "warn",
-        "endpoint": endpoint,
+        "collector": host,
         "error": why,
     });
     console_warn!("{line}");

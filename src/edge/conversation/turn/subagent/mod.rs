@@ -231,14 +231,21 @@ impl ServerTool for AgentTool {
         };
         // A traced parent's call is the child's turn's parent span (its id derived from the
         // call's, so known before the call's span is).
-        let traceparent = parent.trace.as_ref().map(|trace| {
-            let context = TraceContext {
-                trace_id: trace.clone(),
-                parent_id: None,
-                sampled: Some(true),
-            };
-            context.header(&tool_span_id(trace, call_id))
-        });
+        // An untraced parent's child is not traced either (its own sampling would scatter
+        // children without their parents).
+        let traceparent = match &parent.trace {
+            Some(trace) => {
+                let context = TraceContext {
+                    trace_id: trace.clone(),
+                    parent_id: None,
+                    sampled: Some(true),
+                };
+                Some(context.header(&tool_span_id(trace, call_id)))
+            }
+            None => crate::edge::platform::ids::new_id()
+                .ok()
+                .map(|id| format!("00-{id}-{}-00", tool_span_id(&id, call_id))),
+        };
         let start = from_parent(Some(conversation), &parent.owner, request, traceparent);
         let deadline_at = match self.spec.timeout_ms {
             Some(ms) => parent.deadline_at.min(now + i64::from(ms)),
