@@ -9,11 +9,11 @@
 //! - [`body`]: reading request bodies within their limits
 //! - [`attachments`]: a message's files, checked and stored in R2
 //! - [`auth`], [`cors`]: who calls, from where (how often: `platform::rate_limit`)
+//! - [`budget_gate`]: a spent budget refuses work before it starts
 
 use worker::{event, Context, Env, Method, Request, Response};
 
 use crate::edge::config::Config;
-use crate::edge::d1;
 use crate::edge::error::ApiError;
 use crate::edge::platform::clock::now_ms;
 use crate::edge::platform::ids::new_id;
@@ -26,6 +26,7 @@ use self::table::{Class, Handler, Params, Route};
 pub mod attachments;
 pub mod auth;
 pub mod body;
+pub mod budget_gate;
 pub mod cors;
 pub mod routes;
 pub mod table;
@@ -131,7 +132,7 @@ async fn route(
         crate::edge::platform::rate_limit::check(env, config, user).await?;
     }
     if found.0.class == Class::Turn {
-        budget_check(env, config, user).await?;
+        budget_gate::budget_check(env, config, user).await?;
     }
     dispatch(found, req, env, ctx, config, &caller, request_id).await
 }
@@ -221,20 +222,4 @@ async fn dispatch(
         Handler::CancelSchedule => out_of_line(routes::schedules::cancel(env, user, id, item)),
     };
     handler.await
-}
-
-/// A message that would start work for a user whose budget is spent, when no cheaper model
-/// may answer instead: 402 with when the budget resets. (With `BUDGET_MODEL` the turn runs on it.)
-pub(crate) async fn budget_check(env: &Env, config: &Config, user: &str) -> Result<(), ApiError> {
-    let (Some(limit), None) = (config.user_budget_usd, &config.budget_model) else {
-        return Ok(());
-    };
-    let budget = d1::Store::for_owner(env, user)
-        .await?
-        .budget(user, Some((limit, config.budget_period)), now_ms())
-        .await?;
-    match budget {
-        Some(budget) if budget.over() => Err(ApiError::PaymentRequired(budget.exhausted_message())),
-        _ => Ok(()),
-    }
 }

@@ -117,7 +117,7 @@ fn output_schema(spec: &OutputSpec) -> Option<Value> {
 }
 
 /// A typed answer (as the turn's stream gives it, unwrapped) as `structuredContent`: wrapped as
-/// [`output_schema`] says; a `json` answer only when it is an object.
+/// `output_schema` says; a `json` answer only when it is an object.
 pub fn structured(spec: &OutputSpec, answer: &Value) -> Option<Value> {
     match spec.kind {
         Kind::Object => answer.is_object().then(|| answer.clone()),

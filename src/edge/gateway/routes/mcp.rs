@@ -373,7 +373,7 @@ impl Ask {
         (conversation, made): (&mut Option<String>, &mut bool),
     ) -> Result<Response, ApiError> {
         crate::edge::platform::rate_limit::check(env, config, user).await?;
-        crate::edge::gateway::budget_check(env, config, user).await?;
+        crate::edge::gateway::budget_gate::budget_check(env, config, user).await?;
         let row = match conversation.as_deref() {
             Some(id) => {
                 let row = owned(env, user, id).await?;
