@@ -38,6 +38,8 @@ fn answered(agent: &AgentSpec, answer: &Value, conversation: &str) -> Value {
     match agent.output.as_deref() {
         Some(spec) => match structured(spec, answer) {
             Some(object) => result["structuredContent"] = object,
+            // A `json` answer that is no object is valid, and declares no schema to break.
+            None if spec.kind == crate::agent::output::spec::Kind::Json => {}
             // Not what the agent declares (an agent handed to answered in its own way): an
             // error, never content that breaks the listed `outputSchema`.
             None => {
@@ -84,6 +86,21 @@ pub fn queued(agent: &AgentSpec, conversation: &str, position: &Value) -> Value 
     )
 }
 
+/// The turn's stream was lost before its end and the turn is no longer the one running: it
+/// ended, and its answer (or its pause) is in its conversation.
+pub fn ended(agent: &AgentSpec, conversation: &str) -> Value {
+    let text = format!(
+        "The turn's stream was lost, and the turn has ended since: its answer, or the calls it \
+         waits to have approved, are in conversation `{conversation}`'s history. Do not send \
+         the message again."
+    );
+    not_yet(
+        agent,
+        text,
+        json!({"status": "ended", "conversation_id": conversation}),
+    )
+}
+
 /// The turn's stream was lost before its end, and following it again did not reach the end:
 /// the turn goes on in its conversation.
 pub fn running(agent: &AgentSpec, conversation: &str) -> Value {
@@ -106,6 +123,13 @@ fn paused(progress: &Progress, agent: &AgentSpec, conversation: &str) -> Value {
     let calls: Vec<String> = awaiting
         .iter()
         .map(|c| {
+            // A sub-agent's call shows its id alone.
+            if c["tool"].is_null() {
+                return format!(
+                    "a sub-agent's call (tool_call_id `{}`)",
+                    c["tool_call_id"].as_str().unwrap_or("?")
+                );
+            }
             format!(
                 "`{}` {} (tool_call_id `{}`)",
                 c["tool"].as_str().unwrap_or("a sub-agent's call"),
@@ -266,6 +290,23 @@ mod tests {
         let result = of_turn(&p, config.agent(Some("triage")).unwrap(), "c5");
         assert_eq!(result["isError"], true);
         assert!(result.get("structuredContent").is_none());
+        // A `json` answer need be no object: an answer, with nothing structured.
+        let p = fold(&[
+            json!({"type": "data-output", "id": "output:m", "data": {"status": "complete", "object": [1, 2]}}),
+            json!({"type": "finish", "finishReason": "stop"}),
+        ]);
+        let result = of_turn(&p, config.agent(Some("free")).unwrap(), "c5");
+        assert_eq!(result["isError"], false);
+        assert_eq!(result["content"][0]["text"], "[1,2]");
+        assert!(result.get("structuredContent").is_none());
+        let ended = ended(helper, "c5");
+        assert_eq!(
+            (
+                ended["isError"].clone(),
+                ended["structuredContent"]["status"].clone()
+            ),
+            (json!(false), json!("ended"))
+        );
     }
 
     #[test]

@@ -8,6 +8,10 @@ use serde_json::{json, Value};
 /// them, else the newest; a later request's `MCP-Protocol-Version` must name one.
 pub const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
 
+/// The largest whole-number `id` taken: JavaScript's largest exact integer, as the OpenAPI
+/// document says.
+pub const MAX_SAFE_ID: u64 = 9_007_199_254_740_991;
+
 /// The largest message taken, in bytes: a question for an agent, not a document store.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
 
@@ -84,7 +88,10 @@ pub fn read(body: &str) -> Result<Incoming, (Value, RpcError)> {
     let id = match id {
         None => return Ok(Incoming::Accepted),
         Some(id @ Value::String(_)) => id,
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n),
+        // Within JavaScript's exact integers: an id a client sends is one it can read back.
+        Some(Value::Number(n)) if n.as_i64().is_some_and(|v| v.unsigned_abs() <= MAX_SAFE_ID) => {
+            Value::Number(n)
+        }
         Some(_) => return invalid(None, "`id` must be a string or a whole number"),
     };
     let params = match message.remove("params") {
@@ -193,6 +200,11 @@ mod tests {
             refused(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#),
             (Value::Null, -32600)
         );
+        assert_eq!(
+            refused(r#"{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}"#),
+            (Value::Null, -32600)
+        );
+        assert!(read(r#"{"jsonrpc":"2.0","id":-9007199254740991,"method":"ping"}"#).is_ok());
     }
 
     #[test]

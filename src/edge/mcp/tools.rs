@@ -246,7 +246,8 @@ pub(crate) mod tests {
             "triage": {"description": "Sorts tickets.", "output": {"type": "object",
                 "schema": {"type": "object", "properties": {"queue": {"type": "string"}},
                            "required": ["queue"], "additionalProperties": false}}},
-            "pick": {"description": "Picks one.", "output": {"type": "choice", "options": ["a", "b"]}}
+            "pick": {"description": "Picks one.", "output": {"type": "choice", "options": ["a", "b"]}},
+            "free": {"description": "Answers any JSON.", "output": {"type": "json"}}
         }"#;
         Config::from_lookup(|name| (name == "AGENTS").then(|| agents.to_string()))
             .expect("the agents")
@@ -279,6 +280,8 @@ pub(crate) mod tests {
         let spec = config.agent(Some("pick")).unwrap().output.clone().unwrap();
         assert_eq!(structured(&spec, &json!("a")), Some(json!({"result": "a"})));
         assert_eq!(agent_of(&config, "ask_pick").unwrap().name, "pick");
+        // A `json` answer may be anything: no schema to declare.
+        assert!(named("ask_free").get("outputSchema").is_none());
         assert!(agent_of(&config, "pick").is_none());
         assert!(agent_of(&config, "ask_nobody").is_none());
     }

@@ -130,7 +130,12 @@ impl Prepared {
         // Its trace, when it is traced (`OTEL_*`); recall, before the loop, is its first span.
         let asked = || state.messages.last().and_then(AgentMessage::user_said);
         let names = (agent.name.as_str(), conversation.id.as_str());
-        let recorder = RefCell::new(super::trace::recorder(config, traceparent, names, asked));
+        let recorder = RefCell::new(super::trace::recorder(
+            config,
+            (traceparent, conversation.parent.is_some()),
+            names,
+            asked,
+        ));
         if let Some(recorder) = recorder.borrow_mut().as_mut() {
             let recall = memory.as_ref().and_then(|m| m.report["recall_ms"].as_i64());
             if let Some(ms) = recall {

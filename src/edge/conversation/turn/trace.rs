@@ -25,19 +25,27 @@ const EXPORT_MS: u64 = 5_000;
 
 /// A traced turn's recorder, when this turn is traced: tracing is on (`OTEL_EXPORTER_OTLP_*`),
 /// the caller's `traceparent` (if any) does not say unsampled, and the turn falls within
-/// `OTEL_SAMPLE_RATE`. `asked` gives the turn's new message, read only when content is shown.
+/// `OTEL_SAMPLE_RATE` (a sub-agent's turn: its parent's says sampled). `asked` gives the turn's
+/// new message, read only when content is shown.
 pub fn recorder(
     config: &Config,
-    traceparent: Option<&str>,
+    (traceparent, child): (Option<&str>, bool),
     (agent, conversation): (&str, &str),
     asked: impl FnOnce() -> Option<String>,
 ) -> Option<Recorder> {
     let settings = config.traces.as_ref()?;
     let incoming = traceparent.and_then(TraceContext::parse);
     // A caller may keep its turn out of the trace (its flag unset), never add turns past
-    // `OTEL_SAMPLE_RATE`: the operator pays for what is exported.
-    let refused = incoming.as_ref().and_then(|c| c.sampled) == Some(false);
-    if refused || worker::js_sys::Math::random() >= settings.sample_rate {
+    // `OTEL_SAMPLE_RATE`: the operator pays for what is exported. A sub-agent's conversation
+    // (`child`: only its parent's turn sends it messages) follows its parent's decision, so a
+    // traced parent's tree is whole.
+    let said = incoming.as_ref().and_then(|c| c.sampled);
+    let traced = match (said, child) {
+        (Some(false), _) => false,
+        (Some(true), true) => true,
+        _ => worker::js_sys::Math::random() < settings.sample_rate,
+    };
+    if !traced {
         return None;
     }
     let context = match incoming {

@@ -354,11 +354,10 @@ impl Ask {
                 return refused(&e, request_id, shown);
             }
         };
+        // Once the object answered, the conversation is the object's: it may have taken the
+        // message (a turn refused at its first call for the budget is one), so it stays, and
+        // is named.
         let conversation = conversation_id.unwrap_or_default();
-        let status = response.status_code();
-        if made && !matches!(status, 200 | 202) {
-            taken_back(env, &conversation).await;
-        }
         notify(Note::Conversation(&conversation));
         read_turn(env, response, &self.agent, &conversation, notify).await
     }
@@ -472,14 +471,23 @@ async fn read_turn(
             .unwrap_or("the conversation refused the message");
         return answer::failed(message, Some(conversation));
     }
-    let mut progress = fold(response, notify).await;
+    let (mut progress, message) = fold(response, notify).await;
     if !progress.finished() {
         let attached = match ConversationClient::for_conversation(env, conversation) {
             Ok(object) => object.stream().await.ok(),
             Err(_) => None,
         };
-        if let Some(again) = attached.filter(|r| r.status_code() == 200) {
-            progress = fold(again, notify).await;
+        // Only the turn this call started: once it has ended, another (a queued message's)
+        // may be the one running.
+        match attached.filter(|r| r.status_code() == 200) {
+            Some(again) => {
+                let (followed, again_message) = fold(again, notify).await;
+                if again_message != message {
+                    return answer::ended(agent, conversation);
+                }
+                progress = followed;
+            }
+            None => return answer::ended(agent, conversation),
         }
         if !progress.finished() {
             return answer::running(agent, conversation);
@@ -488,14 +496,22 @@ async fn read_turn(
     answer::of_turn(&progress, agent, conversation)
 }
 
-/// A turn's stream folded to its end (or to where it was cut), telling `notify` what changes.
-async fn fold(mut response: Response, notify: &mut dyn FnMut(Note<'_>)) -> Progress {
+/// A turn's stream folded to its end (or to where it was cut), telling `notify` what changes;
+/// with the id its `start` chunk gave its message.
+async fn fold(
+    mut response: Response,
+    notify: &mut dyn FnMut(Note<'_>),
+) -> (Progress, Option<String>) {
     let mut progress = Progress::default();
+    let mut message = None;
     let mut decoder = SseDecoder::new();
     if let Ok(mut body) = response.stream() {
         while let Some(Ok(bytes)) = body.next().await {
             let _ = decoder.push(&bytes, &mut |_, data| {
                 if let Ok(chunk) = crate::llm::json::from_str::<Value>(data) {
+                    if chunk["type"] == "start" && message.is_none() {
+                        message = chunk["messageId"].as_str().map(str::to_string);
+                    }
                     progress.apply(&chunk);
                 }
                 Ok::<(), ()>(())
@@ -508,7 +524,7 @@ async fn fold(mut response: Response, notify: &mut dyn FnMut(Note<'_>)) -> Progr
             }
         }
     }
-    progress
+    (progress, message)
 }
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: where a token for this server comes from
