@@ -47,6 +47,9 @@ pub enum LlmEvent {
         name: String,
         input: Value,
     },
+    /// The provider's id for its answer (Anthropic's message id, OpenAI's completion id,
+    /// Gemini's response id), once per call, for traces.
+    ResponseId(String),
     /// Usage so far (providers report it cumulatively; this is the running total).
     Usage(Usage),
     /// The call failed retryably before answering and is sent again after `wait_ms`

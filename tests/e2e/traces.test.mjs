@@ -113,6 +113,7 @@ test("a turn is one trace under the caller's traceparent: invoke_agent over chat
     assert.equal(chat.kind, 3, "SPAN_KIND_CLIENT");
     assert.equal(chat.attributes["gen_ai.provider.name"], "anthropic");
     assert.equal(chat.attributes["gen_ai.request.model"], "claude-sonnet-4-5");
+    assert.equal(chat.attributes["gen_ai.response.id"], "msg_loop", "the provider's id for its answer");
     assert.ok(Number(chat.attributes["gen_ai.usage.output_tokens"]) > 0);
   }
   const [tool] = byName(spans, "execute_tool weather");

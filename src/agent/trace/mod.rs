@@ -376,6 +376,9 @@ impl Recorder {
                     ("edge_agent.retry.reason", Attr::Str(reason.clone())),
                 ],
             }),
+            LlmEvent::ResponseId(id) => {
+                chat.set("gen_ai.response.id", Attr::Str(clipped_id(id).to_string()))
+            }
             LlmEvent::Usage(_) | LlmEvent::Fallback { .. } => {}
             _ if !self.answered => {
                 self.answered = true;

@@ -79,6 +79,10 @@ fn a_turn_with_tools_is_one_agent_span_over_its_calls_and_tool_runs() {
         },
         1_010,
     );
+    r.record(
+        &AgentEvent::Llm(&LlmEvent::ResponseId("msg_01".into())),
+        1_250,
+    );
     r.record(&AgentEvent::Llm(&LlmEvent::TextStart { index: 0 }), 1_250);
     let first = answer(
         "Let me look.",
@@ -161,6 +165,7 @@ fn a_turn_with_tools_is_one_agent_span_over_its_calls_and_tool_runs() {
         ("gen_ai.request.model", "claude-sonnet-4-5"),
         ("gen_ai.response.model", "claude-sonnet-4-5-20250929"),
         ("gen_ai.agent.name", "support"),
+        ("gen_ai.response.id", "msg_01"),
     ] {
         assert_eq!(text(chat, key), value, "{key}");
     }

@@ -519,6 +519,8 @@ impl UiStream {
             LlmEvent::Fallback { .. } => {}
             // Counted in the turn's log line; the client sees the answer when it comes.
             LlmEvent::Retry { .. } => {}
+            // For traces.
+            LlmEvent::ResponseId(_) => {}
         }
     }
 

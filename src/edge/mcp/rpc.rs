@@ -88,10 +88,9 @@ pub fn read(body: &str) -> Result<Incoming, (Value, RpcError)> {
     let id = match id {
         None => return Ok(Incoming::Accepted),
         Some(id @ Value::String(_)) => id,
-        // Within JavaScript's exact integers: an id a client sends is one it can read back.
-        Some(Value::Number(n)) if n.as_i64().is_some_and(|v| v.unsigned_abs() <= MAX_SAFE_ID) => {
-            Value::Number(n)
-        }
+        // A whole number (`3.0` is one, as JSON Schema counts) within JavaScript's exact
+        // integers: an id a client sends is one it can read back. Echoed as it came.
+        Some(Value::Number(n)) if whole_and_safe(&n) => Value::Number(n),
         Some(_) => return invalid(None, "`id` must be a string or a whole number"),
     };
     let params = match message.remove("params") {
@@ -100,6 +99,14 @@ pub fn read(body: &str) -> Result<Incoming, (Value, RpcError)> {
         Some(_) => return invalid(Some(id), "`params` must be an object"),
     };
     Ok(Incoming::Request { id, method, params })
+}
+
+fn whole_and_safe(n: &serde_json::Number) -> bool {
+    match (n.as_i64(), n.as_f64()) {
+        (Some(v), _) => v.unsigned_abs() <= MAX_SAFE_ID,
+        (None, Some(f)) => f.fract() == 0.0 && f.abs() <= MAX_SAFE_ID as f64,
+        _ => false,
+    }
 }
 
 /// The revision `initialize` answers with, for the one the client asked for.
@@ -205,6 +212,7 @@ mod tests {
             (Value::Null, -32600)
         );
         assert!(read(r#"{"jsonrpc":"2.0","id":-9007199254740991,"method":"ping"}"#).is_ok());
+        assert!(read(r#"{"jsonrpc":"2.0","id":-1064.0,"method":"ping"}"#).is_ok());
     }
 
     #[test]

@@ -314,6 +314,9 @@ impl Decode for Decoder {
                 let mut usage = Usage::default();
                 if let Some(start) = event.message {
                     start.usage.apply(&mut usage);
+                    if let Some(id) = start.id {
+                        out.push(LlmEvent::ResponseId(id));
+                    }
                 }
                 message.set_usage(usage, out);
             }
@@ -522,10 +525,11 @@ mod wire {
     });
 
     pub struct MessageStart {
+        pub id: Option<String>,
         pub usage: WireUsage,
     }
 
-    crate::json_struct!(MessageStart { "usage" => usage: default });
+    crate::json_struct!(MessageStart { "id" => id, "usage" => usage: default });
 
     /// A content block's start or a delta: the fields of every `type` there is.
     pub struct Part<'a> {
@@ -623,26 +627,31 @@ mod tests {
         assert_eq!(c.message.usage.input_tokens, 12);
         assert_eq!(c.message.usage.output_tokens, 30);
         let merged = merged(&events);
+        // The message's id first, for traces.
         assert_eq!(
             merged[0],
+            LlmEvent::ResponseId("msg_01QC4g3HwBThD4BaNtBckFDJ".into())
+        );
+        assert_eq!(
+            merged[1],
             LlmEvent::Usage(Usage {
                 input_tokens: 12,
                 output_tokens: 1,
                 ..Default::default()
             })
         );
-        assert_eq!(merged[1], LlmEvent::TextStart { index: 0 });
-        assert!(matches!(merged[2], LlmEvent::TextDelta { index: 0, .. }));
-        assert_eq!(merged[3], LlmEvent::TextEnd { index: 0 });
+        assert_eq!(merged[2], LlmEvent::TextStart { index: 0 });
+        assert!(matches!(merged[3], LlmEvent::TextDelta { index: 0, .. }));
+        assert_eq!(merged[4], LlmEvent::TextEnd { index: 0 });
         assert_eq!(
-            merged[4],
+            merged[5],
             LlmEvent::Usage(Usage {
                 input_tokens: 12,
                 output_tokens: 30,
                 ..Default::default()
             })
         );
-        assert_eq!(merged.len(), 5);
+        assert_eq!(merged.len(), 6);
     }
 
     #[test]

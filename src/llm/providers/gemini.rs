@@ -277,6 +277,8 @@ struct Decoder {
     thinking: Option<usize>,
     calls: usize,
     finished: bool,
+    /// The response's id was told (every chunk repeats it).
+    id_told: bool,
 }
 
 impl Decode for Decoder {
@@ -288,6 +290,10 @@ impl Decode for Decoder {
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
         let chunk: wire::Chunk<'_> = read_event("gemini", data)?;
+        if let (false, Some(id)) = (self.id_told, &chunk.response_id) {
+            self.id_told = true;
+            out.push(LlmEvent::ResponseId(id.to_string()));
+        }
         if let Some(error) = chunk.error {
             return Err(LlmError::from_stream(
                 "gemini",
@@ -480,12 +486,14 @@ mod wire {
     }
 
     pub struct Chunk<'a> {
+        pub response_id: Option<Cow<'a, str>>,
         pub candidates: Vec<Candidate<'a>>,
         pub usage_metadata: Option<UsageMetadata>,
         pub error: Option<ErrorBody>,
     }
 
     crate::json_struct!(Chunk<'a> {
+        "responseId" => response_id,
         "candidates" => candidates: default,
         "usageMetadata" => usage_metadata,
         "error" => error,
@@ -584,6 +592,22 @@ mod tests {
         assert!(!c.message.text().is_empty());
         assert_eq!(c.message.stop_reason, StopReason::EndTurn);
         assert!(c.message.usage.input_tokens > 0 && c.message.usage.output_tokens > 0);
+    }
+
+    #[test]
+    fn the_response_id_is_told_once_though_every_chunk_repeats_it() {
+        let (events, _) = run_at_every_split(
+            &make,
+            &fixture("gemini/function-call-thought-signature.chunks.txt"),
+        );
+        let ids: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, LlmEvent::ResponseId(_)))
+            .collect();
+        assert_eq!(
+            ids,
+            [&LlmEvent::ResponseId("QHiLaa6LBrb8vdIPoNztsAg".into())]
+        );
     }
 
     #[test]

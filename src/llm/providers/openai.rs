@@ -269,6 +269,8 @@ pub(crate) struct Decoder {
     /// (wire tool-call index, our content index)
     tools: Vec<(u32, usize)>,
     finished: bool,
+    /// The completion's id was told (every chunk repeats it).
+    id_told: bool,
 }
 
 impl Decoder {
@@ -293,6 +295,10 @@ impl Decode for Decoder {
             return Ok(Flow::Done);
         }
         let chunk: wire::Chunk<'_> = read_event("openai", data)?;
+        if let (false, Some(id)) = (self.id_told, &chunk.id) {
+            self.id_told = true;
+            out.push(LlmEvent::ResponseId(id.to_string()));
+        }
         if let Some(error) = chunk.error {
             let kind = error
                 .kind
@@ -490,12 +496,14 @@ pub(crate) mod wire {
     }
 
     pub struct Chunk<'a> {
+        pub id: Option<Cow<'a, str>>,
         pub choices: Vec<Choice<'a>>,
         pub usage: Option<WireUsage>,
         pub error: Option<ErrorBody>,
     }
 
     crate::json_struct!(Chunk<'a> {
+        "id" => id,
         "choices" => choices: default,
         "usage" => usage,
         "error" => error,
@@ -619,7 +627,19 @@ mod tests {
 
     #[test]
     fn text_stream_with_usage_chunk_and_done() {
-        let (_, c) = run_at_every_split(&make, &fixture("openai-chat/text-include-usage-done.sse"));
+        let (events, c) =
+            run_at_every_split(&make, &fixture("openai-chat/text-include-usage-done.sse"));
+        // Every chunk repeats the completion's id: told once, first.
+        let ids: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, LlmEvent::ResponseId(_)))
+            .collect();
+        assert_eq!(
+            ids,
+            [&LlmEvent::ResponseId(
+                "chatcmpl-ABfw031mOJeYCSHe4yI2ZjOA6kMJL".into()
+            )]
+        );
         assert_eq!(c.error, None);
         assert!(!c.message.text().is_empty());
         assert_eq!(c.message.stop_reason, StopReason::EndTurn);
