@@ -179,8 +179,9 @@ impl Provider for Resilient {
                 let mut streamed = false;
                 let mut completion = provider
                     .stream(request, &mut |event| {
-                        // Usage alone (e.g. from `message_start`) shows the user nothing.
-                        streamed |= !matches!(event, LlmEvent::Usage(_));
+                        // Usage and the answer's id alone (`message_start`) show the user
+                        // nothing: the attempt may still be retried.
+                        streamed |= !matches!(event, LlmEvent::Usage(_) | LlmEvent::ResponseId(_));
                         on_event(event)
                     })
                     .await;
@@ -339,10 +340,13 @@ mod tests {
             on_event: &mut dyn for<'e> FnMut(&'e LlmEvent),
         ) -> Completion {
             *self.calls.borrow_mut() += 1;
+            // As Anthropic's `message_start`: the prompt's usage and the answer's id, before
+            // anything a user would see (an attempt that fails after them is still retried).
             on_event(&LlmEvent::Usage(Usage {
                 input_tokens: 1,
                 ..Default::default()
             }));
+            on_event(&LlmEvent::ResponseId("msg_fake".into()));
             let (text, error) = match self
                 .outcomes
                 .borrow_mut()
