@@ -177,15 +177,8 @@ fn continue_note(agent: &AgentSpec, conversation: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::edge::conversation::turn::subagent::progress::tests::fold;
     use crate::edge::mcp::tools::tests::config;
-
-    fn fold(chunks: &[Value]) -> Progress {
-        let mut p = Progress::default();
-        for c in chunks {
-            p.apply(c);
-        }
-        p
-    }
 
     #[test]
     fn an_answer_is_text_with_the_conversation_to_continue() {

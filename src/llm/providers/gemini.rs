@@ -571,7 +571,9 @@ mod wire {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::providers::testing::{fixture, run_at_every_split, ScriptedTransport};
+    use crate::llm::providers::testing::{
+        fixture, response_ids, run_at_every_split, ScriptedTransport,
+    };
     use crate::llm::Provider;
     use crate::llm::{AssistantMessage, ToolCall, ToolDef, ToolResult};
     use serde_json::json;
@@ -600,14 +602,7 @@ mod tests {
             &make,
             &fixture("gemini/function-call-thought-signature.chunks.txt"),
         );
-        let ids: Vec<_> = events
-            .iter()
-            .filter(|e| matches!(e, LlmEvent::ResponseId(_)))
-            .collect();
-        assert_eq!(
-            ids,
-            [&LlmEvent::ResponseId("QHiLaa6LBrb8vdIPoNztsAg".into())]
-        );
+        assert_eq!(response_ids(&events), ["QHiLaa6LBrb8vdIPoNztsAg"]);
     }
 
     #[test]

@@ -611,7 +611,7 @@ pub(crate) mod wire {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::providers::testing::{fixture, run, run_at_every_split};
+    use crate::llm::providers::testing::{fixture, response_ids, run, run_at_every_split};
     use crate::llm::Provider;
     use crate::llm::{AssistantMessage, ToolCall, ToolResult};
     use serde_json::json;
@@ -630,15 +630,9 @@ mod tests {
         let (events, c) =
             run_at_every_split(&make, &fixture("openai-chat/text-include-usage-done.sse"));
         // Every chunk repeats the completion's id: told once, first.
-        let ids: Vec<_> = events
-            .iter()
-            .filter(|e| matches!(e, LlmEvent::ResponseId(_)))
-            .collect();
         assert_eq!(
-            ids,
-            [&LlmEvent::ResponseId(
-                "chatcmpl-ABfw031mOJeYCSHe4yI2ZjOA6kMJL".into()
-            )]
+            response_ids(&events),
+            ["chatcmpl-ABfw031mOJeYCSHe4yI2ZjOA6kMJL"]
         );
         assert_eq!(c.error, None);
         assert!(!c.message.text().is_empty());

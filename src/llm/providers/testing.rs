@@ -108,6 +108,17 @@ pub fn run(
 
 /// Events collapsed so that re-chunking cannot change them: consecutive deltas of one block
 /// are merged (a provider may legitimately emit one delta per network chunk).
+/// The answer's ids the events told (`LlmEvent::ResponseId`), in order.
+pub fn response_ids(events: &[LlmEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            LlmEvent::ResponseId(id) => Some(id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn merged(events: &[LlmEvent]) -> Vec<LlmEvent> {
     let mut out: Vec<LlmEvent> = Vec::new();
     for e in events {

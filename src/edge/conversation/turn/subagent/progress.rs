@@ -373,10 +373,11 @@ pub fn stored_result(agent: &str, last: Option<&AssistantMessage>) -> Result<Val
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn fold(chunks: &[Value]) -> Progress {
+    /// A stream's chunks, folded.
+    pub(crate) fn fold(chunks: &[Value]) -> Progress {
         let mut p = Progress::default();
         for c in chunks {
             p.apply(c);
