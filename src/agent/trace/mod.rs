@@ -367,15 +367,19 @@ impl Recorder {
                 attempt,
                 wait_ms,
                 reason,
-            } => chat.events.push(SpanEvent {
-                name: "gen_ai.retry",
-                at_ms: now,
-                attributes: vec![
-                    ("edge_agent.retry.attempt", Attr::Int(i64::from(*attempt))),
-                    ("edge_agent.retry.wait_ms", Attr::Int(*wait_ms as i64)),
-                    ("edge_agent.retry.reason", Attr::Str(reason.clone())),
-                ],
-            }),
+            } => {
+                // The attempt given up on named an answer that never came.
+                chat.attributes.retain(|(k, _)| *k != "gen_ai.response.id");
+                chat.events.push(SpanEvent {
+                    name: "gen_ai.retry",
+                    at_ms: now,
+                    attributes: vec![
+                        ("edge_agent.retry.attempt", Attr::Int(i64::from(*attempt))),
+                        ("edge_agent.retry.wait_ms", Attr::Int(*wait_ms as i64)),
+                        ("edge_agent.retry.reason", Attr::Str(reason.clone())),
+                    ],
+                })
+            }
             LlmEvent::ResponseId(id) => {
                 chat.set("gen_ai.response.id", Attr::Str(clipped_id(id).to_string()))
             }

@@ -227,6 +227,10 @@ fn a_failed_call_ends_its_span_with_the_error_and_the_fallback_gets_its_own() {
         1_000,
     );
     r.record(
+        &AgentEvent::Llm(&LlmEvent::ResponseId("msg_given_up".into())),
+        1_050,
+    );
+    r.record(
         &AgentEvent::Llm(&LlmEvent::Retry {
             attempt: 2,
             wait_ms: 500,
@@ -255,6 +259,10 @@ fn a_failed_call_ends_its_span_with_the_error_and_the_fallback_gets_its_own() {
     assert_eq!(text(failed, "error.type"), "fallback");
     assert!(failed.error.is_some());
     assert_eq!(failed.events[0].name, "gen_ai.retry");
+    assert!(
+        failed.attr("gen_ai.response.id").is_none(),
+        "the given-up attempt's id is not the answer's"
+    );
     assert_eq!(failed.end_ms, 1_700);
     let answered = named(&spans, "chat gpt-4o-mini")[0];
     assert_eq!(text(answered, "gen_ai.provider.name"), "openai");

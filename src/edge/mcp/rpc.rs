@@ -66,7 +66,20 @@ pub fn read(body: &str) -> Result<Incoming, (Value, RpcError)> {
         };
         return Err((Value::Null, RpcError::InvalidRequest(why.into())));
     };
-    let id = message.remove("id");
+    // Read first, so that no refusal echoes an id this server would not take.
+    let id = match message.remove("id") {
+        None => None,
+        Some(id @ Value::String(_)) => Some(id),
+        // A whole number (`3.0` is one, as JSON Schema counts) within JavaScript's exact
+        // integers: an id a client sends is one it can read back. Echoed as it came.
+        Some(Value::Number(n)) if whole_and_safe(&n) => Some(Value::Number(n)),
+        Some(_) => {
+            return Err((
+                Value::Null,
+                RpcError::InvalidRequest("`id` must be a string or a whole number".into()),
+            ))
+        }
+    };
     let invalid = |id: Option<Value>, why: &str| {
         Err((
             id.unwrap_or(Value::Null),
@@ -85,13 +98,8 @@ pub fn read(body: &str) -> Result<Incoming, (Value, RpcError)> {
         }
         None => return invalid(id, "`method` is missing"),
     };
-    let id = match id {
-        None => return Ok(Incoming::Accepted),
-        Some(id @ Value::String(_)) => id,
-        // A whole number (`3.0` is one, as JSON Schema counts) within JavaScript's exact
-        // integers: an id a client sends is one it can read back. Echoed as it came.
-        Some(Value::Number(n)) if whole_and_safe(&n) => Value::Number(n),
-        Some(_) => return invalid(None, "`id` must be a string or a whole number"),
+    let Some(id) = id else {
+        return Ok(Incoming::Accepted);
     };
     let params = match message.remove("params") {
         None => Value::Object(Default::default()),
@@ -190,6 +198,11 @@ mod tests {
         assert_eq!(refused("{nope"), (Value::Null, -32700));
         assert_eq!(refused("[]"), (Value::Null, -32600));
         assert_eq!(refused(r#"{"id":1,"method":"ping"}"#), (json!(1), -32600));
+        // An id this server would not take is never echoed, whatever else is wrong.
+        assert_eq!(
+            refused(r#"{"id":{"a":1},"method":"ping"}"#),
+            (Value::Null, -32600)
+        );
         assert_eq!(
             refused(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#),
             (Value::Null, -32600)

@@ -41,6 +41,17 @@ pub trait FromJsonOwned: for<'a> FromJson<'a> {}
 impl<T: for<'a> FromJson<'a>> FromJsonOwned for T {}
 
 /// Reads a whole text as one `T`; the error says what and where.
+/// A field read only when it is a string, skipped otherwise (`default_with(string_or_skip)`):
+/// for what a peer may send in any shape and a reader can do without, such as an answer's id
+/// kept for traces, so that an odd value never fails the message around it.
+pub fn string_or_skip<'a, T: FromJson<'a>>(r: &mut Reader<'a>) -> Result<Option<T>> {
+    if r.peek_kind()? == b'"' {
+        T::read(r).map(Some)
+    } else {
+        r.skip().map(|_| None)
+    }
+}
+
 pub fn read<'a, T: FromJson<'a>>(text: &'a str) -> Result<T> {
     let mut reader = Reader::new(text);
     let value = T::read(&mut reader)?;

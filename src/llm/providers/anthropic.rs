@@ -314,7 +314,7 @@ impl Decode for Decoder {
                 let mut usage = Usage::default();
                 if let Some(start) = event.message {
                     start.usage.apply(&mut usage);
-                    if let Some(id) = start.id {
+                    if let Some(id) = start.id.filter(|id| !id.is_empty()) {
                         out.push(LlmEvent::ResponseId(id));
                     }
                 }
@@ -529,7 +529,10 @@ mod wire {
         pub usage: WireUsage,
     }
 
-    crate::json_struct!(MessageStart { "id" => id, "usage" => usage: default });
+    crate::json_struct!(MessageStart {
+        "id" => id: default_with(crate::llm::json::string_or_skip),
+        "usage" => usage: default,
+    });
 
     /// A content block's start or a delta: the fields of every `type` there is.
     pub struct Part<'a> {

@@ -290,7 +290,8 @@ impl Decode for Decoder {
         out: &mut Vec<LlmEvent>,
     ) -> Result<Flow, LlmError> {
         let chunk: wire::Chunk<'_> = read_event("gemini", data)?;
-        if let (false, Some(id)) = (self.id_told, &chunk.response_id) {
+        let id = chunk.response_id.as_ref().filter(|id| !id.is_empty());
+        if let (false, Some(id)) = (self.id_told, id) {
             self.id_told = true;
             out.push(LlmEvent::ResponseId(id.to_string()));
         }
@@ -493,7 +494,7 @@ mod wire {
     }
 
     crate::json_struct!(Chunk<'a> {
-        "responseId" => response_id,
+        "responseId" => response_id: default_with(crate::llm::json::string_or_skip),
         "candidates" => candidates: default,
         "usageMetadata" => usage_metadata,
         "error" => error,

@@ -295,7 +295,8 @@ impl Decode for Decoder {
             return Ok(Flow::Done);
         }
         let chunk: wire::Chunk<'_> = read_event("openai", data)?;
-        if let (false, Some(id)) = (self.id_told, &chunk.id) {
+        // Azure's and TGI's first chunk has an empty id.
+        if let (false, Some(id)) = (self.id_told, chunk.id.as_ref().filter(|id| !id.is_empty())) {
             self.id_told = true;
             out.push(LlmEvent::ResponseId(id.to_string()));
         }
@@ -503,7 +504,7 @@ pub(crate) mod wire {
     }
 
     crate::json_struct!(Chunk<'a> {
-        "id" => id,
+        "id" => id: default_with(crate::llm::json::string_or_skip),
         "choices" => choices: default,
         "usage" => usage,
         "error" => error,
@@ -754,6 +755,19 @@ mod tests {
             ("abc", "current_time")
         );
         assert_eq!(calls[0].input, json!({"tz": "UTC"}));
+    }
+
+    #[test]
+    fn an_odd_or_empty_id_is_no_id_and_never_fails_the_answer() {
+        // Azure's first chunk has an empty id; a server may send a number. The id is for traces.
+        let body = "data: {\"id\":\"\",\"choices\":[]}\n\n\
+                    data: {\"id\":7,\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n\
+                    data: {\"id\":\"chatcmpl-1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+                    data: [DONE]\n\n";
+        let (events, c) = run(&make, vec![body.as_bytes().to_vec()]);
+        assert_eq!(c.error, None);
+        assert_eq!(c.message.text(), "Hi");
+        assert_eq!(response_ids(&events), ["chatcmpl-1"]);
     }
 
     #[test]

@@ -328,23 +328,19 @@ impl Ask {
                 (&mut conversation_id, &mut made),
             )
             .await;
-        let taken_back = |env: &Env, id: &str| {
-            let (env, id, user) = (env.clone(), id.to_string(), user.to_string());
-            async move {
-                // A conversation made for a message its object did not take: gone again, as a
-                // refused chat's is (only while it has no messages).
-                if let Ok(store) = Store::for_owner(&env, &user).await {
-                    if let Err(e) = store.take_back(&id, &user, "", true).await {
-                        console_error!("taking back the conversation made for an MCP call: {e}");
-                    }
-                }
-            }
-        };
         let response = match turn {
             Ok(response) => response,
             Err(e) => {
+                // A conversation made for a message whose hand-over failed: gone again, as a
+                // refused chat's is (only while it has no messages).
                 if let (true, Some(id)) = (made, &conversation_id) {
-                    taken_back(env, id).await;
+                    if let Ok(store) = Store::for_owner(env, user).await {
+                        if let Err(e) = store.take_back(id, user, "", true).await {
+                            console_error!(
+                                "taking back the conversation made for an MCP call: {e}"
+                            );
+                        }
+                    }
                 }
                 let shown = if made {
                     None
@@ -477,17 +473,22 @@ async fn read_turn(
             Ok(object) => object.stream().await.ok(),
             Err(_) => None,
         };
-        // Only the turn this call started: once it has ended, another (a queued message's)
-        // may be the one running.
-        match attached.filter(|r| r.status_code() == 200) {
-            Some(again) => {
-                let (followed, again_message) = fold(again, notify).await;
-                if again_message != message {
-                    return answer::ended(agent, conversation);
-                }
-                progress = followed;
+        // Only the turn this call started, known by its message's id: once it has ended,
+        // another (a queued message's) may be the one running. No turn running (204): it
+        // ended. Anything else (a failure, too many readers, a turn it cannot tell from its
+        // own): it is still taken to run.
+        match attached.as_ref().map(Response::status_code) {
+            Some(204) => return answer::ended(agent, conversation),
+            Some(200) => {}
+            _ => return answer::running(agent, conversation),
+        }
+        if let Some(again) = attached {
+            let (followed, again_message) = fold(again, notify).await;
+            match (&message, &again_message) {
+                (Some(ours), Some(now)) if ours == now => progress = followed,
+                (Some(_), Some(_)) => return answer::ended(agent, conversation),
+                _ => return answer::running(agent, conversation),
             }
-            None => return answer::ended(agent, conversation),
         }
         if !progress.finished() {
             return answer::running(agent, conversation);
